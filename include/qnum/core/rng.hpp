@@ -1,0 +1,40 @@
+// Counter-based random numbers (Philox4x32-10, Salmon et al. 2011): the draw for element i
+// depends only on (seed, i), so stochastic rounding gives the same bits on any thread count,
+// SIMD width or device.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace qnum {
+
+/// Philox4x32-10 keyed by a 64-bit seed; `draw(counter)` returns four 32-bit words.
+class CounterRng {
+public:
+  constexpr explicit CounterRng(std::uint64_t seed = 0) : seed_(seed) {}
+
+  constexpr std::array<std::uint32_t, 4> draw(std::uint64_t counter, std::uint64_t stream = 0) const {
+    std::array<std::uint32_t, 4> c{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32),
+                                   static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
+    std::uint32_t k0 = static_cast<std::uint32_t>(seed_), k1 = static_cast<std::uint32_t>(seed_ >> 32);
+    for (int round = 0; round < 10; ++round) {
+      const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c[0];
+      const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * c[2];
+      c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0, static_cast<std::uint32_t>(p1),
+           static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1, static_cast<std::uint32_t>(p0)};
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    return c;
+  }
+
+  /// Uniform float in [0, 1) with 24 random bits, for element `counter`.
+  constexpr float uniform(std::uint64_t counter) const {
+    return static_cast<float>(draw(counter)[0] >> 8) * (1.0f / 16777216.0f);
+  }
+
+private:
+  std::uint64_t seed_;
+};
+
+}  // namespace qnum

@@ -1,0 +1,49 @@
+// Tensor shapes and operand roles shared by the format layer and above.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qnum/core/error.hpp"
+
+namespace qnum {
+
+/// Dimensions of a row-major (C order) tensor, outermost first.
+using Shape = std::vector<std::int64_t>;
+
+/// Number of elements of a shape (1 for a scalar shape {}).
+inline std::int64_t numel(const Shape& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+inline std::string to_string(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+/// What an operand is to its layer. MASE's block formats infer block shapes from it
+/// (activation = skip_first_dim); qnum's exact semantics block along the last axis for all.
+enum class Role : std::uint8_t { weight, activation, bias };
+
+inline std::string_view to_string(Role r) {
+  switch (r) {
+    case Role::weight: return "weight";
+    case Role::activation: return "activation";
+    case Role::bias: return "bias";
+  }
+  return "?";
+}
+
+inline Role parse_role(std::string_view s) {
+  if (s == "weight") return Role::weight;
+  if (s == "activation") return Role::activation;
+  if (s == "bias") return Role::bias;
+  detail::fail("unknown role '", s, "' (allowed: weight, activation, bias)");
+}
+
+}  // namespace qnum

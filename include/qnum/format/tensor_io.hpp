@@ -1,0 +1,35 @@
+// Shared checks and loops for tensor-level quantization of any family.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "qnum/core/error.hpp"
+#include "qnum/core/policy.hpp"
+#include "qnum/core/rng.hpp"
+#include "qnum/core/shape.hpp"
+
+namespace qnum::detail {
+
+/// Validates that `in` and `out` match `shape` (out may alias in).
+inline void check_tensor_io(std::string_view family, std::span<const float> in, std::span<float> out,
+                            const Shape& shape) {
+  for (auto d : shape) require(d >= 0, family, ": negative dimension in shape ", to_string(shape));
+  require(static_cast<std::int64_t>(in.size()) == numel(shape), family, ": input has ", in.size(),
+          " elements but shape ", to_string(shape), " needs ", numel(shape));
+  require(out.size() == in.size(), family, ": output has ", out.size(), " elements, input has ", in.size());
+}
+
+/// Applies an elementwise reference `q(x, index)` to every element; the index is the flat
+/// position, which keys stochastic rounding so results never depend on how work is split.
+template <class Q>
+void quantize_each(std::span<const float> in, std::span<float> out, Q&& q) {
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = q(in[i], static_cast<std::uint64_t>(i));
+}
+
+/// The uniform draw for element `index` under `policy` (only used by stochastic rounding).
+inline float stochastic_draw(const Policy& policy, std::uint64_t index) {
+  return policy.rounding == Rounding::stochastic ? CounterRng(policy.seed).uniform(index) : 0.0f;
+}
+
+}  // namespace qnum::detail

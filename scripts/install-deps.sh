@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs qnum's build and test dependencies from Debian packages. Idempotent:
+# packages already present are skipped, and apt is not touched when nothing is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libeigen3-dev      # fp32 GEMM baseline and Eigen::Map over qnum buffers
+  libxsimd-dev       # portable SIMD kernels
+  doctest-dev        # unit tests
+  libbenchmark-dev   # Google Benchmark
+  libcli11-dev       # the qnum command line
+  nlohmann-json3-dev # JSON metadata and manifests
+  zlib1g-dev         # gzip data files
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
