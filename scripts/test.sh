@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: install missing packages, build with tests, run CTest.
+# Extra arguments go to ctest (e.g. -L quick for the quick subset).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/install-deps.sh"
+bash "$root/scripts/build.sh" -DQNUM_BUILD_TESTS=ON -DQNUM_BUILD_EXAMPLES=ON
+cd "${QNUM_BUILD_DIR:-$root/build}"
+ctest --output-on-failure --timeout 900 "$@"
