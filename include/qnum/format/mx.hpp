@@ -1,9 +1,23 @@
-// MX integer (`mxint`): blocks of k-bit two's-complement elements sharing an E8M0 scale.
-// exact = OCP MX v1.0 MXINT8 (scale floor(log2 amax), blocks along block_dim, padded);
-// mase = MASE's mxint_quantizer (ceil scale, flattened unpadded blocks).
+// MX block formats: `mxint` (k-bit integer elements) and `mxfp` (FP8/FP6/FP4 elements), each
+// block of `block_size` elements sharing one power-of-two scale.
+//
+// exact (default) = OCP MX v1.0: blocks of consecutive elements along block_dim that never
+//   cross the other axes (the last block is implicitly zero-padded); shared exponent
+//   floor(log2 amax) - emax_elem from the bits, E8M0 clamped to [-127, 127]; all-zero block ->
+//   2^-127; a NaN or Inf anywhere in a block -> scale code 0xFF (NaN) -> the whole block NaN.
+//   Elements rounded under policy.rounding, saturating, subnormals kept.
+// mase = MASE's mxint_quantizer / mxfp_quantizer bit for bit (flattened unpadded blocks, ceil
+//   scale for mxint, the `_minifloat_mx` codec for mxfp, torch.quantile clip search).
+//
+// Sections: specs, blocking, exact (OCP) blocks, MASE arithmetic, tensor quantize, info,
+// encode/decode of one block. Packed storage and mase-cuda MXINT8 are in mx_packed.hpp.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,9 +28,14 @@
 #include "qnum/core/round.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
+#include "qnum/format/mx_element.hpp"
 
 namespace qnum {
 
+// ---- specs -----------------------------------------------------------------------------
+
+/// MX integer: `width`-bit two's-complement elements (OCP: k * 2^-(width-2)) sharing a
+/// `scale_bits` exponent per `block_size` elements along `block_dim`.
 struct MXIntSpec {
   static constexpr std::string_view name = "mxint";
   int width = 8;  // element bits k (MASE: element_bits)
@@ -33,12 +52,14 @@ struct MXIntSpec {
                     " must be in [1, 4096]");
     detail::require(scale_bits >= 1 && scale_bits <= 8, name, ": scale_bits ", scale_bits, " must be in [1, 8]");
   }
+  constexpr MXElement element() const { return MXElement::integer(width); }
+
   static std::vector<KeyDoc> key_docs() {
     return {{"width", "8", "element bits k incl. sign (MASE: element_bits)"},
             {"block_size", "32", "elements per shared scale"},
             {"block_dim", "-1", "axis the blocks run along"},
-            {"scale_bits", "8", "bits of the shared exponent"},
-            {"quantile_search", "false", "per-block clip search (MASE)"}};
+            {"scale_bits", "8", "bits of the shared exponent (OCP: 8, E8M0)"},
+            {"quantile_search", "false", "per-block clip search over quantiles of |x| (MASE)"}};
   }
   static MXIntSpec from_keys(KeyValues& kv) {
     MXIntSpec s;
@@ -57,7 +78,8 @@ struct MXIntSpec {
   }
 };
 
-/// MX float (`mxfp`): E/M minifloat elements sharing an E8M0 scale.
+/// MX float (`mxfp`): E/M minifloat elements sharing an E8M0 scale. exact: OCP E4M3, E5M2,
+/// E3M2, E2M3, E2M1; mase_compat additionally E1M2.
 struct MXFPSpec {
   static constexpr std::string_view name = "mxfp";
   int exponent_width = 4;  // MASE: element_exp_bits
@@ -70,15 +92,19 @@ struct MXFPSpec {
   friend bool operator==(const MXFPSpec&, const MXFPSpec&) = default;
 
   constexpr int element_bits() const { return 1 + exponent_width + frac_width; }
+  constexpr MXElement element() const { return MXElement::fp(exponent_width, frac_width); }
 
   void validate() const {
-    detail::require(exponent_width >= 1 && exponent_width <= 5, name, ": exponent_width ", exponent_width,
-                    " must be in [1, 5]");
-    detail::require(frac_width >= 1 && frac_width <= 3 && element_bits() <= 8, name, ": frac_width ", frac_width,
-                    " with exponent_width ", exponent_width, " is not an MX element (E4M3, E5M2, E3M2, E2M3, E2M1, E1M2)");
+    const int e = exponent_width, m = frac_width;
+    const bool known = (e == 4 && m == 3) || (e == 5 && m == 2) || (e == 3 && m == 2) || (e == 2 && m == 3) ||
+                       (e == 2 && m == 1) || (e == 1 && m == 2);
+    detail::require(known, name, ": exponent_width ", e, " with frac_width ", m,
+                    " is not an MX element (allowed: E4M3, E5M2, E3M2, E2M3, E2M1; mase_compat also E1M2)");
     detail::require(block_size >= 1 && block_size <= 4096, name, ": block_size ", block_size,
                     " must be in [1, 4096]");
-    detail::require(scale_exp_bits == 8, name, ": scale_exp_bits ", scale_exp_bits, " must be 8");
+    detail::require(scale_exp_bits == 8, name, ": scale_exp_bits ", scale_exp_bits,
+                    " is not allowed (allowed: 8, the E8M0 scale; MASE: \"Invalid scale exponent bits: ",
+                    scale_exp_bits, ". Legal values are: (8,).\")");
   }
   static std::vector<KeyDoc> key_docs() {
     return {{"exponent_width", "4", "element exponent bits (MASE: element_exp_bits)"},
@@ -86,7 +112,7 @@ struct MXFPSpec {
             {"block_size", "32", "elements per shared scale"},
             {"block_dim", "-1", "axis the blocks run along"},
             {"scale_exp_bits", "8", "bits of the shared exponent (must be 8)"},
-            {"quantile_search", "false", "per-block clip search (MASE)"}};
+            {"quantile_search", "false", "per-block clip search over quantiles of |x| (MASE)"}};
   }
   static MXFPSpec from_keys(KeyValues& kv) {
     MXFPSpec s;
@@ -106,32 +132,450 @@ struct MXFPSpec {
   }
 };
 
-// ---- tensor quantize and info (to be implemented) ---------------------------------------
+/// One encoded block: the shared scale code (E8M0 for 8 scale bits; all ones = NaN) and one
+/// element code per element (low `element.width` bits; see encode(MXElement, ...)).
+struct MXBlockCodes {
+  std::uint8_t scale = 0;
+  std::vector<std::uint16_t> elements;
+};
 
-inline void quantize(const MXIntSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role role = Role::weight) {
-  (void)p; (void)role;
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::fail(s.name, ": not implemented yet");
+namespace detail {
+
+// ---- blocking --------------------------------------------------------------------------
+
+/// The candidate clip quantiles of MASE's quantile_search, in its order.
+inline constexpr std::array<double, 11> mx_clip_quantiles{1.0, 0.995, 0.99, 0.97, 0.95, 0.93,
+                                                          0.90, 0.80, 0.70, 0.60, 0.50};
+
+/// Flat (C-order) indices of the tensor with `axis` moved last (MASE's flatten_for_quantize):
+/// runs of shape[axis] consecutive entries are the fibers along the axis.
+inline std::vector<std::int64_t> mx_axis_last_order(const Shape& shape, int axis) {
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= shape[static_cast<std::size_t>(i)];
+  for (std::size_t i = static_cast<std::size_t>(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
+  const std::int64_t n = shape[static_cast<std::size_t>(axis)];
+  std::vector<std::int64_t> order;
+  order.reserve(static_cast<std::size_t>(outer * n * inner));
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i)
+      for (std::int64_t t = 0; t < n; ++t) order.push_back((o * n + t) * inner + i);
+  return order;
 }
+
+/// block_dim normalised to [0, rank); rank 0 counts as rank 1 in exact mode.
+inline int mx_axis(std::string_view family, int block_dim, std::size_t rank) {
+  const int r = static_cast<int>(rank);
+  require(block_dim >= -r && block_dim < r, family, ": block_dim ", block_dim, " is out of range for a tensor of rank ",
+          r, " (allowed: ", -r, "..", r - 1, ")");
+  return block_dim < 0 ? block_dim + r : block_dim;
+}
+
+inline int mx_scale_bias(int scale_bits) { return (1 << (scale_bits - 1)) - 1; }
+
+// ---- exact (OCP MX v1.0) blocks ----------------------------------------------------------
+
+/// Shared exponent of a block whose values are finite: floor(log2 clip) - emax_elem from the
+/// bits, clamped to [-bias, bias]; clip 0 -> -bias (scale 2^-127: every element is 0).
+inline int mx_exact_scale_exp(const MXElement& e, int scale_bits, double clip) {
+  const int bias = mx_scale_bias(scale_bits);
+  if (clip == 0.0) return -bias;
+  const int x = ilog2(clip) - e.emax();
+  return x < -bias ? -bias : (x > bias ? bias : x);
+}
+
+/// Quantizes one block under OCP semantics; writes values (may be null) and codes (may be
+/// null); returns the scale code. `idx` holds each element's flat index (stochastic draws).
+/// quantile_search: the clip value is chosen among quantiles of |x| by least L2 error.
+inline std::uint8_t mx_exact_block(const MXElement& e, int scale_bits, bool quantile_search, const Policy& p,
+                                   std::span<const float> xs, std::span<const std::int64_t> idx, float* values,
+                                   std::uint16_t* codes) {
+  const std::size_t n = xs.size();
+  double amax = 0;
+  bool special = false;
+  for (float x : xs) {
+    special |= !is_finite(x);
+    amax = std::max(amax, abs(static_cast<double>(x)));
+  }
+  if (special) {  // OCP: NaN scale, the whole block is NaN
+    for (std::size_t i = 0; i < n; ++i) {
+      if (values) values[i] = kNaN;
+      if (codes) codes[i] = 0;
+    }
+    return static_cast<std::uint8_t>((1u << scale_bits) - 1);
+  }
+  auto element_of = [&](int sexp, std::size_t i) {
+    const float y = static_cast<float>(scale2(static_cast<double>(xs[i]), -sexp));
+    return quantize_element(e, p, y, stochastic_draw(p, static_cast<std::uint64_t>(idx[i])));
+  };
+  int sexp = mx_exact_scale_exp(e, scale_bits, amax);
+  if (quantile_search && n > 1) {
+    std::vector<double> sorted(n);
+    for (std::size_t i = 0; i < n; ++i) sorted[i] = abs(static_cast<double>(xs[i]));
+    std::sort(sorted.begin(), sorted.end());
+    double best = std::numeric_limits<double>::infinity();
+    int tried = std::numeric_limits<int>::min();
+    for (double q : mx_clip_quantiles) {
+      const double rank = q * static_cast<double>(n - 1);
+      const auto lo = static_cast<std::size_t>(rank);
+      const std::size_t hi = std::min(lo + 1, n - 1);
+      const double clip = sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+      const int cand = mx_exact_scale_exp(e, scale_bits, clip);
+      if (cand == tried) continue;  // same scale, same result
+      tried = cand;
+      double err = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double d = scale2(static_cast<double>(element_of(cand, i)), cand) - static_cast<double>(xs[i]);
+        err += d * d;
+      }
+      if (err < best) best = err, sexp = cand;
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const float q = element_of(sexp, i);
+    if (values) values[i] = static_cast<float>(scale2(static_cast<double>(q), sexp));
+    if (codes) codes[i] = static_cast<std::uint16_t>(encode(e, q, exact));
+  }
+  return static_cast<std::uint8_t>(sexp + mx_scale_bias(scale_bits));
+}
+
+/// Exact-mode tensor quantize shared by mxint and mxfp.
+inline void mx_exact_quantize(std::string_view family, const MXElement& e, int scale_bits, int block_size,
+                              int block_dim, bool quantile_search, const Policy& p, std::span<const float> in,
+                              std::span<float> out, const Shape& shape) {
+  const Shape sh = shape.empty() ? Shape{1} : shape;
+  const int axis = mx_axis(family, block_dim, sh.size());
+  const auto order = mx_axis_last_order(sh, axis);
+  const auto n = static_cast<std::size_t>(sh[static_cast<std::size_t>(axis)]);
+  const auto bs = static_cast<std::size_t>(block_size);
+  std::vector<float> xs, vals;
+  for (std::size_t f = 0; f < order.size(); f += n)
+    for (std::size_t start = 0; start < n; start += bs) {
+      const std::size_t len = std::min(bs, n - start);
+      const std::span<const std::int64_t> idx(order.data() + f + start, len);
+      xs.resize(len);
+      vals.resize(len);
+      for (std::size_t i = 0; i < len; ++i) xs[i] = in[static_cast<std::size_t>(idx[i])];
+      mx_exact_block(e, scale_bits, quantile_search, p, xs, idx, vals.data(), nullptr);
+      for (std::size_t i = 0; i < len; ++i) out[static_cast<std::size_t>(idx[i])] = vals[i];
+    }
+}
+
+// ---- MASE arithmetic (float32, as torch 1.13 on x86-64 CPU) -------------------------------
+
+/// torch's float32 log2, assumed correctly rounded (formats.md §0.3).
+inline float mx_mase_log2f(float v) { return static_cast<float>(std::log2(static_cast<double>(v))); }
+
+/// torch.pow(2, s) for an integer-valued float32 s (exact; NaN stays NaN).
+inline float mx_mase_exp2f(float s) {
+  if (is_nan(s)) return s;
+  if (s > 200.0f) return kInf;
+  if (s < -200.0f) return 0.0f;
+  return pow2f(static_cast<int>(s));
+}
+
+/// float32 -> int32 as x86-64 converts it (cvttss2si): NaN and out of range -> INT32_MIN.
+inline std::int32_t mx_to_int32_x86(float v) {
+  if (!(v >= -2147483648.0f && v < 2147483648.0f)) return std::numeric_limits<std::int32_t>::min();
+  return static_cast<std::int32_t>(v);
+}
+
+/// torch.lerp on float32 (its two-branch formula, no fused multiply-add).
+inline float mx_torch_lerp(float a, float b, float w) {
+  return std::fabs(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+
+/// torch.quantile(v, q) (linear interpolation) in float32 as torch 1.13 computes it: rank =
+/// q * (n-1) in float32, NaN anywhere -> rank n-1 -> NaN; lerp of the two neighbours (so an
+/// Inf at the top gives NaN even for q = 1: inf + 0 * (inf - inf)). Sorts `v` in place.
+inline float mx_torch_quantile(std::vector<float>& v, float q) {
+  const std::size_t n = v.size();
+  bool has_nan = false;
+  for (float x : v) has_nan |= is_nan(x);
+  std::sort(v.begin(), v.end(), [](float a, float b) { return is_nan(b) ? !is_nan(a) : a < b; });
+  const float last = static_cast<float>(n - 1);
+  const float rank = has_nan ? last : q * last;
+  const auto below = static_cast<std::size_t>(rank);
+  const float w = rank - static_cast<float>(below);
+  const auto above = static_cast<std::size_t>(std::ceil(rank));
+  return mx_torch_lerp(v[below], v[above], w);
+}
+
+/// MASE mxint candidate for one block (extract_mxint_components + compose) given the clip value.
+inline void mase_mxint_block(const MXIntSpec& s, float clip, std::span<const float> xs, float* out) {
+  const float tiny = std::numeric_limits<float>::min();
+  if (clip < tiny) clip = tiny;  // clamp(min=tiny); NaN stays NaN
+  const float sc = std::ceil(mx_mase_log2f(clip));
+  const float p2 = mx_mase_exp2f(sc);
+  const float mul = pow2f(s.width - 1);
+  const float lo = -mul, hi = mul - 1.0f;
+  const int bias = mx_scale_bias(s.scale_bits);
+  float S = sc + static_cast<float>(bias);
+  const float smax = static_cast<float>((1 << s.scale_bits) - 1);
+  if (S < 0.0f) S = 0.0f;
+  if (S > smax) S = smax;
+  const float outscale = mx_mase_exp2f(S - static_cast<float>(bias));
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const float y = xs[i] / p2;
+    float m = std::nearbyint(y * mul);  // torch.round: half to even, keeps -0
+    if (m < lo) m = lo;
+    if (m > hi) m = hi;
+    out[i] = m / mul * outscale;
+  }
+}
+
+/// MASE mxfp components of one block for a given quantile: the scale byte and the element codes.
+inline std::uint8_t mase_mxfp_extract(const MXFPSpec& s, float q, std::span<const float> xs, std::uint16_t* codes,
+                                      std::vector<float>& scratch) {
+  const int E = s.exponent_width, M = s.frac_width;
+  const std::size_t n = xs.size();
+  scratch.resize(n);
+  bool all_flushed = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool flush = (float_bits(xs[i]) & 0x7F800000u) == 0;
+    all_flushed &= flush;
+    scratch[i] = flush ? 0.0f : std::fabs(xs[i]);
+  }
+  const float amax = mx_torch_quantile(scratch, q);
+  // int32 arithmetic wraps as in torch (NaN/-inf -> INT32_MIN -> INT32_MIN - emax wraps high)
+  std::int32_t shared = mx_to_int32_x86(std::floor(mx_mase_log2f(amax)));
+  shared = static_cast<std::int32_t>(static_cast<std::uint32_t>(shared) -
+                                     static_cast<std::uint32_t>(mase_mx_emax(E)));
+  shared = std::clamp<std::int32_t>(shared, -127, 128);
+  const std::uint8_t S = all_flushed ? 0 : static_cast<std::uint8_t>(shared + 127);
+  const float scale = pow2f(shared);
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool flush = (float_bits(xs[i]) & 0x7F800000u) == 0;
+    const float y = flush ? 0.0f : xs[i] / scale;
+    codes[i] = static_cast<std::uint16_t>(mase_mx_minifloat_encode(E, M, y) & 0xFFu);
+  }
+  return S;
+}
+
+/// MASE mxfp compose: decode(code) * 2^(S - 127) in float32.
+inline float mase_mxfp_value(const MXFPSpec& s, std::uint8_t S, std::uint16_t code) {
+  return mase_mx_minifloat_decode(s.exponent_width, s.frac_width, code) * pow2f(static_cast<int>(S) - 127);
+}
+
+/// MASE's block order and the divisibility assert (no padding; blocks may straddle rows).
+inline std::vector<std::int64_t> mase_mx_order(std::string_view family, int block_dim, int block_size,
+                                               const Shape& shape) {
+  require(!shape.empty(), family, ": mase_compat needs a tensor of rank >= 1 (MASE takes block_dim % rank)");
+  const int axis = mx_axis(family, block_dim, shape.size());
+  const auto n = numel(shape);
+  require(n % block_size == 0, family, ": ", n, " elements are not divisible by block_size ", block_size,
+          " (mase_compat blocks the flattened tensor without padding)");
+  return mx_axis_last_order(shape, axis);
+}
+
+inline void mase_mxint_quantize(const MXIntSpec& s, std::span<const float> in, std::span<float> out,
+                                const Shape& shape) {
+  const auto order = mase_mx_order(s.name, s.block_dim, s.block_size, shape);
+  const auto B = static_cast<std::size_t>(s.block_size);
+  std::vector<float> xs(B), absx(B), cand(B), best_vals(B);
+  for (std::size_t b = 0; b * B < order.size(); ++b) {
+    for (std::size_t j = 0; j < B; ++j) xs[j] = in[static_cast<std::size_t>(order[b * B + j])];
+    auto clip_at = [&](float q) {
+      for (std::size_t j = 0; j < B; ++j) absx[j] = std::fabs(xs[j]);
+      return mx_torch_quantile(absx, q);
+    };
+    if (!s.quantile_search) {
+      mase_mxint_block(s, clip_at(1.0f), xs, best_vals.data());
+    } else {
+      // torch.argmin over the L2 norms against the *unpermuted* flattened block (MASE compares
+      // with tensor.flatten().reshape(-1, B)); NaN counts as the minimum, first index wins.
+      float best = 0;
+      bool have = false;
+      for (double qd : mx_clip_quantiles) {
+        mase_mxint_block(s, clip_at(static_cast<float>(qd)), xs, cand.data());
+        double acc = 0;
+        for (std::size_t j = 0; j < B; ++j) {
+          const double d = static_cast<double>(cand[j] - in[b * B + j]);
+          acc += d * d;
+        }
+        const float err = std::sqrt(static_cast<float>(acc));
+        const bool take = !have || (!is_nan(best) && (is_nan(err) || err < best));
+        if (take) best = err, have = true, best_vals = cand;
+      }
+    }
+    for (std::size_t j = 0; j < B; ++j) out[static_cast<std::size_t>(order[b * B + j])] = best_vals[j];
+  }
+}
+
+inline void mase_mxfp_quantize(const MXFPSpec& s, std::span<const float> in, std::span<float> out,
+                               const Shape& shape) {
+  const auto order = mase_mx_order(s.name, s.block_dim, s.block_size, shape);
+  const auto B = static_cast<std::size_t>(s.block_size);
+  std::vector<float> xs(B), scratch;
+  std::vector<std::uint16_t> codes(B), best_codes(B);
+  for (std::size_t b = 0; b * B < order.size(); ++b) {
+    for (std::size_t j = 0; j < B; ++j) xs[j] = in[static_cast<std::size_t>(order[b * B + j])];
+    std::uint8_t S = mase_mxfp_extract(s, 1.0f, xs, best_codes.data(), scratch);
+    if (s.quantile_search) {
+      // MASE scores each candidate on q = code / 2^(M-1) * (2^((S - 127) mod 256) mod 256): the
+      // raw codes in uint8 arithmetic, not the dequantized values. Reproduced as is.
+      float best = kInf;
+      const float div = static_cast<float>(1 << (s.frac_width - 1));
+      for (double qd : mx_clip_quantiles) {
+        const std::uint8_t Sq = mase_mxfp_extract(s, static_cast<float>(qd), xs, codes.data(), scratch);
+        const auto d = static_cast<std::uint8_t>(Sq - 127);
+        const float pw = d < 8 ? static_cast<float>(1u << d) : 0.0f;  // uint8 pow wraps
+        float err = 0.0f;
+        for (std::size_t j = 0; j < B; ++j) {
+          const float q = static_cast<float>(codes[j]) / div * pw - in[b * B + j];
+          err += q * q;
+        }
+        if (err < best) best = err, S = Sq, best_codes = codes;
+      }
+    }
+    for (std::size_t j = 0; j < B; ++j)
+      out[static_cast<std::size_t>(order[b * B + j])] = mase_mxfp_value(s, S, best_codes[j]);
+  }
+}
+
+inline void require_exact_mxfp(const MXFPSpec& s) {
+  require(s.element().is_ocp(), s.name, ": E", s.exponent_width, "M", s.frac_width,
+          " elements exist only in mode=mase_compat (OCP MX v1.0 defines E4M3, E5M2, E3M2, E2M3, E2M1)");
+}
+
+}  // namespace detail
+
+// ---- tensor quantize -------------------------------------------------------------------
+
+/// Quantizes a C-order tensor: exact = OCP MXINT (blocks along block_dim, padded); mase =
+/// MASE's mxint_quantizer (the role is not used by either).
+inline void quantize(const MXIntSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                     const Shape& shape, Role = Role::weight) {
+  detail::check_tensor_io(s.name, in, out, shape);
+  s.validate();
+  if (p.is_mase()) return detail::mase_mxint_quantize(s, in, out, shape);
+  detail::mx_exact_quantize(s.name, s.element(), s.scale_bits, s.block_size, s.block_dim, s.quantile_search, p, in,
+                            out, shape);
+}
+
+/// Quantizes a C-order tensor: exact = OCP MXFP; mase = MASE's mxfp_quantizer.
+inline void quantize(const MXFPSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                     const Shape& shape, Role = Role::weight) {
+  detail::check_tensor_io(s.name, in, out, shape);
+  s.validate();
+  if (p.is_mase()) return detail::mase_mxfp_quantize(s, in, out, shape);
+  detail::require_exact_mxfp(s);
+  detail::mx_exact_quantize(s.name, s.element(), s.scale_exp_bits, s.block_size, s.block_dim, s.quantile_search, p,
+                            in, out, shape);
+}
+
+// ---- info ------------------------------------------------------------------------------
 
 inline FormatInfo info(const MXIntSpec& s, const Policy& p) {
-  (void)p;
-  detail::fail(s.name, ": info not implemented yet");
-}
-
-// ---- tensor quantize and info (to be implemented) ---------------------------------------
-
-inline void quantize(const MXFPSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role role = Role::weight) {
-  (void)p; (void)role;
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::fail(s.name, ": not implemented yet");
+  s.validate();
+  FormatInfo f;
+  const MXElement e = s.element();
+  f.bits_per_value = s.width + static_cast<double>(s.scale_bits) / s.block_size;
+  f.distinct_values = detail::pow2(s.width);
+  const int bias = detail::mx_scale_bias(s.scale_bits);
+  if (p.is_mase()) {
+    // m * 2^(S - bias - (k-1)); with float32 inputs S - bias is in [max(-126, -bias), 127]
+    // (ceil(log2 amax) = 128 makes the block NaN).
+    const int lo = std::max(-126, -bias), hi = std::min(127, (1 << s.scale_bits) - 1 - bias);
+    f.min_positive = detail::pow2(lo - (s.width - 1));
+    f.max = detail::scale2(static_cast<double>(e.kmax()), hi - (s.width - 1));
+    f.value_set = detail::concat("m * 2^(s - ", s.width - 1, "), m in [", e.kmin(), ", ", e.kmax(), "], s = ceil(log2 amax) in [",
+                                 lo, ", ", hi, "] shared by ", s.block_size, " flattened elements (MASE)");
+  } else {
+    f.min_positive = detail::scale2(e.min_positive(), -bias);
+    f.max = detail::scale2(e.max(), bias);
+    f.value_set = detail::concat("k * 2^(X - ", s.width - 2, "), k in [", e.kmin(), ", ", e.kmax(),
+                                 "], X = floor(log2 amax) in [", -bias, ", ", bias, "] (", s.scale_bits,
+                                 "-bit, all ones = NaN) shared by ", s.block_size, " elements along block_dim");
+  }
+  return f;
 }
 
 inline FormatInfo info(const MXFPSpec& s, const Policy& p) {
-  (void)p;
-  detail::fail(s.name, ": info not implemented yet");
+  s.validate();
+  FormatInfo f;
+  const MXElement e = s.element();
+  const int E = s.exponent_width, M = s.frac_width;
+  f.bits_per_value = e.width + static_cast<double>(s.scale_exp_bits) / s.block_size;
+  if (p.is_mase()) {
+    // MASE's finite codec: every code is a number; reachable magnitudes run from 2^-bias
+    // (smallest subnormal it produces) to (2 - 2^-M) * 2^emax; scale exponent in [-127, 127].
+    const int bias = detail::mase_mx_bias(E), emax = detail::mase_mx_emax(E);
+    f.distinct_values = detail::pow2(e.width) - 1;
+    f.min_positive = detail::pow2(-bias - 127);
+    f.max = (2.0 - detail::pow2(-M)) * detail::pow2(emax + 127);
+    f.value_set = detail::concat("MASE finite E", E, "M", M, " (max ", (2.0 - detail::pow2(-M)) * detail::pow2(emax),
+                                 ") * 2^X, X = floor(log2 amax) - ", emax, " in [-127, 128], ", s.block_size,
+                                 " flattened elements");
+  } else {
+    detail::require_exact_mxfp(s);
+    f.distinct_values = e.distinct_values();
+    f.min_positive = detail::scale2(e.min_positive(), -127);
+    f.max = detail::scale2(e.max(), 127);
+    f.value_set = detail::concat("OCP ", e.name(), " (max ", e.max(), e.is_e4m3() ? ", NaN S.1111.111" : "",
+                                 e.is_e5m2() ? ", Inf/NaN" : "", ") * 2^X, X = floor(log2 amax) - ", e.emax(),
+                                 " in [-127, 127] (E8M0, 0xFF = NaN) shared by ", s.block_size,
+                                 " elements along block_dim");
+  }
+  return f;
+}
+
+// ---- encode / decode one block (exact, OCP) ------------------------------------------------
+
+namespace detail {
+inline MXBlockCodes mx_encode_block(std::string_view family, const MXElement& e, int scale_bits, int block_size,
+                                    bool quantile_search, std::span<const float> x, const Policy& p,
+                                    std::uint64_t first_index) {
+  require(!x.empty() && x.size() <= static_cast<std::size_t>(block_size), family, ": a block has 1..", block_size,
+          " elements, got ", x.size());
+  Policy q = p;
+  q.semantics = Semantics::exact;
+  std::vector<std::int64_t> idx(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) idx[i] = static_cast<std::int64_t>(first_index + i);
+  MXBlockCodes c;
+  c.elements.resize(x.size());
+  c.scale = mx_exact_block(e, scale_bits, quantile_search, q, x, idx, nullptr, c.elements.data());
+  return c;
+}
+
+inline void mx_decode_block(const MXElement& e, int scale_bits, std::uint8_t scale,
+                            std::span<const std::uint16_t> codes, std::span<float> out) {
+  require(out.size() == codes.size(), "mx decode_block: ", codes.size(), " codes but ", out.size(), " outputs");
+  const bool nan = scale == (1u << scale_bits) - 1;
+  const int sexp = static_cast<int>(scale) - mx_scale_bias(scale_bits);
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    out[i] = nan ? kNaN : static_cast<float>(scale2(static_cast<double>(decode(e, codes[i])), sexp));
+}
+}  // namespace detail
+
+/// Encodes one block (at most block_size elements; a short block is the padded last one)
+/// under OCP semantics: the scale code and each element's code. `first_index` keys stochastic
+/// rounding (element i uses first_index + i). Always exact semantics.
+inline MXBlockCodes encode_block(const MXIntSpec& s, std::span<const float> x, const Policy& p = exact,
+                                 std::uint64_t first_index = 0) {
+  s.validate();
+  return detail::mx_encode_block(s.name, s.element(), s.scale_bits, s.block_size, s.quantile_search, x, p,
+                                 first_index);
+}
+inline MXBlockCodes encode_block(const MXFPSpec& s, std::span<const float> x, const Policy& p = exact,
+                                 std::uint64_t first_index = 0) {
+  s.validate();
+  detail::require_exact_mxfp(s);
+  return detail::mx_encode_block(s.name, s.element(), s.scale_exp_bits, s.block_size, s.quantile_search, x, p,
+                                 first_index);
+}
+
+/// Values of an encoded block: decode(element) * 2^(scale - 127); scale 0xFF -> all NaN.
+inline std::vector<float> decode_block(const MXIntSpec& s, const MXBlockCodes& c) {
+  std::vector<float> out(c.elements.size());
+  detail::mx_decode_block(s.element(), s.scale_bits, c.scale, c.elements, out);
+  return out;
+}
+inline std::vector<float> decode_block(const MXFPSpec& s, const MXBlockCodes& c) {
+  std::vector<float> out(c.elements.size());
+  detail::mx_decode_block(s.element(), s.scale_exp_bits, c.scale, c.elements, out);
+  return out;
 }
 
 }  // namespace qnum
+
+#include "qnum/format/mx_packed.hpp"

@@ -2,6 +2,8 @@
 // mantissas are floor-rounded W-bit integers. MASE-only (inference; no gradient).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -47,18 +49,80 @@ struct MXIntHardwareSpec {
   }
 };
 
-// ---- tensor quantize and info (to be implemented) ---------------------------------------
+// ---- tensor quantize and info ----------------------------------------------------------
 
-inline void quantize(const MXIntHardwareSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role role = Role::weight) {
-  (void)p; (void)role;
+namespace detail {
+/// MASE's mxint_quant_block on one tile, in float32: e = clamp(ceil(log2 max|x|) - 2^(ew-1),
+/// -2^(ew-1), 2^ew - 1 - 2^(ew-1)); out = 2^e * clamp(floor(x / 2^e), -2^(W-1), 2^(W-1) - 1).
+/// A NaN anywhere makes the tile NaN; an all-zero tile takes the smallest exponent.
+inline void mxint_hardware_tile(const MXIntHardwareSpec& s, std::span<float> tile) {
+  const int bias = 1 << (s.exponent_width - 1);
+  float amax = 0.0f;
+  bool nan = false;
+  for (float x : tile) {
+    nan |= is_nan(x);
+    amax = std::max(amax, std::fabs(x));
+  }
+  if (nan) amax = kNaN;  // torch.max propagates NaN
+  float e = std::ceil(static_cast<float>(std::log2(static_cast<double>(amax)))) - static_cast<float>(bias);
+  const float emin = static_cast<float>(-bias), emax = static_cast<float>((1 << s.exponent_width) - 1 - bias);
+  if (e < emin) e = emin;
+  if (e > emax) e = emax;
+  const float p2 = is_nan(e) ? e : pow2f(static_cast<int>(e));
+  const float lo = -pow2f(s.width - 1), hi = pow2f(s.width - 1) - 1.0f;
+  for (float& x : tile) {
+    float m = std::floor(x / p2);
+    if (m < lo) m = lo;
+    if (m > hi) m = hi;
+    x = p2 * m;
+  }
+}
+}  // namespace detail
+
+/// MASE's mxint_hardware: tiles [p1, p0] of the last two dims (a 1-D tensor is [1, n]; one
+/// parallelism entry p means [1, p]); other dims are batched. Same arithmetic in every mode
+/// (Format rejects exact mode). Tiles must divide the dims exactly, as MASE asserts.
+inline void quantize(const MXIntHardwareSpec& s, const Policy&, std::span<const float> in, std::span<float> out,
+                     const Shape& shape, Role = Role::weight) {
   detail::check_tensor_io(s.name, in, out, shape);
-  detail::fail(s.name, ": not implemented yet");
+  s.validate();
+  detail::require(!shape.empty(), s.name, ": needs a tensor of rank >= 1, got a scalar");
+  const std::int64_t t0 = shape.back(), t1 = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  const std::int64_t p1 = s.parallelism.size() == 2 ? s.parallelism[0] : 1, p0 = s.parallelism.back();
+  detail::require(t1 % p1 == 0 && t0 % p0 == 0, s.name, ": parallelism [", p1, ", ", p0,
+                  "] does not tile the last two dims [", t1, ", ", t0, "]");
+  const std::int64_t n = numel(shape);
+  if (n == 0) return;
+  const std::int64_t batch = n / (t1 * t0);
+  std::vector<float> tile(static_cast<std::size_t>(p1 * p0));
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t r = 0; r < t1 / p1; ++r)
+      for (std::int64_t c = 0; c < t0 / p0; ++c) {
+        auto at = [&](std::int64_t i, std::int64_t j) {
+          return static_cast<std::size_t>((b * t1 + r * p1 + i) * t0 + c * p0 + j);
+        };
+        for (std::int64_t i = 0; i < p1; ++i)
+          for (std::int64_t j = 0; j < p0; ++j) tile[static_cast<std::size_t>(i * p0 + j)] = in[at(i, j)];
+        detail::mxint_hardware_tile(s, tile);
+        for (std::int64_t i = 0; i < p1; ++i)
+          for (std::int64_t j = 0; j < p0; ++j) out[at(i, j)] = tile[static_cast<std::size_t>(i * p0 + j)];
+      }
 }
 
-inline FormatInfo info(const MXIntHardwareSpec& s, const Policy& p) {
-  (void)p;
-  detail::fail(s.name, ": info not implemented yet");
+inline FormatInfo info(const MXIntHardwareSpec& s, const Policy&) {
+  s.validate();
+  FormatInfo f;
+  const int bias = 1 << (s.exponent_width - 1);
+  const int tile = s.parallelism.size() == 2 ? s.parallelism[0] * s.parallelism[1] : s.parallelism[0];
+  f.bits_per_value = s.width + static_cast<double>(s.exponent_width) / tile;
+  f.min_positive = detail::pow2(-bias);
+  f.max = detail::scale2(detail::pow2(s.width - 1) - 1.0, (1 << s.exponent_width) - 1 - bias);
+  f.distinct_values = detail::pow2(s.width);
+  f.value_set = detail::concat("m * 2^e, m in [", -(1LL << (s.width - 1)), ", ", (1LL << (s.width - 1)) - 1,
+                               "] (floor), e in [", -bias, ", ", (1 << s.exponent_width) - 1 - bias,
+                               "] shared per tile ", s.parallelism.size() == 2 ? s.parallelism[0] : 1, "x",
+                               s.parallelism.back(), " of the last two dims");
+  return f;
 }
 
 }  // namespace qnum
