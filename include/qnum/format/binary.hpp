@@ -1,9 +1,17 @@
 // Binary formats: `binary` ({-1,+1} bipolar, or {0, alpha} scaled per output channel),
 // `residual_sign` (multi-level residual binarization, Ghasemzadeh et al.; MASE's
 // residual_sign_quantizer) and `binarize` (sign of clamp(x,-1,1) with hard-tanh STE).
+//
+// Sections: specs, torch-order float32 sums and channel helpers (shared with ternary.hpp),
+// binary quantize (elementwise and tensor, optional explicit uniforms), encode/decode,
+// residual_sign, binarize, info, value type Binary and numeric_limits.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -11,7 +19,9 @@
 
 #include "qnum/core/bits.hpp"
 #include "qnum/core/policy.hpp"
+#include "qnum/core/rng.hpp"
 #include "qnum/core/round.hpp"
+#include "qnum/core/shape.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -60,6 +70,8 @@ struct ResidualSignSpec {
     detail::require(levels >= 1 && levels <= 8, name, ": levels ", levels, " must be in [1, 8]");
     detail::require(means.empty() || static_cast<int>(means.size()) == levels, name, ": means has ", means.size(),
                     " entries, levels is ", levels);
+    for (double m : means)
+      detail::require(std::isfinite(m), name, ": means entry ", m, " must be finite");
   }
   static std::vector<KeyDoc> key_docs() {
     return {{"levels", "2", "number of residual levels L"},
@@ -90,48 +102,445 @@ struct BinarizeSpec {
   void write_keys(KeyWriter&) const {}
 };
 
-// ---- tensor quantize and info (to be implemented) ---------------------------------------
+// ---- torch-order float32 sums and channel helpers ------------------------------------
 
-inline void quantize(const BinarySpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role role = Role::weight) {
-  (void)p; (void)role;
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::fail(s.name, ": not implemented yet");
+namespace detail {
+
+/// SIMD width (floats) torch's CPU reduction used for the MASE reference data (AVX2 = 8).
+inline constexpr int kTorchSumLanes = 8;
+
+/// torch's cascade_sum core (aten/src/ATen/native/cpu/SumKernel.cpp, multi_row_sum): 4 rows
+/// of accumulators, partial sums promoted through 4 levels every 2^level_power loads.
+template <class Acc, class Load>
+std::array<Acc, 4> torch_multi_row_sum(Load load, std::int64_t size, const Acc& zero) {
+  constexpr int num_levels = 4;
+  std::int64_t ceil_log2 = 1;
+  if (size > 2) ceil_log2 = 64 - std::countl_zero(static_cast<std::uint64_t>(size - 1));
+  const std::int64_t level_power = std::max<std::int64_t>(4, ceil_log2 / num_levels);
+  const std::int64_t level_step = std::int64_t{1} << level_power;
+  const std::int64_t level_mask = level_step - 1;
+  Acc acc[num_levels][4];
+  for (auto& level : acc)
+    for (auto& a : level) a = zero;
+  std::int64_t i = 0;
+  while (i + level_step <= size) {
+    for (std::int64_t j = 0; j < level_step; ++j, ++i)
+      for (int k = 0; k < 4; ++k) acc[0][k] += load(i, k);
+    for (int j = 1; j < num_levels; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        acc[j][k] += acc[j - 1][k];
+        acc[j - 1][k] = zero;
+      }
+      if ((i & (level_mask << (j * level_power))) != 0) break;
+    }
+  }
+  for (; i < size; ++i)
+    for (int k = 0; k < 4; ++k) acc[0][k] += load(i, k);
+  for (int j = 1; j < num_levels; ++j)
+    for (int k = 0; k < 4; ++k) acc[0][k] += acc[j][k];
+  return {acc[0][0], acc[0][1], acc[0][2], acc[0][3]};
 }
+
+/// torch's row_sum: the row viewed as (-1, 4), summed by torch_multi_row_sum, tail added to
+/// the first partial, then the four partials folded.
+template <class Acc, class Elem>
+Acc torch_row_sum(Elem elem, std::int64_t size, const Acc& zero) {
+  const std::int64_t size_ilp = size / 4;
+  auto partial = torch_multi_row_sum<Acc>([&](std::int64_t i, int k) { return elem(i * 4 + k); }, size_ilp, zero);
+  for (std::int64_t i = size_ilp * 4; i < size; ++i) partial[0] += elem(i);
+  for (int k = 1; k < 4; ++k) partial[0] += partial[k];
+  return partial[0];
+}
+
+/// A float32 SIMD register of `n` lanes for emulating torch's vectorized accumulation.
+struct FloatLanes {
+  std::array<float, 16> v{};
+  int n = 8;
+  FloatLanes& operator+=(const FloatLanes& o) {
+    for (int l = 0; l < n; ++l) v[static_cast<std::size_t>(l)] += o.v[static_cast<std::size_t>(l)];
+    return *this;
+  }
+};
+
+/// Sum of a contiguous float32 run in the order torch's CPU `sum` uses for an inner
+/// (contiguous) reduction, so MASE's per-sample means come out bit for bit: vectorized
+/// cascade over `lanes`-wide registers, scalar tail, then the lanes added left to right.
+inline float torch_sum_f32(const float* p, std::int64_t n, int lanes = kTorchSumLanes) {
+  if (n < lanes) return 0.0f + torch_row_sum<float>([&](std::int64_t i) { return p[i]; }, n, 0.0f);
+  FloatLanes zero;
+  zero.n = lanes;
+  const std::int64_t vec_size = n / lanes;
+  const FloatLanes acc = torch_row_sum<FloatLanes>(
+      [&](std::int64_t i) {
+        FloatLanes r = zero;
+        for (int l = 0; l < lanes; ++l) r.v[static_cast<std::size_t>(l)] = p[i * lanes + l];
+        return r;
+      },
+      vec_size, zero);
+  float total = 0.0f;
+  for (std::int64_t k = vec_size * lanes; k < n; ++k) total += p[k];
+  for (int l = 0; l < lanes; ++l) total += acc.v[static_cast<std::size_t>(l)];
+  return 0.0f + total;  // the output is zero-filled, then accumulated into
+}
+
+/// Per-output-channel grouping used by exact mode: rank >= 2 -> one group per index of dim 0;
+/// rank 0 or 1 -> the whole tensor is one group.
+struct Groups {
+  std::int64_t count = 1, size = 0;
+};
+inline Groups channel_groups(const Shape& shape) {
+  const std::int64_t n = numel(shape);
+  if (shape.size() < 2 || shape[0] == 0) return {1, n};
+  return {shape[0], n / shape[0]};
+}
+
+/// Mean |x| over a group, summed in double (order-independent to within one double rounding
+/// per element; NaN propagates).
+inline double mean_abs_double(std::span<const float> g) {
+  double sum = 0;
+  for (float x : g) sum += std::fabs(static_cast<double>(x));
+  return g.empty() ? 0.0 : sum / static_cast<double>(g.size());
+}
+
+/// MASE's 4-D requirement (its reductions and expands name dims 1, 2, 3 explicitly).
+inline void require_mase_4d(std::string_view family, std::string_view what, const Shape& shape) {
+  require(shape.size() == 4, family, ": MASE's ", what, " works only on 4-D tensors (it reduces and expands over dims 1, 2, 3); got shape ",
+          to_string(shape), " (rank ", shape.size(), "). Use exact mode (per output channel, any rank)");
+}
+
+/// MASE's hard sigmoid clamp((x + 1) / 2, 0, 1) in float32 (NaN propagates as torch.clamp does).
+inline float mase_hard_sigmoid(float x) {
+  const float v = (x + 1.0f) / 2.0f;
+  if (v != v) return v;
+  return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+}
+
+}  // namespace detail
+
+// ---- binary ------------------------------------------------------------------------------
+
+/// Deterministic bipolar binarization of one element: +1 for x >= 0 (-0 and +0 included),
+/// -1 below. NaN: exact keeps NaN, MASE gives -1 (torch.where(x >= 0, 1, -1)).
+inline float binarize_bipolar(float x, const Policy& p = exact) {
+  if (x != x) return p.is_mase() ? -1.0f : x;
+  return x >= 0.0f ? 1.0f : -1.0f;
+}
+
+/// Elementwise quantize for bipolar binary (deterministic, or stochastic with the counter
+/// draw for `index`). Scaled (bipolar=false) needs the whole tensor: use the tensor quantize.
+inline float quantize(const BinarySpec& s, const Policy& p, float x, std::uint64_t index = 0) {
+  detail::require(s.bipolar, s.name, ": bipolar=false scales by a per-channel mean; quantize the whole tensor");
+  if (!s.stochastic) return binarize_bipolar(x, p);
+  const float u = CounterRng(p.seed).uniform(index);
+  if (p.is_mase()) return detail::mase_hard_sigmoid(x) >= u ? 1.0f : -1.0f;  // NaN -> -1 as MASE
+  if (x != x) return x;
+  const double prob = std::clamp((static_cast<double>(x) + 1.0) / 2.0, 0.0, 1.0);
+  return static_cast<double>(u) < prob ? 1.0f : -1.0f;
+}
+
+namespace detail {
+
+/// MASE's BinaryZeroScaled on a 4-D tensor v: alpha_i = mean|v_i| (torch sum, then / n in
+/// float32), out = [v > 0] * alpha_i (so NaN/inf in a sample make 0 * alpha NaN there).
+inline void binary_zero_scaled_mase(std::span<const float> v, std::span<float> out, const Shape& shape) {
+  const std::int64_t count = shape[0];
+  if (count == 0) return;
+  const std::int64_t n = numel(shape) / count;
+  std::vector<float> a(static_cast<std::size_t>(n));
+  for (std::int64_t g = 0; g < count; ++g) {
+    const float* x = v.data() + g * n;
+    for (std::int64_t j = 0; j < n; ++j) a[static_cast<std::size_t>(j)] = std::fabs(x[j]);
+    const float alpha = torch_sum_f32(a.data(), n) / static_cast<float>(n);
+    for (std::int64_t j = 0; j < n; ++j) out[static_cast<std::size_t>(g * n + j)] = (x[j] > 0.0f ? 1.0f : 0.0f) * alpha;
+  }
+}
+
+inline void binary_quantize_impl(const BinarySpec& s, const Policy& p, std::span<const float> in,
+                                 std::span<const float> u, std::span<float> out, const Shape& shape) {
+  check_tensor_io(s.name, in, out, shape);
+  const bool explicit_u = !u.empty();
+  if (explicit_u)
+    require(u.size() == in.size(), s.name, ": uniforms have ", u.size(), " elements, input has ", in.size());
+  const CounterRng rng(p.seed);
+  auto draw = [&](std::size_t i) { return explicit_u ? u[i] : rng.uniform(static_cast<std::uint64_t>(i)); };
+
+  if (s.bipolar) {
+    if (!s.stochastic) {
+      for (std::size_t i = 0; i < in.size(); ++i) out[i] = binarize_bipolar(in[i], p);
+    } else if (p.is_mase()) {
+      for (std::size_t i = 0; i < in.size(); ++i) out[i] = mase_hard_sigmoid(in[i]) >= draw(i) ? 1.0f : -1.0f;
+    } else {
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        const float x = in[i];
+        if (x != x) {
+          out[i] = x;
+          continue;
+        }
+        const double prob = std::clamp((static_cast<double>(x) + 1.0) / 2.0, 0.0, 1.0);
+        out[i] = static_cast<double>(draw(i)) < prob ? 1.0f : -1.0f;
+      }
+    }
+    return;
+  }
+
+  if (p.is_mase()) {
+    require_mase_4d(s.name, "binary_quantizer(bipolar=False) (MASE issue 261)", shape);
+    if (!s.stochastic) return binary_zero_scaled_mase(in, out, shape);
+    // MASE feeds the hard sigmoid to the zero-scaled op, which ignores the uniforms.
+    std::vector<float> sig(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) sig[i] = mase_hard_sigmoid(in[i]);
+    return binary_zero_scaled_mase(sig, out, shape);
+  }
+
+  // exact: alpha per output channel (any rank); stochastic draws [u < p] with p = hard sigmoid.
+  const auto groups = channel_groups(shape);
+  for (std::int64_t g = 0; g < groups.count; ++g) {
+    const auto off = static_cast<std::size_t>(g * groups.size);
+    const auto group = in.subspan(off, static_cast<std::size_t>(groups.size));
+    const auto alpha = static_cast<float>(mean_abs_double(group));
+    for (std::size_t j = 0; j < group.size(); ++j) {
+      const float x = group[j];
+      bool on = x > 0.0f;
+      if (s.stochastic)
+        on = static_cast<double>(draw(off + j)) < std::clamp((static_cast<double>(x) + 1.0) / 2.0, 0.0, 1.0);
+      out[off + j] = alpha != alpha || x != x ? kNaN : (on ? alpha : 0.0f);
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Quantizes a C-order tensor. Stochastic modes draw CounterRng(policy.seed).uniform(flat
+/// index), so results are seeded and independent of threading.
+inline void quantize(const BinarySpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                     const Shape& shape, Role = Role::weight) {
+  detail::binary_quantize_impl(s, p, in, {}, out, shape);
+}
+
+/// As above with explicit uniforms u in [0, 1), one per element (e.g. the torch.rand_like
+/// draws saved with a MASE reference case). Ignored where the mode is not stochastic.
+inline void quantize(const BinarySpec& s, const Policy& p, std::span<const float> in, std::span<const float> u,
+                     std::span<float> out, const Shape& shape) {
+  detail::require(!u.empty() || in.empty(), s.name, ": explicit uniforms must not be empty");
+  detail::binary_quantize_impl(s, p, in, u, out, shape);
+}
+
+/// The per-channel scales alpha of scaled binary (bipolar=false), one per group (index of
+/// dim 0; one for rank <= 1 in exact mode): what decode needs to reproduce quantize's output.
+inline std::vector<float> binary_alphas(const BinarySpec& s, const Policy& p, std::span<const float> in,
+                                        const Shape& shape) {
+  detail::require(!s.bipolar, s.name, ": bipolar binary has no scale");
+  detail::require(static_cast<std::int64_t>(in.size()) == numel(shape), s.name, ": input has ", in.size(),
+                  " elements but shape ", to_string(shape), " needs ", numel(shape));
+  if (p.is_mase()) detail::require_mase_4d(s.name, "binary_quantizer(bipolar=False) (MASE issue 261)", shape);
+  const auto groups = p.is_mase() ? detail::Groups{shape[0], numel(shape) / std::max<std::int64_t>(shape[0], 1)}
+                                  : detail::channel_groups(shape);
+  std::vector<float> alphas;
+  for (std::int64_t g = 0; g < groups.count; ++g) {
+    const auto grp = std::span<const float>(in).subspan(static_cast<std::size_t>(g * groups.size),
+                                                         static_cast<std::size_t>(groups.size));
+    if (p.is_mase()) {  // MASE's stochastic path scales by the mean hard sigmoid
+      std::vector<float> a(grp.size());
+      for (std::size_t j = 0; j < grp.size(); ++j) a[j] = s.stochastic ? detail::mase_hard_sigmoid(grp[j]) : std::fabs(grp[j]);
+      alphas.push_back(detail::torch_sum_f32(a.data(), static_cast<std::int64_t>(a.size())) /
+                       static_cast<float>(grp.size()));
+    } else {
+      alphas.push_back(static_cast<float>(detail::mean_abs_double(grp)));
+    }
+  }
+  return alphas;
+}
+
+// ---- encode / decode ----------------------------------------------------------------------
+
+/// 1-bit code of a deterministically binarized element: 1 = upper value (+1, or alpha when
+/// scaled: x > 0), 0 = lower value (-1, or 0). NaN has no code: throws.
+inline std::uint32_t encode(const BinarySpec& s, float x) {
+  detail::require(x == x, s.name, ": NaN has no binary code");
+  return s.bipolar ? (x >= 0.0f ? 1u : 0u) : (x > 0.0f ? 1u : 0u);
+}
+
+/// The value of a 1-bit code; `alpha` is the channel scale for bipolar=false.
+inline float decode(const BinarySpec& s, std::uint32_t code, float alpha = 1.0f) {
+  if (s.bipolar) return (code & 1u) ? 1.0f : -1.0f;
+  return (code & 1u) ? alpha : 0.0f;
+}
+
+/// Bits per code.
+inline int code_bits(const BinarySpec&) { return 1; }
 
 inline FormatInfo info(const BinarySpec& s, const Policy& p) {
-  (void)p;
-  detail::fail(s.name, ": info not implemented yet");
+  FormatInfo f;
+  f.bits_per_value = 1;
+  f.min_positive = 1;
+  f.max = 1;
+  f.distinct_values = 2;
+  if (s.bipolar) f.value_set = s.stochastic ? "{-1, +1}, +1 with probability clamp((x+1)/2, 0, 1)" : "{-1, +1} (x >= 0 -> +1)";
+  else
+    f.value_set = p.is_mase() ? "{0, alpha_i}, alpha_i = mean|x| of sample i over dims 1..3 (4-D only); shown for alpha = 1"
+                              : "{0, alpha_c}, alpha_c = mean|x| of output channel c (index of dim 0); shown for alpha = 1";
+  return f;
 }
 
-// ---- tensor quantize and info (to be implemented) ---------------------------------------
+// ---- residual_sign ------------------------------------------------------------------------
 
-/// `out` has output_shape(s, p, shape) elements.
+namespace detail {
+
+/// MASE's binarize (c = clamp(x,-1,1); c + (sign(c) - c)) in float32: sign(clamp(x)) with
+/// NaN -> NaN and -0 -> +0 (the float32 sum is exactly sign(c) for every other input).
+inline float binarize_value(float x) {
+  if (x != x) return x;
+  return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+}
+
+}  // namespace detail
+
+/// Residual binarization: r_0 = x, o_l = binarize(r_{l-1}) * |mu_l|, r_l = r_{l-1} - o_l;
+/// `out` (output_shape elements) holds the o_l stacked [L, ...shape] (their sum is x-hat).
+/// MASE mode: float32 arithmetic, float32 means, levels 1..3, L = 1 unstacked.
 inline void quantize(const ResidualSignSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role role = Role::weight) {
-  (void)p; (void)role;
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::fail(s.name, ": not implemented yet");
+                     const Shape& shape, Role = Role::weight) {
+  s.validate();
+  for (auto d : shape) detail::require(d >= 0, s.name, ": negative dimension in shape ", to_string(shape));
+  detail::require(static_cast<std::int64_t>(in.size()) == numel(shape), s.name, ": input has ", in.size(),
+                  " elements but shape ", to_string(shape), " needs ", numel(shape));
+  const auto L = static_cast<std::size_t>(s.levels);
+  detail::require(out.size() == in.size() * L, s.name, ": output has ", out.size(), " elements, needs ",
+                  in.size() * L, " (levels ", s.levels, " x ", in.size(), ")");
+  const auto means = s.effective_means();
+  const std::size_t n = in.size();
+  if (p.is_mase()) {
+    detail::require(s.levels <= 3, s.name, ": MASE's residual_sign_quantizer handles levels 1..3 (it returns 0 for ",
+                    s.levels, "); use exact mode");
+    std::vector<float> m(L);
+    for (std::size_t l = 0; l < L; ++l) m[l] = std::fabs(static_cast<float>(means[l]));
+    for (std::size_t i = 0; i < n; ++i) {
+      float r = in[i];
+      for (std::size_t l = 0; l < L; ++l) {
+        const float o = detail::binarize_value(r) * m[l];
+        r = r - o;
+        out[l * n + i] = L == 1 ? 0.0f + o : o;  // L = 1: MASE's `0 + out` turns -0 into +0
+      }
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    double r = in[i];
+    for (std::size_t l = 0; l < L; ++l) {
+      const double b = r != r ? r : (r > 0 ? 1.0 : (r < 0 ? -1.0 : 0.0));
+      const double o = b * std::fabs(means[l]) + 0.0;  // + 0.0: no -0 levels
+      r -= o;
+      out[l * n + i] = static_cast<float>(o);
+    }
+  }
 }
 
-inline FormatInfo info(const ResidualSignSpec& s, const Policy& p) {
-  (void)p;
-  detail::fail(s.name, ": info not implemented yet");
+inline FormatInfo info(const ResidualSignSpec& s, const Policy&) {
+  const auto means = s.effective_means();
+  // x-hat = sum_l s_l |mu_l|, s_l in {-1, 0, +1} (0 only for an exactly zero residual)
+  std::vector<double> sums{0.0};
+  for (double m : means) {
+    std::vector<double> next;
+    for (double v : sums)
+      for (double t : {-1.0, 0.0, 1.0}) next.push_back(v + t * std::fabs(m));
+    sums.swap(next);
+  }
+  std::sort(sums.begin(), sums.end());
+  sums.erase(std::unique(sums.begin(), sums.end()), sums.end());
+  FormatInfo f;
+  f.bits_per_value = s.levels;
+  f.distinct_values = static_cast<double>(sums.size());
+  for (double v : sums)
+    if (v > 0 && (f.min_positive == 0 || v < f.min_positive)) f.min_positive = v;
+  f.max = sums.back();
+  std::string ms;
+  for (double m : means) ms += (ms.empty() ? "" : ", ") + detail::format_double(m);
+  f.value_set = detail::concat("levels o_l in {-|mu_l|, 0, +|mu_l|} stacked [", s.levels,
+                               ", ...]; x-hat = sum o_l; mu = (", ms, ")");
+  return f;
 }
 
-// ---- tensor quantize and info (to be implemented) ---------------------------------------
+// ---- binarize -----------------------------------------------------------------------------
+
+/// sign(clamp(x, -1, 1)) in {-1, 0, +1}; NaN stays NaN, -0 gives +0 (same in both modes).
+inline float quantize(const BinarizeSpec&, const Policy&, float x, std::uint64_t = 0) {
+  return detail::binarize_value(x);
+}
 
 inline void quantize(const BinarizeSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role role = Role::weight) {
-  (void)p; (void)role;
+                     const Shape& shape, Role = Role::weight) {
   detail::check_tensor_io(s.name, in, out, shape);
-  detail::fail(s.name, ": not implemented yet");
+  detail::quantize_each(in, out, [&](float x, std::uint64_t i) { return quantize(s, p, x, i); });
 }
 
-inline FormatInfo info(const BinarizeSpec& s, const Policy& p) {
-  (void)p;
-  detail::fail(s.name, ": info not implemented yet");
+inline FormatInfo info(const BinarizeSpec&, const Policy&) {
+  FormatInfo f;
+  f.bits_per_value = 2;
+  f.min_positive = 1;
+  f.max = 1;
+  f.distinct_values = 3;
+  f.value_set = "{-1, 0, +1} = sign(clamp(x, -1, 1)); backward: hard-tanh STE (gradient 1 for |x| <= 1)";
+  return f;
 }
+
+// ---- value type ---------------------------------------------------------------------------
+
+/// A 1-bit bipolar value in {-1, +1}: code 1 = +1, code 0 = -1. Converting from float uses
+/// MASE's rule (x >= 0 -> +1); NaN throws. Products stay binary (XNOR).
+class Binary {
+public:
+  constexpr Binary() = default;
+  Binary(float x) : code_(encode(BinarySpec{}, x)) {}  // NOLINT: implicit like a number
+  static constexpr Binary from_code(std::uint32_t c) {
+    Binary b;
+    b.code_ = c & 1u;
+    return b;
+  }
+  constexpr std::uint32_t code() const { return code_; }
+  constexpr float value() const { return code_ ? 1.0f : -1.0f; }
+  explicit constexpr operator float() const { return value(); }
+  explicit constexpr operator double() const { return value(); }
+  explicit constexpr operator int() const { return code_ ? 1 : -1; }
+
+  friend constexpr Binary operator*(Binary a, Binary b) { return from_code(a.code_ == b.code_ ? 1u : 0u); }
+  constexpr Binary operator-() const { return from_code(code_ ^ 1u); }
+  friend constexpr bool operator==(Binary a, Binary b) { return a.code_ == b.code_; }
+  friend constexpr auto operator<=>(Binary a, Binary b) { return a.code_ <=> b.code_; }
+
+private:
+  std::uint32_t code_ = 1;
+};
+
+/// The code bit: Binary(+1) -> "0b1".
+inline std::string to_binary(Binary v) { return "0b" + detail::bit_string(v.code(), 1); }
+
+}  // namespace qnum
+
+template <>
+class std::numeric_limits<qnum::Binary> {
+public:
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;  // no zero
+  static constexpr bool is_exact = true;
+  static constexpr bool has_infinity = false;
+  static constexpr bool has_quiet_NaN = false;
+  static constexpr bool has_signaling_NaN = false;
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr int radix = 2;
+  static constexpr int digits = 1;
+  static constexpr std::float_round_style round_style = std::round_indeterminate;  // sign, not nearest
+  static constexpr qnum::Binary min() noexcept { return qnum::Binary::from_code(1); }
+  static constexpr qnum::Binary max() noexcept { return qnum::Binary::from_code(1); }
+  static constexpr qnum::Binary lowest() noexcept { return qnum::Binary::from_code(0); }
+  /// There is no value above 1; by convention the gap to the other value's magnitude (none).
+  static constexpr qnum::Binary epsilon() noexcept { return qnum::Binary::from_code(1); }
+  static constexpr qnum::Binary round_error() noexcept { return qnum::Binary::from_code(1); }
+  static constexpr qnum::Binary denorm_min() noexcept { return qnum::Binary::from_code(1); }
+};
+
+namespace qnum {
 
 /// residual_sign stacks its levels: [L, ...shape] (MASE returns the plain shape for L = 1).
 inline Shape output_shape(const ResidualSignSpec& s, const Policy& p, const Shape& in) {

@@ -1,8 +1,13 @@
 // Ternary (`ternary`): {-1, 0, +1} or {-alpha_i, 0, +alpha_i} per output channel, with a
 // threshold Delta. MASE's `ternary_quantizer`.
+//
+// Sections: spec, per-channel threshold and scale (exact and MASE), tensor quantize,
+// encode/decode, info, value type Ternary and numeric_limits.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -11,6 +16,8 @@
 #include "qnum/core/bits.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
+#include "qnum/core/shape.hpp"
+#include "qnum/format/binary.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -24,7 +31,8 @@ struct TernarySpec {
 
   friend bool operator==(const TernarySpec&, const TernarySpec&) = default;
   void validate() const {
-    detail::require(!threshold || *threshold >= 0, name, ": threshold ", threshold.value_or(0), " must be >= 0");
+    detail::require(!threshold || (*threshold >= 0 && std::isfinite(*threshold)), name, ": threshold ",
+                    threshold.value_or(0), " must be finite and >= 0 (none = 0.75 * mean|x| per channel)");
   }
   static std::vector<KeyDoc> key_docs() {
     return {{"scaling_factor", "false", "scale +-1 by alpha_i = mean |x| above threshold, per output channel"},
@@ -54,18 +62,202 @@ struct TernarySpec {
   }
 };
 
-// ---- tensor quantize and info (to be implemented) ---------------------------------------
+// ---- per-channel threshold and scale --------------------------------------------------
 
-inline void quantize(const TernarySpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role role = Role::weight) {
-  (void)p; (void)role;
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::fail(s.name, ": not implemented yet");
+/// One channel's threshold and scale: out = +alpha where x > delta, -alpha where x < -delta,
+/// else 0 (alpha = 1 without scaling_factor).
+struct TernaryChannel {
+  double delta = 0;
+  double alpha = 1;
+};
+
+namespace detail {
+
+/// exact: delta = threshold if given, else 0.75 * mean|x| (double); alpha = mean |x| over
+/// |x| > delta, 0 when nothing exceeds delta. NaN in the channel -> NaN delta (channel NaN).
+inline TernaryChannel ternary_channel_exact(const TernarySpec& s, std::span<const float> g) {
+  TernaryChannel c;
+  c.delta = s.threshold ? *s.threshold : 0.75 * mean_abs_double(g);
+  bool any_nan = false;
+  for (float x : g) any_nan |= x != x;
+  if (any_nan) c.delta = kNaN;
+  if (!s.scaling_factor) return c;
+  double sum = 0;
+  std::int64_t count = 0;
+  for (float x : g) {
+    const double a = std::fabs(static_cast<double>(x));
+    if (a > c.delta) {
+      sum += a;
+      ++count;
+    }
+  }
+  c.alpha = c.delta != c.delta ? kNaN : (count ? sum / static_cast<double>(count) : 0.0);
+  return c;
 }
+
+/// MASE's Ternary/TernaryScaled for one sample of n elements, in float32 with torch's sum
+/// order: delta = (0.75 * sum|x|) / n; alpha = sum(|x| * [|x| > delta]) / count (0/0 = NaN).
+inline void ternary_sample_mase(const TernarySpec& s, const float* x, float* out, std::int64_t n,
+                                std::vector<float>& scratch) {
+  scratch.resize(static_cast<std::size_t>(n));
+  for (std::int64_t j = 0; j < n; ++j) scratch[static_cast<std::size_t>(j)] = std::fabs(x[j]);
+  const float delta = 0.75f * torch_sum_f32(scratch.data(), n) / static_cast<float>(n);
+  float alpha = 1.0f;
+  if (s.scaling_factor) {
+    std::vector<float> truth(static_cast<std::size_t>(n));
+    for (std::int64_t j = 0; j < n; ++j) {
+      const auto k = static_cast<std::size_t>(j);
+      truth[k] = scratch[k] > delta ? 1.0f : 0.0f;
+      scratch[k] = truth[k] * scratch[k];
+    }
+    alpha = torch_sum_f32(scratch.data(), n) / torch_sum_f32(truth.data(), n);
+  }
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float t = (x[j] > delta ? 1.0f : 0.0f) + (x[j] < -delta ? -1.0f : 0.0f);
+    out[j] = s.scaling_factor ? t * alpha : t;
+  }
+}
+
+}  // namespace detail
+
+/// Thresholds and scales per channel (index of dim 0; one channel for rank <= 1) as exact
+/// mode computes them. MASE mode ignores `threshold` and needs 4-D (see quantize).
+inline std::vector<TernaryChannel> ternary_channels(const TernarySpec& s, std::span<const float> in,
+                                                    const Shape& shape) {
+  detail::require(static_cast<std::int64_t>(in.size()) == numel(shape), s.name, ": input has ", in.size(),
+                  " elements but shape ", to_string(shape), " needs ", numel(shape));
+  const auto groups = detail::channel_groups(shape);
+  std::vector<TernaryChannel> out;
+  for (std::int64_t g = 0; g < groups.count; ++g)
+    out.push_back(detail::ternary_channel_exact(
+        s, in.subspan(static_cast<std::size_t>(g * groups.size), static_cast<std::size_t>(groups.size))));
+  return out;
+}
+
+// ---- tensor quantize -------------------------------------------------------------------
+
+/// Quantizes a C-order tensor. exact: per output channel, any rank >= 0, threshold honoured.
+/// MASE: 4-D only, delta = 0.75 * mean|x| per sample whatever threshold/mean/median/maximum say.
+inline void quantize(const TernarySpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                     const Shape& shape, Role = Role::weight) {
+  detail::check_tensor_io(s.name, in, out, shape);
+  if (p.is_mase()) {
+    detail::require_mase_4d(s.name, "ternary_quantizer", shape);
+    if (shape[0] == 0) return;
+    const std::int64_t n = numel(shape) / shape[0];
+    std::vector<float> scratch;
+    for (std::int64_t g = 0; g < shape[0]; ++g)
+      detail::ternary_sample_mase(s, in.data() + g * n, out.data() + g * n, n, scratch);
+    return;
+  }
+  const auto groups = detail::channel_groups(shape);
+  for (std::int64_t g = 0; g < groups.count; ++g) {
+    const auto off = static_cast<std::size_t>(g * groups.size);
+    const auto c = detail::ternary_channel_exact(s, in.subspan(off, static_cast<std::size_t>(groups.size)));
+    const auto alpha = static_cast<float>(c.alpha);
+    for (std::size_t j = off; j < off + static_cast<std::size_t>(groups.size); ++j) {
+      const double x = in[j];
+      if (x != x || c.delta != c.delta) out[j] = detail::kNaN;
+      else out[j] = x > c.delta ? alpha : (x < -c.delta ? -alpha : 0.0f);
+    }
+  }
+}
+
+// ---- encode / decode -------------------------------------------------------------------
+
+/// 2-bit code of x against threshold `delta`: 0 -> 0, 1 -> +1, 2 -> -1 (code 3 is unused
+/// and decodes to 0). NaN has no code: throws.
+inline std::uint32_t encode(const TernarySpec& s, float x, double delta = 0.5) {
+  detail::require(x == x, s.name, ": NaN has no ternary code");
+  return x > delta ? 1u : (x < -delta ? 2u : 0u);
+}
+
+/// The value of a 2-bit code times the channel scale `alpha` (1 without scaling).
+inline float decode(const TernarySpec&, std::uint32_t code, float alpha = 1.0f) {
+  switch (code & 3u) {
+    case 1u: return alpha;
+    case 2u: return -alpha;
+    default: return 0.0f;
+  }
+}
+
+/// Bits per code (3 values: log2 3 = 1.585 bits of entropy at most).
+inline int code_bits(const TernarySpec&) { return 2; }
 
 inline FormatInfo info(const TernarySpec& s, const Policy& p) {
-  (void)p;
-  detail::fail(s.name, ": info not implemented yet");
+  FormatInfo f;
+  f.bits_per_value = 2;
+  f.min_positive = 1;
+  f.max = 1;
+  f.distinct_values = 3;
+  const std::string rule =
+      p.is_mase() ? "delta_i = 0.75 * mean|x_i| per sample (4-D only; threshold ignored)"
+                  : (s.threshold ? "delta = " + detail::format_double(*s.threshold)
+                                 : std::string("delta_c = 0.75 * mean|x_c| per output channel"));
+  f.value_set = (s.scaling_factor ? "{-alpha, 0, +alpha}, alpha = mean|x| over |x| > delta per channel (shown for alpha = 1); "
+                                  : "{-1, 0, +1}; ") +
+                rule + "; 2-bit codes, log2(3) = 1.585 bits of entropy";
+  return f;
 }
 
+// ---- value type ------------------------------------------------------------------------
+
+/// A ternary value in {-1, 0, +1} held as its 2-bit code. From float: nearest value, ties
+/// (|x| = 0.5) to 0; NaN throws. Products stay ternary.
+class Ternary {
+public:
+  constexpr Ternary() = default;
+  Ternary(float x) : code_(encode(TernarySpec{}, x, 0.5)) {}  // NOLINT: implicit like a number
+  static constexpr Ternary from_code(std::uint32_t c) {
+    Ternary t;
+    t.code_ = (c & 3u) == 3u ? 0u : (c & 3u);  // the unused code 3 reads as 0
+    return t;
+  }
+  constexpr std::uint32_t code() const { return code_; }
+  constexpr int as_int() const { return code_ == 1u ? 1 : (code_ == 2u ? -1 : 0); }
+  constexpr float value() const { return static_cast<float>(as_int()); }
+  explicit constexpr operator float() const { return value(); }
+  explicit constexpr operator double() const { return value(); }
+  explicit constexpr operator int() const { return as_int(); }
+
+  friend constexpr Ternary operator*(Ternary a, Ternary b) { return of_int(a.as_int() * b.as_int()); }
+  constexpr Ternary operator-() const { return of_int(-as_int()); }
+  friend constexpr bool operator==(Ternary a, Ternary b) { return a.as_int() == b.as_int(); }
+  friend constexpr auto operator<=>(Ternary a, Ternary b) { return a.as_int() <=> b.as_int(); }
+
+private:
+  static constexpr Ternary of_int(int v) {
+    Ternary t;
+    t.code_ = v > 0 ? 1u : (v < 0 ? 2u : 0u);
+    return t;
+  }
+  std::uint32_t code_ = 0;
+};
+
+/// The 2-bit code: Ternary(-1) -> "0b10".
+inline std::string to_binary(Ternary v) { return "0b" + detail::bit_string(v.code(), 2); }
+
 }  // namespace qnum
+
+template <>
+class std::numeric_limits<qnum::Ternary> {
+public:
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = true;  // the values are the integers -1, 0, +1
+  static constexpr bool is_exact = true;
+  static constexpr bool has_infinity = false;
+  static constexpr bool has_quiet_NaN = false;
+  static constexpr bool has_signaling_NaN = false;
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr int radix = 2;
+  static constexpr int digits = 1;
+  static constexpr std::float_round_style round_style = std::round_to_nearest;
+  static constexpr qnum::Ternary min() noexcept { return qnum::Ternary::from_code(1); }
+  static constexpr qnum::Ternary max() noexcept { return qnum::Ternary::from_code(1); }
+  static constexpr qnum::Ternary lowest() noexcept { return qnum::Ternary::from_code(2); }
+  static constexpr qnum::Ternary epsilon() noexcept { return qnum::Ternary::from_code(1); }
+  static constexpr qnum::Ternary round_error() noexcept { return qnum::Ternary::from_code(0); }
+  static constexpr qnum::Ternary denorm_min() noexcept { return qnum::Ternary::from_code(1); }
+};
