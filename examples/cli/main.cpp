@@ -61,13 +61,27 @@ void describe_format(const std::string& text, const qnum::Policy& base) {
 // ---- qnum quantize ------------------------------------------------------------------------
 
 void quantize_file(const std::string& spec, const qnum::Policy& base, const std::string& role_text,
-                   std::uint64_t seed, bool seed_given, const std::string& in_path, const std::string& out_path) {
+                   std::uint64_t seed, bool seed_given, const std::string& uniforms_path, const std::string& in_path,
+                   const std::string& out_path) {
   auto f = qnum::Format::parse(spec, base);
   if (seed_given) f.policy.seed = seed;
   const auto role = qnum::parse_role(role_text);
   const auto in = qnum::read_npy(in_path);
   const auto out_shape = f.output_shape(in.shape);
-  const auto out = f.quantize(in.data, in.shape, role);
+  std::vector<float> out;
+  if (!uniforms_path.empty()) {
+    // Explicit draws replace the seeded generator (e.g. the torch.rand_like draws of a MASE case).
+    const auto* binary = std::get_if<qnum::BinarySpec>(&f.spec);
+    qnum::detail::require(binary && binary->stochastic, "--uniforms applies to binary:stochastic=true only, not ",
+                          f.to_string());
+    const auto u = qnum::read_npy(uniforms_path);
+    qnum::detail::require(u.shape == in.shape, "--uniforms shape ", qnum::to_string(u.shape),
+                          " does not match the input shape ", qnum::to_string(in.shape));
+    out.resize(in.data.size());
+    qnum::quantize(*binary, f.policy, in.data, u.data, out, in.shape);
+  } else {
+    out = f.quantize(in.data, in.shape, role);
+  }
   qnum::write_npy(out_path, out_shape, out);
 }
 
@@ -130,6 +144,8 @@ int main(int argc, char** argv) {
   quant->add_option("--role", role, "weight, activation or bias (MASE: activation = skip_first_dim)")
       ->capture_default_str();
   auto* seed_opt = quant->add_option("--seed", seed, "seed for stochastic rounding");
+  std::string uniforms;
+  quant->add_option("--uniforms", uniforms, "stochastic binary: uniform draws (.npy, input's shape) to use instead of the seed");
   quant->add_option("IN", in_path, "input .npy (float32, C order)")->required();
   quant->add_option("OUT", out_path, "output .npy (written atomically)")->required();
 
@@ -155,7 +171,7 @@ int main(int argc, char** argv) {
       if (describe.empty()) list_formats();
       else describe_format(describe, mode_policy(mode));
     } else if (*quant) {
-      quantize_file(spec, mode_policy(mode), role, seed, seed_opt->count() > 0, in_path, out_path);
+      quantize_file(spec, mode_policy(mode), role, seed, seed_opt->count() > 0, uniforms, in_path, out_path);
     } else if (*demo_cmd) {
       qnum::detail::require(size >= 64 && size % 64 == 0 && size <= (1LL << 28), "--size ", size,
                             " must be a positive multiple of 64 up to 2^28");

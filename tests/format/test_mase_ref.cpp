@@ -22,6 +22,12 @@ void run_family(const std::string& family) {
     INFO("case ", c.id, ": ", c.spec);
     const auto in = read_npy(c.input);
     const Role role = c.role.value_or(Role::weight);
+    if (c.expect_error && c.error_message == "object of type 'int' has no len()") {
+      // MASE's TypeError for block_size=16 (an int) vs [16]: the text form writes both as
+      // `block_size=16`, so the difference cannot reach qnum; [16] is the valid reading.
+      MESSAGE("case ", c.id, ": Python int-vs-list distinction not expressible in the text form");
+      continue;
+    }
     if (c.expect_error) {
       CHECK_THROWS_AS(
           {
@@ -36,7 +42,13 @@ void run_family(const std::string& family) {
     try {
       const auto f = Format::parse(c.spec, mase_compat);
       out_shape = f.output_shape(in.shape);
-      got = f.quantize(in.data, in.shape, role);
+      if (!c.rand.empty()) {  // stochastic binary: replay MASE's torch.rand_like draws
+        const auto u = read_npy(c.rand);
+        got.resize(in.data.size());
+        quantize(std::get<BinarySpec>(f.spec), f.policy, in.data, u.data, got, in.shape);
+      } else {
+        got = f.quantize(in.data, in.shape, role);
+      }
     } catch (const Error& e) {
       FAIL_CHECK("raised: ", e.what());
       continue;

@@ -1,7 +1,20 @@
-// Block minifloat (`block_minifloat`): minifloat_ieee elements with a shared exponent bias
-// per block (bw bits). MASE's `block_minifloat_quantizer`.
+// Block minifloat (`block_minifloat`): minifloat_ieee elements (1 sign, E exponent, M = W-E-1
+// mantissa bits, subnormals, no Inf/NaN) with a shared exponent bias per block (bw bits).
+// MASE's `block_minifloat_quantizer`.
+//
+// exact: the paper's orientation: b = (2^E-1) - floor(log2 max), a signed bw-bit field
+//   clamped to [-2^(bw-1), 2^(bw-1)-1], so the block max sits in the top binade; each element
+//   is the correctly rounded (carry, policy rounding, saturating) minifloat_ieee value with
+//   bias b. NaN in a block -> NaN block; +-Inf -> the block takes the bias of a max of 2^127
+//   and the Inf saturates. All-zero block: b = 2^(bw-1)-1.
+// mase: spec §2.7 in float32: b = clamp(floor(log2 max), 0, 2^bw-1) (inverted), elements by
+//   MASE's minifloat_ieee rule (+1e-9, no carry, |x| <= 1e-8 passed through).
+//
+// Sections: spec and validation, MASE emulation, exact block codec, tensor quantize and
+// info, encode_block/decode_block.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -11,10 +24,13 @@
 #include "qnum/core/bits.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
+#include "qnum/format/block.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
 namespace qnum {
+
+// ---- spec and validation ---------------------------------------------------------------
 
 struct BlockMinifloatSpec {
   static constexpr std::string_view name = "block_minifloat";
@@ -26,6 +42,11 @@ struct BlockMinifloatSpec {
   friend bool operator==(const BlockMinifloatSpec&, const BlockMinifloatSpec&) = default;
 
   constexpr int mantissa_bits() const { return width - exponent_width - 1; }
+  /// Range of the shared bias: exact (signed field) or MASE ([0, 2^bw-1]).
+  constexpr int bias_min(bool mase) const { return mase ? 0 : -(1 << (exponent_bias_width - 1)); }
+  constexpr int bias_max(bool mase) const {
+    return mase ? (1 << exponent_bias_width) - 1 : (1 << (exponent_bias_width - 1)) - 1;
+  }
 
   void validate() const {
     detail::require(width >= 2 && width <= 24, name, ": width ", width, " must be in [2, 24]");
@@ -34,9 +55,7 @@ struct BlockMinifloatSpec {
     detail::require(exponent_width <= 6, name, ": exponent_width ", exponent_width, " must be <= 6");
     detail::require(exponent_bias_width >= 1 && exponent_bias_width <= 8, name, ": exponent_bias_width ",
                     exponent_bias_width, " must be in [1, 8]");
-    detail::require(!block_size.empty() && block_size.size() <= 3, name, ": block_size must have 1 to 3 entries");
-    for (int b : block_size)
-      detail::require(b >= 1 || b == -1, name, ": block_size ", b, " must be >= 1 (or -1 for a whole dim)");
+    detail::validate_block_size(name, block_size);
   }
 
   static std::vector<KeyDoc> key_docs() {
@@ -59,18 +78,171 @@ struct BlockMinifloatSpec {
   }
 };
 
-// ---- tensor quantize and info (to be implemented) ---------------------------------------
+namespace detail {
 
-inline void quantize(const BlockMinifloatSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role role = Role::weight) {
-  (void)p; (void)role;
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::fail(s.name, ": not implemented yet");
+// ---- MASE emulation ----------------------------------------------------------------------
+
+/// MASE's minifloat_ieee element with a float32 (per-block) bias `bias`, step for step
+/// (spec §2.4): exponent from floor(log2(|x|+1e-9)) clamped to [-b, 2^E-1-b], no carry,
+/// subnormal slot at e = -b, |x| <= 1e-8 passed through.
+inline float minifloat_ieee_mase_element(int W, int E, float bias, float x) {
+  const int M = W - E - 1;
+  const float emax = static_cast<float>((1 << E) - 1) - bias, emin = -bias;
+  const float shift = pow2f(M), kmax = shift - 1.0f;
+  const float sign = mase_sign(x + 1e-9f);
+  const float value = std::fabs(x);
+  const float e = mase_clamp(std::floor(mase_log2(value + 1e-9f)), emin, emax);
+  const float mant = value / mase_exp2(e);
+  const float normal = e == -bias ? 0.0f : 1.0f;  // torch.isclose on integers is ==
+  const float kn = mase_clamp(mase_round(mant * shift - shift), 0.0f, kmax);
+  const float ks = mase_clamp(mase_round(mant * shift / 2.0f), 0.0f, kmax);
+  const float k = normal * kn + (1.0f - normal) * ks;
+  const float m = normal * (1.0f + k / shift) + (1.0f - normal) * (k / shift * 2.0f);
+  const float c = mase_close_to_zero(value) ? 1.0f : 0.0f;
+  return (1.0f - c) * (sign * mase_exp2(e) * m) + c * x;
 }
 
+/// MASE's block_minifloat on a whole tensor (spec §2.7).
+inline void block_minifloat_quantize_mase(const BlockMinifloatSpec& s, std::span<const float> in,
+                                          std::span<float> out, const Shape& shape, Role role) {
+  const auto L = mase_block_layout(s.name, shape, s.block_size, role);
+  const auto maxima = mase_block_maxima(L, in);
+  const float bmax = static_cast<float>(s.bias_max(true));
+  for_each_tile(L, [&](std::int64_t b, std::span<const std::int64_t> idx) {
+    const float bias = mase_clamp(std::floor(mase_log2(maxima[static_cast<std::size_t>(b)])), 0.0f, bmax);
+    for (auto i : idx) {
+      float q = minifloat_ieee_mase_element(s.width, s.exponent_width, bias, in[static_cast<std::size_t>(i)]);
+      if (L.mase_fold) q = 0.0f + q;
+      out[static_cast<std::size_t>(i)] = q;
+    }
+  });
+}
+
+// ---- exact block codec -------------------------------------------------------------------
+
+/// The grid of minifloat_ieee(W, E) with bias b: precision M+1, smallest normal binade 1-b,
+/// max 2^(2^E-1-b) * (2 - 2^-M).
+inline FloatGrid block_minifloat_grid(const BlockMinifloatSpec& s, int b, const Policy& p) {
+  const int M = s.mantissa_bits();
+  FloatGrid g;
+  g.precision = M + 1;
+  g.emin = 1 - b;
+  g.max = (2.0 - pow2(-M)) * pow2((1 << s.exponent_width) - 1 - b);
+  g.subnormals = p.subnormals == Subnormals::keep;
+  return g;
+}
+
+/// The paper-orientation shared bias of a block (exact mode), clamped to the signed field.
+inline int block_minifloat_bias_exact(const BlockMinifloatSpec& s, const BlockScan& scan) {
+  const int top = (1 << s.exponent_width) - 1;
+  int b = s.bias_max(false);  // all zeros: finest grid
+  if (scan.has_inf) b = top - 127;
+  else if (scan.max > 0) b = top - ilog2(scan.max);
+  return std::clamp(b, s.bias_min(false), s.bias_max(false));
+}
+
+/// Exact minifloat code (sign, exponent field, mantissa) of an on-grid magnitude q.
+inline std::uint32_t block_minifloat_code(const BlockMinifloatSpec& s, int b, bool neg, double q) {
+  const int M = s.mantissa_bits();
+  std::uint32_t field = 0, mant = 0;
+  if (q < pow2(1 - b)) {
+    mant = static_cast<std::uint32_t>(scale2(q, b - 1 + M));
+  } else {
+    const int e = ilog2(q);
+    field = static_cast<std::uint32_t>(e + b);
+    mant = static_cast<std::uint32_t>(scale2(q, M - e) - pow2(M));
+  }
+  return (static_cast<std::uint32_t>(neg) << (s.width - 1)) | (field << M) | mant;
+}
+
+inline float block_minifloat_decode_exact(const BlockMinifloatSpec& s, int b, std::uint32_t code) {
+  const int M = s.mantissa_bits();
+  const std::uint32_t mant = code & ((1u << M) - 1u);
+  const int field = static_cast<int>((code >> M) & ((1u << s.exponent_width) - 1u));
+  const double v = field == 0 ? scale2(mant, 1 - b - M) : scale2(pow2(M) + mant, field - b - M);
+  return static_cast<float>((code >> (s.width - 1)) & 1u ? -v : v);
+}
+
+/// Exact codes of one gathered block (no NaN); returns the shared bias.
+inline int block_minifloat_encode_exact(const BlockMinifloatSpec& s, const Policy& p, std::span<const float> x,
+                                        std::span<const std::int64_t> index, std::span<std::uint32_t> codes) {
+  const int b = block_minifloat_bias_exact(s, scan_block(x));
+  const auto g = block_minifloat_grid(s, b, p);
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    const bool neg = sign_bit(x[j]);
+    double q = g.max;
+    if (!is_inf(x[j]))
+      q = round_to_grid(g, std::fabs(static_cast<double>(x[j])), neg, p.rounding,
+                        stochastic_draw(p, static_cast<std::uint64_t>(index[j])));
+    codes[j] = block_minifloat_code(s, b, neg, std::min(q, g.max));
+  }
+  return b;
+}
+
+}  // namespace detail
+
+// ---- tensor quantize and info ----------------------------------------------------------
+
+/// Quantizes a C-order tensor of `shape` block by block; `role` matters only under MASE
+/// semantics (it selects MASE's blocking path, spec §1.2).
+inline void quantize(const BlockMinifloatSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                     const Shape& shape, Role role = Role::weight) {
+  detail::check_tensor_io(s.name, in, out, shape);
+  s.validate();
+  if (p.is_mase()) return detail::block_minifloat_quantize_mase(s, in, out, shape, role);
+  const auto L = exact_block_layout(shape, s.block_size);
+  std::vector<std::uint32_t> codes;
+  detail::quantize_tiles(L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx,
+                                         std::span<float> y) {
+    if (detail::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), detail::kNaN);
+    codes.resize(x.size());
+    const int b = detail::block_minifloat_encode_exact(s, p, x, idx, codes);
+    for (std::size_t j = 0; j < x.size(); ++j) y[j] = detail::block_minifloat_decode_exact(s, b, codes[j]);
+  });
+}
+
+/// Facts: W + bw/B bits per element; 2^W - 1 distinct values per element for a fixed bias;
+/// global range over the shared bias range (exact: capped to what float32 inputs reach).
 inline FormatInfo info(const BlockMinifloatSpec& s, const Policy& p) {
-  (void)p;
-  detail::fail(s.name, ": info not implemented yet");
+  const bool mase = p.is_mase();
+  const int M = s.mantissa_bits(), top = (1 << s.exponent_width) - 1;
+  int emax = top - s.bias_min(mase);
+  if (!mase) emax = std::min(emax, 127);  // a block max < 2^128 never needs more
+  FormatInfo f;
+  f.bits_per_value = s.width + s.exponent_bias_width / detail::elements_per_block(s.block_size);
+  f.min_positive = detail::pow2(1 - s.bias_max(mase) - M);
+  f.max = (2.0 - detail::pow2(-M)) * detail::pow2(emax);
+  f.distinct_values = detail::pow2(s.width) - 1;
+  f.value_set = detail::concat("minifloat_ieee E", s.exponent_width, "M", M, " with shared bias b in [",
+                               s.bias_min(mase), ", ", s.bias_max(mase), "]: normals 2^e(1+k/2^", M,
+                               "), e in [1-b, ", top, "-b]; subnormals k*2^(1-b-", M, ")");
+  return f;
+}
+
+// ---- encode_block / decode_block ---------------------------------------------------------
+
+/// Exact codes of one 1-D block: shared = bias b as a two's-complement bw-bit field, codes =
+/// W-bit minifloat (sign, E-bit exponent field, M-bit mantissa). NaN has no code: throws.
+inline BlockCodes encode_block(const BlockMinifloatSpec& s, std::span<const float> x, const Policy& p = exact) {
+  s.validate();
+  detail::require(!detail::scan_block(x).has_nan, s.name, ": NaN has no block_minifloat code");
+  std::vector<std::int64_t> index(x.size());
+  for (std::size_t j = 0; j < x.size(); ++j) index[j] = static_cast<std::int64_t>(j);
+  BlockCodes c;
+  c.codes.resize(x.size());
+  const int b = detail::block_minifloat_encode_exact(s, p, x, index, c.codes);
+  c.shared = static_cast<std::uint32_t>(b) & ((1u << s.exponent_bias_width) - 1u);
+  return c;
+}
+
+/// Values of a block's codes.
+inline std::vector<float> decode_block(const BlockMinifloatSpec& s, const BlockCodes& c) {
+  const int bw = s.exponent_bias_width;
+  int b = static_cast<int>(c.shared & ((1u << bw) - 1u));
+  if (b >= (1 << (bw - 1))) b -= 1 << bw;
+  std::vector<float> out(c.codes.size());
+  for (std::size_t j = 0; j < out.size(); ++j) out[j] = detail::block_minifloat_decode_exact(s, b, c.codes[j]);
+  return out;
 }
 
 }  // namespace qnum

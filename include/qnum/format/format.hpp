@@ -188,7 +188,12 @@ public:
 
   /// Rejects invalid parameters and policies the family cannot honour.
   void validate() const {
-    std::visit([](const auto& s) { s.validate(); }, spec);
+    std::visit(
+        [&](const auto& s) {
+          if constexpr (requires { s.validate(policy); }) s.validate(policy);  // mode-dependent limits
+          else s.validate();
+        },
+        spec);
     const auto fam = family();
     const bool is_fixed = std::holds_alternative<FixedSpec>(spec);
     if (policy.overflow == Overflow::wrap)
