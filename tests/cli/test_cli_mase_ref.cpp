@@ -32,7 +32,7 @@ TEST_CASE("cli: qnum quantize --mode mase reproduces every MASE reference case")
     const auto out = tmp / (c.id + ".out.npy");
     std::string cmd = quoted(QNUM_CLI_PATH) + " quantize --mode mase --format " + quoted(c.spec);
     if (c.role) cmd += " --role " + std::string(qnum::to_string(*c.role));
-    if (!c.rand.empty()) cmd += " --uniforms " + quoted(c.rand.string());
+    if (c.seed) cmd += " --seed " + std::to_string(*c.seed);
     cmd += " " + quoted(c.input.string()) + " " + quoted(out.string()) + " 2>" + quoted((tmp / "stderr").string());
     if (c.expect_error && c.error_message == "object of type 'int' has no len()") continue;  // see test_mase_ref
     const int rc = run(cmd);

@@ -22,6 +22,7 @@ struct MaseCase {
   std::optional<qnum::Role> role;
   std::filesystem::path input, output;  // output empty for error cases
   std::filesystem::path rand;            // stochastic cases: MASE's uniform draws
+  std::optional<std::uint64_t> seed;     // stochastic cases: torch.manual_seed before the call
   bool expect_error = false;
   std::string error_message;
   bool scaled_mean = false;  // output multiplies by a per-sample mean: allow a few ulp
@@ -81,6 +82,7 @@ inline std::vector<MaseCase> load_mase_cases() {
     c.spec = spec;
     if (r.contains("role") && r.at("role").is_string()) c.role = qnum::parse_role(r.at("role").get<std::string>());
     c.input = dir / r.at("files").at("input").get<std::string>();
+    if (r.contains("seed") && r.at("seed").is_number_integer()) c.seed = r.at("seed").get<std::uint64_t>();
     if (r.at("files").contains("rand")) c.rand = dir / r.at("files").at("rand").get<std::string>();
     if (r.at("files").contains("output")) c.output = dir / r.at("files").at("output").get<std::string>();
     c.expect_error = r.contains("error");

@@ -40,14 +40,16 @@ void run_family(const std::string& family) {
     std::vector<float> got;
     Shape out_shape;
     try {
-      const auto f = Format::parse(c.spec, mase_compat);
+      auto f = Format::parse(c.spec, mase_compat);
+      if (c.seed) f.policy.seed = *c.seed;  // replays torch.manual_seed(seed); torch.rand_like
       out_shape = f.output_shape(in.shape);
-      if (!c.rand.empty()) {  // stochastic binary: replay MASE's torch.rand_like draws
+      got = f.quantize(in.data, in.shape, role);
+      if (!c.rand.empty()) {  // the saved draws give the same result as the seeded stream
         const auto u = read_npy(c.rand);
-        got.resize(in.data.size());
-        quantize(std::get<BinarySpec>(f.spec), f.policy, in.data, u.data, got, in.shape);
-      } else {
-        got = f.quantize(in.data, in.shape, role);
+        CHECK(torch_cpu_rand(*c.seed, u.data.size()) == u.data);
+        std::vector<float> with_u(in.data.size());
+        quantize(std::get<BinarySpec>(f.spec), f.policy, in.data, u.data, with_u, in.shape);
+        for (std::size_t i = 0; i < got.size(); ++i) CHECK(qnum_test::same_bits(got[i], with_u[i]));
       }
     } catch (const Error& e) {
       FAIL_CHECK("raised: ", e.what());

@@ -38,3 +38,20 @@ private:
 };
 
 }  // namespace qnum
+
+#include <random>
+#include <vector>
+
+namespace qnum {
+
+/// PyTorch's CPU generator as `torch.manual_seed(seed); torch.rand_like(x)` draws float32:
+/// mt19937 seeded with the low 32 bits, one draw per element in C order, u = (r & 2^24-1)·2^-24.
+/// Used only to reproduce MASE's stochastic binarization bit for bit (mase_compat).
+inline std::vector<float> torch_cpu_rand(std::uint64_t seed, std::size_t n) {
+  std::mt19937 mt(static_cast<std::uint32_t>(seed));
+  std::vector<float> u(n);
+  for (auto& v : u) v = static_cast<float>(static_cast<double>(mt() & 0xFFFFFFu) * (1.0 / 16777216.0));
+  return u;
+}
+
+}  // namespace qnum

@@ -262,7 +262,14 @@ inline void binary_quantize_impl(const BinarySpec& s, const Policy& p, std::span
   if (explicit_u)
     require(u.size() == in.size(), s.name, ": uniforms have ", u.size(), " elements, input has ", in.size());
   const CounterRng rng(p.seed);
-  auto draw = [&](std::size_t i) { return explicit_u ? u[i] : rng.uniform(static_cast<std::uint64_t>(i)); };
+  // mase: without explicit draws, replay torch.manual_seed(seed); torch.rand_like(x).
+  const std::vector<float> torch_u =
+      p.is_mase() && s.stochastic && s.bipolar && !explicit_u ? torch_cpu_rand(p.seed, in.size()) : std::vector<float>{};
+  auto draw = [&](std::size_t i) {
+    if (explicit_u) return u[i];
+    if (!torch_u.empty()) return torch_u[i];
+    return rng.uniform(static_cast<std::uint64_t>(i));
+  };
 
   if (s.bipolar) {
     if (!s.stochastic) {
@@ -310,7 +317,8 @@ inline void binary_quantize_impl(const BinarySpec& s, const Policy& p, std::span
 
 }  // namespace detail
 
-/// Quantizes a C-order tensor. Stochastic modes draw CounterRng(policy.seed).uniform(flat
+/// Quantizes a C-order tensor. mase stochastic bipolar replays torch's CPU rand_like stream
+/// for torch.manual_seed(policy.seed) (torch_cpu_rand). Exact stochastic modes draw CounterRng(policy.seed).uniform(flat
 /// index), so results are seeded and independent of threading.
 inline void quantize(const BinarySpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
                      const Shape& shape, Role = Role::weight) {
