@@ -39,7 +39,8 @@ void list_formats() {
       std::printf("    %-20s default %-12s %s\n", k.key.c_str(), k.default_value.c_str(), k.help.c_str());
   }
   std::cout << "\nPresets\n";
-  for (const auto& p : qnum::format_presets()) std::printf("    %-12s %s\n", std::string(p.name).c_str(), std::string(p.help).c_str());
+  for (const auto& p : qnum::format_presets())
+    std::printf("    %-12s %s\n", std::string(p.name).c_str(), std::string(p.help).c_str());
   std::cout << "\nPolicy keys (any family)\n";
   for (const auto& k : qnum::policy_key_docs())
     std::printf("    %-20s default %-12s %s\n", k.key.c_str(), k.default_value.c_str(), k.help.c_str());
@@ -60,8 +61,8 @@ void describe_format(const std::string& text, const qnum::Policy& base) {
 
 // ---- qnum quantize ------------------------------------------------------------------------
 
-void quantize_file(const std::string& spec, const qnum::Policy& base, const std::string& role_text,
-                   std::uint64_t seed, bool seed_given, const std::string& uniforms_path, const std::string& in_path,
+void quantize_file(const std::string& spec, const qnum::Policy& base, const std::string& role_text, std::uint64_t seed,
+                   bool seed_given, const std::string& uniforms_path, const std::string& in_path,
                    const std::string& out_path) {
   auto f = qnum::Format::parse(spec, base);
   if (seed_given) f.policy.seed = seed;
@@ -95,11 +96,22 @@ void demo(std::int64_t n, std::uint32_t seed) {
   for (std::size_t i = 0; i < x.size(); i += 97) x[i] *= 8.0f;  // a few outliers, as in real activations
   const qnum::Shape shape{n / 64, 64};
   const std::vector<std::string> formats = {
-      "integer:width=8,frac_width=4",  "integer:width=4,frac_width=2",    "minifloat_ieee:width=8,exponent_width=4",
-      "fp8_e4m3",                      "fp8_e5m2",                        "minifloat_denorm:width=8,exponent_width=4",
-      "log:width=8",                   "block_fp:width=8,block_size=1x16", "block_minifloat:width=8,exponent_width=4,exponent_bias_width=8,block_size=16",
-      "block_log:width=8,exponent_bias_width=8,block_size=16", "mxint8", "mxfp8_e4m3", "mxfp6_e2m3",
-      "mxfp4_e2m1", "ternary:scaling_factor=true", "binary:bipolar=false"};
+      "integer:width=8,frac_width=4",
+      "integer:width=4,frac_width=2",
+      "minifloat_ieee:width=8,exponent_width=4",
+      "fp8_e4m3",
+      "fp8_e5m2",
+      "minifloat_denorm:width=8,exponent_width=4",
+      "log:width=8",
+      "block_fp:width=8,block_size=1x16",
+      "block_minifloat:width=8,exponent_width=4,exponent_bias_width=8,block_size=16",
+      "block_log:width=8,exponent_bias_width=8,block_size=16",
+      "mxint8",
+      "mxfp8_e4m3",
+      "mxfp6_e2m3",
+      "mxfp4_e2m1",
+      "ternary:scaling_factor=true",
+      "binary:bipolar=false"};
   double signal = 0;
   for (float v : x) signal += double(v) * v;
   std::printf("Quantization error on %lld values, N(0,1) with 1%% x8 outliers, shape [%lld, 64] (seed %u)\n\n",
@@ -145,7 +157,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   auto* seed_opt = quant->add_option("--seed", seed, "seed for stochastic rounding");
   std::string uniforms;
-  quant->add_option("--uniforms", uniforms, "stochastic binary: uniform draws (.npy, input's shape) to use instead of the seed");
+  quant->add_option("--uniforms", uniforms,
+                    "stochastic binary: uniform draws (.npy, input's shape) to use instead of the seed");
   quant->add_option("IN", in_path, "input .npy (float32, C order)")->required();
   quant->add_option("OUT", out_path, "output .npy (written atomically)")->required();
 
@@ -168,8 +181,10 @@ int main(int argc, char** argv) {
 
   try {
     if (*formats) {
-      if (describe.empty()) list_formats();
-      else describe_format(describe, mode_policy(mode));
+      if (describe.empty())
+        list_formats();
+      else
+        describe_format(describe, mode_policy(mode));
     } else if (*quant) {
       quantize_file(spec, mode_policy(mode), role, seed, seed_opt->count() > 0, uniforms, in_path, out_path);
     } else if (*demo_cmd) {

@@ -2,10 +2,10 @@
 // float32 output bit for bit (NaN equals NaN), and error cases exit with code 2.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <sys/wait.h>
 
 #include "format/conformance.hpp"
 #include "format/mase_ref.hpp"

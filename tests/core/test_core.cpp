@@ -35,9 +35,9 @@ TEST_CASE("core: round_int under every mode") {
   struct Row {
     double v, even, away, zero, down, up;
   };
-  const Row rows[] = {{2.5, 2, 3, 2, 2, 3},     {3.5, 4, 4, 3, 3, 4},      {-2.5, -2, -3, -2, -3, -2},
-                      {2.4, 2, 2, 2, 2, 3},     {-2.6, -3, -3, -2, -3, -2}, {0.5, 0, 1, 0, 0, 1},
-                      {-0.5, -0.0, -1, -0.0, -1, -0.0}, {7, 7, 7, 7, 7, 7}};
+  const Row rows[] = {
+      {2.5, 2, 3, 2, 2, 3},       {3.5, 4, 4, 3, 3, 4}, {-2.5, -2, -3, -2, -3, -2},       {2.4, 2, 2, 2, 2, 3},
+      {-2.6, -3, -3, -2, -3, -2}, {0.5, 0, 1, 0, 0, 1}, {-0.5, -0.0, -1, -0.0, -1, -0.0}, {7, 7, 7, 7, 7, 7}};
   for (const auto& r : rows) {
     CAPTURE(r.v);
     CHECK(round_int(r.v, Rounding::nearest_even) == r.even);
@@ -53,12 +53,12 @@ TEST_CASE("core: round_int under every mode") {
 }
 
 TEST_CASE("core: float grid rounding carries and handles subnormals") {
-  const detail::FloatGrid e4m3{4, -6, 448.0, true};  // precision M+1 = 4, min normal 2^-6
-  CHECK(detail::round_to_grid(e4m3, 1.99, false, Rounding::nearest_even) == 2.0);      // carry
-  CHECK(detail::round_to_grid(e4m3, 1.0625, false, Rounding::nearest_even) == 1.0);    // tie to even
-  CHECK(detail::round_to_grid(e4m3, 1.1875, false, Rounding::nearest_even) == 1.25);   // tie to even
+  const detail::FloatGrid e4m3{4, -6, 448.0, true};                                // precision M+1 = 4, min normal 2^-6
+  CHECK(detail::round_to_grid(e4m3, 1.99, false, Rounding::nearest_even) == 2.0);  // carry
+  CHECK(detail::round_to_grid(e4m3, 1.0625, false, Rounding::nearest_even) == 1.0);               // tie to even
+  CHECK(detail::round_to_grid(e4m3, 1.1875, false, Rounding::nearest_even) == 1.25);              // tie to even
   CHECK(detail::round_to_grid(e4m3, 0.0029296875, false, Rounding::nearest_even) == 0.00390625);  // 1.5 * 2^-9 -> 2^-8
-  CHECK(detail::round_to_grid(e4m3, 0.0009765625, false, Rounding::nearest_even) == 0.0);  // 2^-10: tie -> 0
+  CHECK(detail::round_to_grid(e4m3, 0.0009765625, false, Rounding::nearest_even) == 0.0);         // 2^-10: tie -> 0
   CHECK(detail::round_to_grid(e4m3, 1.1, true, Rounding::floor) == 1.125);  // floor of -1.1 = -1.125
   detail::FloatGrid ftz = e4m3;
   ftz.subnormals = false;
@@ -66,8 +66,8 @@ TEST_CASE("core: float grid rounding carries and handles subnormals") {
 }
 
 TEST_CASE("core: policy names round trip, aliases parse") {
-  for (auto r : {Rounding::nearest_even, Rounding::nearest_away, Rounding::toward_zero, Rounding::floor,
-                 Rounding::ceil, Rounding::stochastic})
+  for (auto r : {Rounding::nearest_even, Rounding::nearest_away, Rounding::toward_zero, Rounding::floor, Rounding::ceil,
+                 Rounding::stochastic})
     CHECK(parse_rounding(to_string(r)) == r);
   CHECK(parse_rounding("AC_TRN") == Rounding::floor);
   CHECK(parse_overflow("AC_SAT") == Overflow::saturate);

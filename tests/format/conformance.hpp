@@ -64,7 +64,8 @@ void check_codes(const Spec& s, const std::vector<double>& values, int bits) {
     if (v != v || std::isinf(v)) continue;
     decoded.push_back(v);
     const float back = decode(s, encode(s, v));
-    if (!same_bits(back, v) && !(back == 0 && v == 0)) roundtrip.fail("code " + std::to_string(c) + " value " + describe(v) + " -> " + describe(back));
+    if (!same_bits(back, v) && !(back == 0 && v == 0))
+      roundtrip.fail("code " + std::to_string(c) + " value " + describe(v) + " -> " + describe(back));
     const float q = quantize(s, qnum::exact, v);
     if (!(q == v)) idempotent.fail("value " + describe(v) + " -> " + describe(q));
   }
@@ -74,7 +75,9 @@ void check_codes(const Spec& s, const std::vector<double>& values, int bits) {
   CHECK(got.size() == values.size());
   FailureLog set;
   for (std::size_t i = 0; i < std::min(got.size(), values.size()); ++i)
-    if (got[i] != values[i]) set.fail("value #" + std::to_string(i) + ": decode gives " + std::to_string(got[i]) + ", formula gives " + std::to_string(values[i]));
+    if (got[i] != values[i])
+      set.fail("value #" + std::to_string(i) + ": decode gives " + std::to_string(got[i]) + ", formula gives " +
+               std::to_string(values[i]));
   set.check("decoded value set == independent enumeration");
 }
 
@@ -101,7 +104,8 @@ void check_nearest_even(const Spec& s, const std::vector<double>& values, std::u
   auto probe = [&](float x) {
     const float q = quantize(s, qnum::exact, x);
     const double e = expect(x);
-    if (!(static_cast<double>(q) == e)) nearest.fail("x " + describe(x) + " -> " + describe(q) + ", nearest " + std::to_string(e));
+    if (!(static_cast<double>(q) == e))
+      nearest.fail("x " + describe(x) + " -> " + describe(q) + ", nearest " + std::to_string(e));
   };
   std::vector<float> xs;
   for (std::size_t i = 0; i + 1 < values.size(); ++i) {

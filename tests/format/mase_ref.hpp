@@ -21,8 +21,8 @@ struct MaseCase {
   std::string id, func, family, spec;  // spec: `family:key=value,...` with MASE's kwargs
   std::optional<qnum::Role> role;
   std::filesystem::path input, output;  // output empty for error cases
-  std::filesystem::path rand;            // stochastic cases: MASE's uniform draws
-  std::optional<std::uint64_t> seed;     // stochastic cases: torch.manual_seed before the call
+  std::filesystem::path rand;           // stochastic cases: MASE's uniform draws
+  std::optional<std::uint64_t> seed;    // stochastic cases: torch.manual_seed before the call
   bool expect_error = false;
   std::string error_message;
   bool scaled_mean = false;  // output multiplies by a per-sample mean: allow a few ulp

@@ -64,7 +64,7 @@ TEST_CASE("binary: bipolar deterministic values, zeros and specials") {
 TEST_CASE("binary: scaled exact is per output channel for any rank") {
   const BinarySpec s{false, false};
   SUBCASE("rank 2 Linear weight [out, in]") {
-    const std::vector<float> w{1.0f, -3.0f, 2.0f, 0.0f,   // row 0: mean|x| = 1.5
+    const std::vector<float> w{1.0f,  -3.0f, 2.0f, 0.0f,   // row 0: mean|x| = 1.5
                                -0.5f, -0.5f, 0.5f, 0.5f};  // row 1: mean|x| = 0.5
     const auto out = run(s, exact, w, {2, 4});
     const std::vector<float> want{1.5f, 0, 1.5f, 0, 0, 0, 0.5f, 0.5f};
@@ -171,7 +171,7 @@ TEST_CASE("binary: stochastic exact is seeded, index-keyed and unbiased") {
 TEST_CASE("binary: stochastic scaled is stochastic in exact, deterministic in MASE") {
   const BinarySpec s{true, false};
   const Shape shape{2, 10, 10, 10};
-  std::vector<float> in(2000, 0.0f);  // p = 0.5
+  std::vector<float> in(2000, 0.0f);                                       // p = 0.5
   for (std::size_t i = 1000; i < 2000; ++i) in[i] = i % 2 ? 0.5f : -0.5f;  // mean|x| = 0.5
   const auto a = run(s, exact.with_seed(5), in, shape);
   double on = 0;
@@ -346,7 +346,8 @@ TEST_CASE("residual_sign: MASE float32 levels and limits") {
 
 TEST_CASE("residual_sign: invalid specs name the problem") {
   CHECK(error_of([] { ResidualSignSpec{0, {}}.validate(); }).find("levels 0 must be in [1, 8]") != std::string::npos);
-  CHECK(error_of([] { ResidualSignSpec{2, {0.5}}.validate(); }).find("means has 1 entries, levels is 2") !=
-        std::string::npos);
+  CHECK(error_of([] {
+          ResidualSignSpec{2, {0.5}}.validate();
+        }).find("means has 1 entries, levels is 2") != std::string::npos);
   CHECK(error_of([] { ResidualSignSpec{1, {NAN}}.validate(); }).find("must be finite") != std::string::npos);
 }

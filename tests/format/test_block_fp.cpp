@@ -36,7 +36,9 @@ std::vector<double> reference(const BlockFPSpec& s, const std::vector<float>& x,
     e = std::clamp(ex, -b, emax);
   }
   const double kmax = std::ldexp(1.0, M) - 1;
-  auto k_of = [&](float v, int ee) { return std::nearbyint(std::fabs(static_cast<double>(v)) / std::ldexp(1.0, ee - M)); };
+  auto k_of = [&](float v, int ee) {
+    return std::nearbyint(std::fabs(static_cast<double>(v)) / std::ldexp(1.0, ee - M));
+  };
   bool carry = false;
   for (float v : x) carry |= k_of(v, e) > kmax;
   if (carry && e < emax) ++e;
@@ -59,10 +61,18 @@ std::vector<float> random_block(std::mt19937& rng, int M, int n, int e) {
     double v;
     const double k = std::floor(u(rng) * (std::ldexp(1.0, M) - 1));
     switch (kind(rng)) {
-      case 0: v = (k + 0.5) * step; break;  // exact tie
-      case 1: v = k * step; break;          // on the grid
-      case 2: v = std::nextafter(static_cast<float>((k + 0.5) * step), 0.0f); break;
-      default: v = u(rng) * std::ldexp(1.0, e); break;
+      case 0:
+        v = (k + 0.5) * step;
+        break;  // exact tie
+      case 1:
+        v = k * step;
+        break;  // on the grid
+      case 2:
+        v = std::nextafter(static_cast<float>((k + 0.5) * step), 0.0f);
+        break;
+      default:
+        v = u(rng) * std::ldexp(1.0, e);
+        break;
     }
     if (v >= std::ldexp(1.0, e)) v = std::ldexp(1.0, e - 1);
     x.push_back(static_cast<float>(u(rng) < 0.5 ? -v : v));

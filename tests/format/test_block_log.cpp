@@ -31,7 +31,8 @@ std::vector<float> reference(const BlockLogSpec& s, const std::vector<float>& x)
   std::vector<float> out;
   for (float v : x) {
     int e = -b;
-    if (v != 0) e = std::clamp(static_cast<int>(std::nearbyint(std::log2(std::fabs(static_cast<double>(v))))), -b, top - b);
+    if (v != 0)
+      e = std::clamp(static_cast<int>(std::nearbyint(std::log2(std::fabs(static_cast<double>(v))))), -b, top - b);
     const auto m = static_cast<float>(std::ldexp(1.0, e));
     out.push_back(v < 0 ? -m : m);
   }
@@ -67,8 +68,7 @@ TEST_CASE("block_log: exact results equal the log-domain reference, randomized")
 TEST_CASE("block_log: geometric-mean threshold, bias, zeros, saturation") {
   const BlockLogSpec s{4, 4, {4}};  // exponents [-b, 7-b], b in [0, 15]
   // max 1.42 rounds (log domain) to 2^1: b = 6, exponents [-6, 1]
-  CHECK(run(s, exact, {1.42f, 1.41f, 0.0f, -0.01f}, {4}) ==
-        std::vector<float>{2.0f, 1.0f, 0.015625f, -0.015625f});
+  CHECK(run(s, exact, {1.42f, 1.41f, 0.0f, -0.01f}, {4}) == std::vector<float>{2.0f, 1.0f, 0.015625f, -0.015625f});
   CHECK(encode_block(s, std::vector<float>{1.42f}).shared == 6u);
   // MASE: b = 7 - ceil(log2 1.42) = 6 too; zero -> +2^-6
   CHECK(run(s, mase_compat, {1.42f, 1.41f, 0.0f, -0.01f}, {4}, Role::bias) ==

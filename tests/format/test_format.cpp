@@ -86,10 +86,8 @@ TEST_CASE("format: invalid specs are rejected with a message naming the problem"
       {":width=8", "format spec ':width=8': missing format name before ':'"},
       {"Integer:width=8", "format spec 'Integer:width=8': malformed name 'Integer'"},
       {"integer:is_signed=maybe", "integer: is_signed must be true or false, got 'maybe'"},
-      {"minifloat_ieee:width=8,exponent_width=8",
-       "minifloat_ieee: exponent_width 8 must be in [1, width-1] (width 8)"},
-      {"minifloat_ieee:width=8,exponent_width=9",
-       "minifloat_ieee: exponent_width 9 must be in [1, width-1] (width 8)"},
+      {"minifloat_ieee:width=8,exponent_width=8", "minifloat_ieee: exponent_width 8 must be in [1, width-1] (width 8)"},
+      {"minifloat_ieee:width=8,exponent_width=9", "minifloat_ieee: exponent_width 9 must be in [1, width-1] (width 8)"},
       {"minifloat_denorm:width=8,exponent_width=7",
        "minifloat_denorm: exponent_width 7 must be in [1, width-2] (width 8; at least one mantissa bit)"},
       {"block_fp:block_size=0", "block_fp: block_size 0 must be >= 1 (or -1 for a whole dim)"},
@@ -97,15 +95,17 @@ TEST_CASE("format: invalid specs are rejected with a message naming the problem"
       {"integer:width=8,overflow=infinity",
        "integer: overflow=infinity needs a format with an Inf code (minifloat_ieee with specials=ieee)"},
       {"fp8_e4m3:overflow=wrap", "minifloat_ieee: overflow=wrap is only defined for fixed point (integer)"},
-      {"integer:width=8,rounding=up", "unknown rounding 'up' (allowed: nearest_even, nearest_away, toward_zero, "
-                                      "floor, ceil, stochastic)"},
+      {"integer:width=8,rounding=up",
+       "unknown rounding 'up' (allowed: nearest_even, nearest_away, toward_zero, "
+       "floor, ceil, stochastic)"},
       {"integer:width=8,rounding=stochastic,mode=mase",
        "integer: mase_compat rounds to nearest even (integer also floor); rounding=stochastic is exact-mode only"},
       {"block_fp:width=8,skip_first_dim=true",
        "block_fp: skip_first_dim is not a format key; pass the operand role instead (--role activation means "
        "skip_first_dim=true)"},
-      {"mxint_hardware:width=8", "mxint_hardware: mxint_hardware is MASE's format and exists only in mase_compat "
-                                 "mode (--mode mase)"},
+      {"mxint_hardware:width=8",
+       "mxint_hardware: mxint_hardware is MASE's format and exists only in mase_compat "
+       "mode (--mode mase)"},
   };
   for (const auto& b : bad) {
     CAPTURE(b.text);

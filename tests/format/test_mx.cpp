@@ -30,8 +30,8 @@ std::vector<double> element_values(const MXElement& e) {
   const int E = e.exponent_width, M = e.frac_width, bias = (1 << (E - 1)) - 1;
   for (int field = 0; field < (1 << E); ++field)
     for (int f = 0; f < (1 << M); ++f) {
-      if (E == 5 && M == 2 && field == 31) continue;                       // Inf/NaN
-      if (E == 4 && M == 3 && field == 15 && f == 7) continue;             // NaN
+      if (E == 5 && M == 2 && field == 31) continue;            // Inf/NaN
+      if (E == 4 && M == 3 && field == 15 && f == 7) continue;  // NaN
       const double mag = field == 0 ? std::ldexp(f, 1 - bias - M) : std::ldexp((1 << M) + f, field - bias - M);
       v.push_back(mag);
       v.push_back(-mag);
@@ -45,7 +45,9 @@ const std::vector<MXElement>& ocp_fp_elements() {
   return e;
 }
 
-std::vector<float> run(const Format& f, const std::vector<float>& x, const Shape& shape) { return f.quantize(x, shape); }
+std::vector<float> run(const Format& f, const std::vector<float>& x, const Shape& shape) {
+  return f.quantize(x, shape);
+}
 
 float mase_codec(int E, int M, float x) {
   return detail::mase_mx_minifloat_decode(E, M, detail::mase_mx_minifloat_encode(E, M, x));
@@ -139,7 +141,7 @@ TEST_CASE("mxint: OCP scale choice examples") {
   CHECK(c.scale == 127);  // floor(log2 1.5) - 0
   CHECK(c.elements[0] == 96);
   CHECK(run(f, x, {32})[1] == std::ldexp(1.0f, -6));  // 0.01 * 64 = 0.64 -> 1
-  x[0] = 1.0f;  // exact power of two: OCP keeps it exact (MASE: 127/128)
+  x[0] = 1.0f;                                        // exact power of two: OCP keeps it exact (MASE: 127/128)
   CHECK(run(f, x, {32})[0] == 1.0f);
   CHECK(run(Format(MXIntSpec{}, mase_compat), x, {32})[0] == 0.9921875f);
   x[0] = 1.999f;  // rounds to 128 * 2^-6 -> saturates at 127
@@ -164,7 +166,7 @@ TEST_CASE("mxfp: OCP scale choice examples (block max 448 * 2^k etc.)") {
   x[0] = 1.0f;
   CHECK(encode_block(e4m3, x).scale == 127 - 8);
   CHECK(encode_block(e4m3, x).elements[0] == 0x78);  // 256 = 1.000 * 2^8
-  x[0] = 500.0f;  // 500 / 2^0 > 448 -> saturates
+  x[0] = 500.0f;                                     // 500 / 2^0 > 448 -> saturates
   CHECK(run(Format(e4m3), x, {32})[0] == 448.0f);
   const MXFPSpec e2m1{2, 1, 32, -1, 8, false};
   x[0] = 7.0f;  // floor(log2 7) - 2 = 0: 7 -> 6 (saturate)
@@ -262,8 +264,10 @@ TEST_CASE("mxfp: NaN block in exact mode and MASE's inf positions") {
   const auto m = Format(MXFPSpec{}, mase_compat).quantize(x, {32});
   for (std::size_t i = 0; i < 32; ++i) {
     CAPTURE(i);
-    if (i == 3 || i == 7) CHECK(m[i] == INFINITY);
-    else CHECK(std::isnan(m[i]));
+    if (i == 3 || i == 7)
+      CHECK(m[i] == INFINITY);
+    else
+      CHECK(std::isnan(m[i]));
   }
   // MASE mxint: the whole block NaN
   const auto mi = Format(MXIntSpec{}, mase_compat).quantize(x, {32});
@@ -301,7 +305,8 @@ TEST_CASE("mxint: block_dim selects the axis in both modes") {
     const auto yt = Format(MXIntSpec{8, 16, -1, 8, false}, p).quantize(xt, tshape);
     int bad = 0;
     for (int i = 0; i < 64; ++i)
-      for (int j = 0; j < 8; ++j) bad += !qnum_test::same_bits(y[static_cast<std::size_t>(i * 8 + j)], yt[static_cast<std::size_t>(j * 64 + i)]);
+      for (int j = 0; j < 8; ++j)
+        bad += !qnum_test::same_bits(y[static_cast<std::size_t>(i * 8 + j)], yt[static_cast<std::size_t>(j * 64 + i)]);
     CHECK(bad == 0);
   }
   CHECK_THROWS_AS(Format(MXIntSpec{8, 16, 2, 8, false}).quantize(x, shape), Error);
@@ -369,15 +374,17 @@ TEST_CASE("mxint: exact quantile_search never increases a block's L2 error") {
 // ---- MASE codec and quirks ---------------------------------------------------------------
 
 TEST_CASE("mxfp: MASE minifloat codec examples (formats.md 6.1)") {
-  const std::vector<std::pair<float, float>> e4m3{{1.99f, 1.0f},   {3.9f, 4.0f},    {7.9f, 4.0f},       {470.0f, 480.0f},
-                                                  {509.0f, 256.0f}, {0.0155f, 0.0078125f}, {0.002f, 0.0f}};
+  const std::vector<std::pair<float, float>> e4m3{{1.99f, 1.0f},    {3.9f, 4.0f},     {7.9f, 4.0f},
+                                                  {470.0f, 480.0f}, {509.0f, 256.0f}, {0.0155f, 0.0078125f},
+                                                  {0.002f, 0.0f}};
   for (auto [x, want] : e4m3) {
     CAPTURE(x);
     CHECK(mase_codec(4, 3, x) == want);
     CHECK(mase_codec(4, 3, -x) == -want);
   }
-  const std::vector<std::pair<float, float>> e2m1{{0.5f, 0.0f}, {0.75f, 0.5f}, {0.9f, 0.5f}, {1.4f, 1.5f}, {1.75f, 1.0f},
-                                                  {2.9f, 3.0f}, {5.0f, 4.0f},  {5.9f, 6.0f}, {7.9f, 4.0f}};
+  const std::vector<std::pair<float, float>> e2m1{{0.5f, 0.0f}, {0.75f, 0.5f}, {0.9f, 0.5f},
+                                                  {1.4f, 1.5f}, {1.75f, 1.0f}, {2.9f, 3.0f},
+                                                  {5.0f, 4.0f}, {5.9f, 6.0f},  {7.9f, 4.0f}};
   for (auto [x, want] : e2m1) {
     CAPTURE(x);
     CHECK(mase_codec(2, 1, x) == want);
@@ -509,8 +516,8 @@ TEST_CASE("mxint: mase-cuda MXINT8 quantize and bf16 dequantize (exhaustive)") {
   int bad = 0;
   for (int S = 1; S <= 254; ++S)
     for (int m = -127; m <= 127; ++m) {
-      const float v = detail::mx_bf16_bits_to_float(dequantize_mxint8_to_bf16_bits(static_cast<std::int8_t>(m),
-                                                                                 static_cast<std::uint8_t>(S)));
+      const float v = detail::mx_bf16_bits_to_float(
+          dequantize_mxint8_to_bf16_bits(static_cast<std::int8_t>(m), static_cast<std::uint8_t>(S)));
       bad += !(static_cast<double>(v) == std::ldexp(static_cast<double>(m), S - 133));
     }
   CHECK(bad == 0);
@@ -525,11 +532,11 @@ TEST_CASE("mxint: mase-cuda MXINT8 quantize and bf16 dequantize (exhaustive)") {
 TEST_CASE("mxint_hardware: tiles, floor rounding, saturation quirk, errors") {
   const auto f = Format::parse("mxint_hardware:width=8,exponent_width=4,parallelism=2x4", mase_compat);
   std::vector<float> x(16, 0.0f);
-  x[0] = 1.0f;      // tile (0,0): e = ceil(0) - 8 = -8 -> 256 clamps to 127
-  x[1] = -0.001f;   // floor(-0.256) = -1 -> -2^-8
-  x[4] = 0.25f;     // same tile (row 1, col 0)
+  x[0] = 1.0f;     // tile (0,0): e = ceil(0) - 8 = -8 -> 256 clamps to 127
+  x[1] = -0.001f;  // floor(-0.256) = -1 -> -2^-8
+  x[4] = 0.25f;    // same tile (row 1, col 0)
   x[2] = 0.3f;
-  x[12] = 3.0f;     // tile (1,0) = rows 2..3? shape [4, 4] -> tiles of 2x4: rows {0,1}, {2,3}
+  x[12] = 3.0f;  // tile (1,0) = rows 2..3? shape [4, 4] -> tiles of 2x4: rows {0,1}, {2,3}
   const auto y = f.quantize(x, {4, 4});
   CHECK(y[0] == 127.0f / 256);
   CHECK(y[1] == -1.0f / 256);

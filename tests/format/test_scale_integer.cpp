@@ -42,8 +42,8 @@ TEST_CASE("scale_integer: exact maps the row max onto the top code") {
   const ScaleIntegerSpec s = si(4, true);  // k in [-8, 7]
   const std::vector<float> row{3.0f, 1.0f, -0.5f, -3.0f, 0.0f, -0.0f};
   const auto out = run(s, exact, row, {6});
-  CHECK(out[0] == 3.0f);   // max -> k = 7 -> exactly 3
-  CHECK(out[3] == -3.0f);  // -max -> k = -7
+  CHECK(out[0] == 3.0f);                              // max -> k = 7 -> exactly 3
+  CHECK(out[3] == -3.0f);                             // -max -> k = -7
   CHECK(out[1] == static_cast<float>(2.0 * 3 / 7));   // 7/3 = 2.33 -> 2
   CHECK(out[2] == static_cast<float>(-1.0 * 3 / 7));  // -1.17 -> -1
   CHECK(qnum_test::same_bits(out[4], 0.0f));
@@ -74,8 +74,7 @@ TEST_CASE("scale_integer: MASE pulls the row max in by one step") {
   // max 1: 1 + 1e-9f == 1, s = 8: 1 -> 8 -> clamped 7 -> 0.875; -1 -> -8 stays (lower bound).
   CHECK(run(s, mase_compat, {1.0f, 0.5f}, {2}) == std::vector<float>{0.875f, 0.5f});
   CHECK(run(s, mase_compat, {-1.0f, 0.5f}, {2}) == std::vector<float>{-1.0f, 0.5f});
-  CHECK(run(si(4, false), mase_compat, {1.0f, 0.5f, -0.25f}, {3}) ==
-        std::vector<float>{0.9375f, 0.5f, 0.0f});
+  CHECK(run(si(4, false), mase_compat, {1.0f, 0.5f, -0.25f}, {3}) == std::vector<float>{0.9375f, 0.5f, 0.0f});
   // Small rows feel the 1e-9 epsilon: s = reciprocal(max + 1e-9) * 2^(W-1), k / s by true division.
   const std::vector<float> row{0.001f, 0.0003f, -0.0007f};
   const auto out = run(s, mase_compat, row, {3});
@@ -146,8 +145,7 @@ TEST_CASE("scale_integer: exact stochastic rounding is seeded and unbiased") {
 }
 
 TEST_CASE("scale_integer: spec validation and info") {
-  CHECK(error_of([] { si(1, true).validate(); }).find("width 1 must be in [2, 24]") !=
-        std::string::npos);
+  CHECK(error_of([] { si(1, true).validate(); }).find("width 1 must be in [2, 24]") != std::string::npos);
   CHECK_THROWS_AS(si(25, true).validate(), Error);
   const auto e = info(si(8, true), exact);
   CHECK(e.bits_per_value == 8);

@@ -58,7 +58,8 @@ TEST_CASE("ternary: exact values per output channel, rank 1..4") {
     CHECK(ch[0].delta == 0.75);
     CHECK(ch[0].alpha == 1.5);
     for (std::size_t i = 0; i < w.size(); ++i)
-      CHECK(decode(spec(true), encode(spec(true), w[i], ch[i / 4].delta), static_cast<float>(ch[i / 4].alpha)) == sc[i]);
+      CHECK(decode(spec(true), encode(spec(true), w[i], ch[i / 4].delta), static_cast<float>(ch[i / 4].alpha)) ==
+            sc[i]);
   }
   SUBCASE("rank 1 is one group; rank 3 and 4 equal the flattened rule") {
     const std::vector<float> v{1, -2, 3, -4};  // mean 2.5, delta 1.875

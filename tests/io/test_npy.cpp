@@ -34,7 +34,8 @@ TEST_CASE("npy: round trip through bytes and files") {
   }
   const auto empty = parse_npy(npy_bytes({0, 4}, nullptr), "mem");
   CHECK(empty.shape == Shape{0, 4});
-  const auto scalar = parse_npy(header("{'descr': '<f4', 'fortran_order': False, 'shape': (), }") + std::string(4, '\0'), "mem");
+  const auto scalar =
+      parse_npy(header("{'descr': '<f4', 'fortran_order': False, 'shape': (), }") + std::string(4, '\0'), "mem");
   CHECK(scalar.shape.empty());
   CHECK(scalar.data.size() == 1);
 
@@ -49,8 +50,8 @@ TEST_CASE("npy: malformed files are rejected with the reason") {
   CHECK_THROWS_WITH_AS(parse_npy("hello", "f"), "f: not a .npy file (missing \\x93NUMPY magic)", Error);
   CHECK_THROWS_WITH_AS(parse_npy(header(ok) + std::string(15, '\0'), "f"),
                        "f: truncated .npy data (15 bytes, shape [2, 2] needs 16)", Error);
-  CHECK_THROWS_WITH_AS(parse_npy(header(ok) + std::string(17, '\0'), "f"), "f: .npy has 1 trailing bytes after the data",
-                       Error);
+  CHECK_THROWS_WITH_AS(parse_npy(header(ok) + std::string(17, '\0'), "f"),
+                       "f: .npy has 1 trailing bytes after the data", Error);
   CHECK_THROWS_WITH_AS(
       parse_npy(header("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }") + std::string(16, '\0'), "f"),
       "f: dtype '<f8' is not little-endian float32 ('<f4'); convert with x.astype(np.float32)", Error);

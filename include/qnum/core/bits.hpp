@@ -18,7 +18,9 @@ constexpr std::uint64_t double_bits(double x) { return std::bit_cast<std::uint64
 constexpr double bits_double(std::uint64_t b) { return std::bit_cast<double>(b); }
 
 constexpr bool is_nan(double x) { return x != x; }
-constexpr bool is_inf(double x) { return x == std::numeric_limits<double>::infinity() || x == -std::numeric_limits<double>::infinity(); }
+constexpr bool is_inf(double x) {
+  return x == std::numeric_limits<double>::infinity() || x == -std::numeric_limits<double>::infinity();
+}
 constexpr bool is_finite(double x) { return !is_nan(x) && !is_inf(x); }
 constexpr bool sign_bit(float x) { return (float_bits(x) >> 31) != 0; }
 constexpr double abs(double x) { return x < 0 || (x == 0 && (double_bits(x) >> 63)) ? -x : x; }

@@ -12,7 +12,7 @@ namespace qnum {
 
 /// Thrown for invalid format parameters, wrong shapes, malformed files and unknown keys.
 class Error : public std::runtime_error {
-public:
+ public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 

@@ -132,8 +132,7 @@ constexpr std::string_view enum_to_string(const std::array<EnumName<E>, N>& tabl
 }
 
 template <class E, std::size_t N>
-E enum_from_string(const std::array<EnumName<E>, N>& table, std::string_view s,
-                   std::string_view what) {
+E enum_from_string(const std::array<EnumName<E>, N>& table, std::string_view s, std::string_view what) {
   for (const auto& e : table)
     if (e.name == s) return e.value;
   std::string allowed;
@@ -148,18 +147,10 @@ E enum_from_string(const std::array<EnumName<E>, N>& table, std::string_view s,
 }
 }  // namespace detail
 
-constexpr std::string_view to_string(Rounding r) {
-  return detail::enum_to_string(detail::rounding_names, r);
-}
-constexpr std::string_view to_string(Overflow o) {
-  return detail::enum_to_string(detail::overflow_names, o);
-}
-constexpr std::string_view to_string(Subnormals s) {
-  return detail::enum_to_string(detail::subnormal_names, s);
-}
-constexpr std::string_view to_string(Semantics s) {
-  return detail::enum_to_string(detail::semantics_names, s);
-}
+constexpr std::string_view to_string(Rounding r) { return detail::enum_to_string(detail::rounding_names, r); }
+constexpr std::string_view to_string(Overflow o) { return detail::enum_to_string(detail::overflow_names, o); }
+constexpr std::string_view to_string(Subnormals s) { return detail::enum_to_string(detail::subnormal_names, s); }
+constexpr std::string_view to_string(Semantics s) { return detail::enum_to_string(detail::semantics_names, s); }
 constexpr std::string_view to_string(Ste s) { return detail::enum_to_string(detail::ste_names, s); }
 
 inline Rounding parse_rounding(std::string_view s) {

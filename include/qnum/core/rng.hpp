@@ -10,7 +10,7 @@ namespace qnum {
 
 /// Philox4x32-10 keyed by a 64-bit seed; `draw(counter)` returns four 32-bit words.
 class CounterRng {
-public:
+ public:
   constexpr explicit CounterRng(std::uint64_t seed = 0) : seed_(seed) {}
 
   constexpr std::array<std::uint32_t, 4> draw(std::uint64_t counter, std::uint64_t stream = 0) const {
@@ -33,7 +33,7 @@ public:
     return static_cast<float>(draw(counter)[0] >> 8) * (1.0f / 16777216.0f);
   }
 
-private:
+ private:
   std::uint64_t seed_;
 };
 

@@ -43,10 +43,14 @@ constexpr double round_int_unsigned_zero(double v, Rounding r, float u) {
       if (frac > 0.5) return lo + 1.0;
       if (frac < 0.5) return lo;
       return v < 0 ? lo : lo + 1.0;
-    case Rounding::toward_zero: return v < 0 ? ceil_(v) : lo;
-    case Rounding::floor: return lo;
-    case Rounding::ceil: return ceil_(v);
-    case Rounding::stochastic: return static_cast<double>(u) < frac ? lo + 1.0 : lo;
+    case Rounding::toward_zero:
+      return v < 0 ? ceil_(v) : lo;
+    case Rounding::floor:
+      return lo;
+    case Rounding::ceil:
+      return ceil_(v);
+    case Rounding::stochastic:
+      return static_cast<double>(u) < frac ? lo + 1.0 : lo;
   }
   return lo;
 }
@@ -55,8 +59,10 @@ constexpr double round_int_unsigned_zero(double v, Rounding r, float u) {
 /// modes act on the signed value (floor of a negative value rounds its magnitude up).
 constexpr double round_magnitude(double mag, bool negative, Rounding r, float u = 0.0f) {
   if (negative) {
-    if (r == Rounding::floor) r = Rounding::ceil;
-    else if (r == Rounding::ceil) r = Rounding::floor;
+    if (r == Rounding::floor)
+      r = Rounding::ceil;
+    else if (r == Rounding::ceil)
+      r = Rounding::floor;
   }
   if (r == Rounding::toward_zero) r = Rounding::floor;
   return round_int(mag, r, u);

@@ -32,9 +32,12 @@ enum class Role : std::uint8_t { weight, activation, bias };
 
 inline std::string_view to_string(Role r) {
   switch (r) {
-    case Role::weight: return "weight";
-    case Role::activation: return "activation";
-    case Role::bias: return "bias";
+    case Role::weight:
+      return "weight";
+    case Role::activation:
+      return "activation";
+    case Role::bias:
+      return "bias";
   }
   return "?";
 }

@@ -70,8 +70,7 @@ struct ResidualSignSpec {
     detail::require(levels >= 1 && levels <= 8, name, ": levels ", levels, " must be in [1, 8]");
     detail::require(means.empty() || static_cast<int>(means.size()) == levels, name, ": means has ", means.size(),
                     " entries, levels is ", levels);
-    for (double m : means)
-      detail::require(std::isfinite(m), name, ": means entry ", m, " must be finite");
+    for (double m : means) detail::require(std::isfinite(m), name, ": means entry ", m, " must be finite");
   }
   static std::vector<KeyDoc> key_docs() {
     return {{"levels", "2", "number of residual levels L"},
@@ -204,8 +203,9 @@ inline double mean_abs_double(std::span<const float> g) {
 
 /// MASE's 4-D requirement (its reductions and expands name dims 1, 2, 3 explicitly).
 inline void require_mase_4d(std::string_view family, std::string_view what, const Shape& shape) {
-  require(shape.size() == 4, family, ": MASE's ", what, " works only on 4-D tensors (it reduces and expands over dims 1, 2, 3); got shape ",
-          to_string(shape), " (rank ", shape.size(), "). Use exact mode (per output channel, any rank)");
+  require(shape.size() == 4, family, ": MASE's ", what,
+          " works only on 4-D tensors (it reduces and expands over dims 1, 2, 3); got shape ", to_string(shape),
+          " (rank ", shape.size(), "). Use exact mode (per output channel, any rank)");
 }
 
 /// MASE's hard sigmoid clamp((x + 1) / 2, 0, 1) in float32 (NaN propagates as torch.clamp does).
@@ -263,8 +263,9 @@ inline void binary_quantize_impl(const BinarySpec& s, const Policy& p, std::span
     require(u.size() == in.size(), s.name, ": uniforms have ", u.size(), " elements, input has ", in.size());
   const CounterRng rng(p.seed);
   // mase: without explicit draws, replay torch.manual_seed(seed); torch.rand_like(x).
-  const std::vector<float> torch_u =
-      p.is_mase() && s.stochastic && s.bipolar && !explicit_u ? torch_cpu_rand(p.seed, in.size()) : std::vector<float>{};
+  const std::vector<float> torch_u = p.is_mase() && s.stochastic && s.bipolar && !explicit_u
+                                         ? torch_cpu_rand(p.seed, in.size())
+                                         : std::vector<float>{};
   auto draw = [&](std::size_t i) {
     if (explicit_u) return u[i];
     if (!torch_u.empty()) return torch_u[i];
@@ -318,8 +319,8 @@ inline void binary_quantize_impl(const BinarySpec& s, const Policy& p, std::span
 }  // namespace detail
 
 /// Quantizes a C-order tensor. mase stochastic bipolar replays torch's CPU rand_like stream
-/// for torch.manual_seed(policy.seed) (torch_cpu_rand). Exact stochastic modes draw CounterRng(policy.seed).uniform(flat
-/// index), so results are seeded and independent of threading.
+/// for torch.manual_seed(policy.seed) (torch_cpu_rand). Exact stochastic modes draw
+/// CounterRng(policy.seed).uniform(flat index), so results are seeded and independent of threading.
 inline void quantize(const BinarySpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
                      const Shape& shape, Role = Role::weight) {
   detail::binary_quantize_impl(s, p, in, {}, out, shape);
@@ -346,10 +347,11 @@ inline std::vector<float> binary_alphas(const BinarySpec& s, const Policy& p, st
   std::vector<float> alphas;
   for (std::int64_t g = 0; g < groups.count; ++g) {
     const auto grp = std::span<const float>(in).subspan(static_cast<std::size_t>(g * groups.size),
-                                                         static_cast<std::size_t>(groups.size));
+                                                        static_cast<std::size_t>(groups.size));
     if (p.is_mase()) {  // MASE's stochastic path scales by the mean hard sigmoid
       std::vector<float> a(grp.size());
-      for (std::size_t j = 0; j < grp.size(); ++j) a[j] = s.stochastic ? detail::mase_hard_sigmoid(grp[j]) : std::fabs(grp[j]);
+      for (std::size_t j = 0; j < grp.size(); ++j)
+        a[j] = s.stochastic ? detail::mase_hard_sigmoid(grp[j]) : std::fabs(grp[j]);
       alphas.push_back(detail::torch_sum_f32(a.data(), static_cast<std::int64_t>(a.size())) /
                        static_cast<float>(grp.size()));
     } else {
@@ -383,10 +385,12 @@ inline FormatInfo info(const BinarySpec& s, const Policy& p) {
   f.min_positive = 1;
   f.max = 1;
   f.distinct_values = 2;
-  if (s.bipolar) f.value_set = s.stochastic ? "{-1, +1}, +1 with probability clamp((x+1)/2, 0, 1)" : "{-1, +1} (x >= 0 -> +1)";
+  if (s.bipolar)
+    f.value_set = s.stochastic ? "{-1, +1}, +1 with probability clamp((x+1)/2, 0, 1)" : "{-1, +1} (x >= 0 -> +1)";
   else
-    f.value_set = p.is_mase() ? "{0, alpha_i}, alpha_i = mean|x| of sample i over dims 1..3 (4-D only); shown for alpha = 1"
-                              : "{0, alpha_c}, alpha_c = mean|x| of output channel c (index of dim 0); shown for alpha = 1";
+    f.value_set = p.is_mase()
+                      ? "{0, alpha_i}, alpha_i = mean|x| of sample i over dims 1..3 (4-D only); shown for alpha = 1"
+                      : "{0, alpha_c}, alpha_c = mean|x| of output channel c (index of dim 0); shown for alpha = 1";
   return f;
 }
 
@@ -413,8 +417,8 @@ inline void quantize(const ResidualSignSpec& s, const Policy& p, std::span<const
   detail::require(static_cast<std::int64_t>(in.size()) == numel(shape), s.name, ": input has ", in.size(),
                   " elements but shape ", to_string(shape), " needs ", numel(shape));
   const auto L = static_cast<std::size_t>(s.levels);
-  detail::require(out.size() == in.size() * L, s.name, ": output has ", out.size(), " elements, needs ",
-                  in.size() * L, " (levels ", s.levels, " x ", in.size(), ")");
+  detail::require(out.size() == in.size() * L, s.name, ": output has ", out.size(), " elements, needs ", in.size() * L,
+                  " (levels ", s.levels, " x ", in.size(), ")");
   const auto means = s.effective_means();
   const std::size_t n = in.size();
   if (p.is_mase()) {
@@ -496,7 +500,7 @@ inline FormatInfo info(const BinarizeSpec&, const Policy&) {
 /// A 1-bit bipolar value in {-1, +1}: code 1 = +1, code 0 = -1. Converting from float uses
 /// MASE's rule (x >= 0 -> +1); NaN throws. Products stay binary (XNOR).
 class Binary {
-public:
+ public:
   constexpr Binary() = default;
   Binary(float x) : code_(encode(BinarySpec{}, x)) {}  // NOLINT: implicit like a number
   static constexpr Binary from_code(std::uint32_t c) {
@@ -515,7 +519,7 @@ public:
   friend constexpr bool operator==(Binary a, Binary b) { return a.code_ == b.code_; }
   friend constexpr auto operator<=>(Binary a, Binary b) { return a.code_ <=> b.code_; }
 
-private:
+ private:
   std::uint32_t code_ = 1;
 };
 
@@ -526,7 +530,7 @@ inline std::string to_binary(Binary v) { return "0b" + detail::bit_string(v.code
 
 template <>
 class std::numeric_limits<qnum::Binary> {
-public:
+ public:
   static constexpr bool is_specialized = true;
   static constexpr bool is_signed = true;
   static constexpr bool is_integer = false;  // no zero

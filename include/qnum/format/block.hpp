@@ -227,7 +227,9 @@ inline float mase_clamp(float x, float lo, float hi) {
 }
 
 /// torch.round (half to even; keeps the sign of zero; NaN/inf unchanged).
-inline float mase_round(float x) { return static_cast<float>(round_int(static_cast<double>(x), Rounding::nearest_even)); }
+inline float mase_round(float x) {
+  return static_cast<float>(round_int(static_cast<double>(x), Rounding::nearest_even));
+}
 
 /// torch.sign (0 for +-0; NaN never reaches an output through it in these formulas).
 inline float mase_sign(float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f); }
@@ -261,8 +263,10 @@ inline std::vector<float> mase_block_maxima(const BlockLayout& L, std::span<cons
     have = true;
   }
   for (float& v : m)
-    if (all_zero) v = 1.0f;
-    else if (v == 0.0f) v = smallest;
+    if (all_zero)
+      v = 1.0f;
+    else if (v == 0.0f)
+      v = smallest;
   return m;
 }
 
@@ -276,9 +280,12 @@ struct BlockScan {
 inline BlockScan scan_block(std::span<const float> x) {
   BlockScan s;
   for (float v : x) {
-    if (v != v) s.has_nan = true;
-    else if (is_inf(v)) s.has_inf = true;
-    else if (std::fabs(static_cast<double>(v)) > s.max) s.max = std::fabs(static_cast<double>(v));
+    if (v != v)
+      s.has_nan = true;
+    else if (is_inf(v))
+      s.has_inf = true;
+    else if (std::fabs(static_cast<double>(v)) > s.max)
+      s.max = std::fabs(static_cast<double>(v));
   }
   return s;
 }

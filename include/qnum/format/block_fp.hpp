@@ -33,8 +33,8 @@ namespace qnum {
 
 struct BlockFPSpec {
   static constexpr std::string_view name = "block_fp";
-  int width = 8;           // sign + mantissa bits (M = W-1)
-  int exponent_width = 8;  // shared exponent bits E
+  int width = 8;                     // sign + mantissa bits (M = W-1)
+  int exponent_width = 8;            // shared exponent bits E
   std::optional<int> exponent_bias;  // none: 2^(E-1)-1
   std::vector<int> block_size{16};
 
@@ -53,9 +53,8 @@ struct BlockFPSpec {
     detail::require(exponent_width >= 1 && exponent_width <= 8, name, ": exponent_width ", exponent_width,
                     " must be in [1, 8]");
     const int b = bias();
-    detail::require(b >= -128 && -b - mantissa_bits() >= -149, name, ": exponent_bias ", b,
-                    " must be in [-128, ", 149 - mantissa_bits(),
-                    "] (the smallest step 2^(-bias-M) and the range must overlap float32)");
+    detail::require(b >= -128 && -b - mantissa_bits() >= -149, name, ": exponent_bias ", b, " must be in [-128, ",
+                    149 - mantissa_bits(), "] (the smallest step 2^(-bias-M) and the range must overlap float32)");
     detail::validate_block_size(name, block_size);
   }
 
@@ -118,8 +117,10 @@ inline int block_fp_encode_exact(const BlockFPSpec& s, const Policy& p, std::spa
   const double kmax = pow2(M) - 1.0;
   const auto scan = scan_block(x);
   int e = emin;
-  if (scan.has_inf) e = emax;
-  else if (scan.max > 0) e = std::clamp(ilog2(scan.max) + 1, emin, emax);
+  if (scan.has_inf)
+    e = emax;
+  else if (scan.max > 0)
+    e = std::clamp(ilog2(scan.max) + 1, emin, emax);
   // Rounds every element at step 2^(e-M); true when some magnitude reached 2^M (carry).
   auto round_all = [&](int ee) {
     bool carry = false;
@@ -159,13 +160,13 @@ inline void quantize(const BlockFPSpec& s, const Policy& p, std::span<const floa
   if (p.is_mase()) return detail::block_fp_quantize_mase(s, in, out, shape, role);
   const auto L = exact_block_layout(shape, s.block_size);
   std::vector<std::uint32_t> codes;
-  detail::quantize_tiles(L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx,
-                                         std::span<float> y) {
-    if (detail::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), detail::kNaN);
-    codes.resize(x.size());
-    const int e = detail::block_fp_encode_exact(s, p, x, idx, codes);
-    for (std::size_t j = 0; j < x.size(); ++j) y[j] = detail::block_fp_decode_exact(s, e, codes[j]);
-  });
+  detail::quantize_tiles(
+      L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx, std::span<float> y) {
+        if (detail::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), detail::kNaN);
+        codes.resize(x.size());
+        const int e = detail::block_fp_encode_exact(s, p, x, idx, codes);
+        for (std::size_t j = 0; j < x.size(); ++j) y[j] = detail::block_fp_decode_exact(s, e, codes[j]);
+      });
 }
 
 /// Facts: W + E/B bits per element; for a fixed shared exponent an element takes
@@ -224,7 +225,7 @@ struct BlockFP {
   static constexpr int emin = -bias;
   static constexpr int emax = (1 << E) - 1 - bias < 128 ? (1 << E) - 1 - bias : 128;
 
-  std::array<std::uint8_t, (E + 7) / 8> exponent{};        // e + bias
+  std::array<std::uint8_t, (E + 7) / 8> exponent{};         // e + bias
   std::array<std::uint8_t, (N * (M + 1) + 7) / 8> codes{};  // N codes, LSB first
 
   static BlockFPSpec spec() { return {M + 1, E, std::nullopt, {N}}; }
@@ -234,7 +235,8 @@ struct BlockFP {
     const auto c = encode_block(spec(), std::span<const float>(x), p);
     BlockFP b;
     detail::set_bits(b.exponent, 0, E, c.shared);
-    for (int i = 0; i < N; ++i) detail::set_bits(b.codes, i * code_bits, code_bits, c.codes[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < N; ++i)
+      detail::set_bits(b.codes, i * code_bits, code_bits, c.codes[static_cast<std::size_t>(i)]);
     return b;
   }
   std::array<float, N> to_floats() const {

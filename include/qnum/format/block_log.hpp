@@ -109,15 +109,21 @@ inline int log2_round(double mag, bool negative, Rounding r, float u = 0.0f) {
   const int k = ilog2(mag);
   const double m = scale2(mag, -k);  // [1, 2)
   if (m == 1.0) return k;
-  if (negative && r == Rounding::floor) r = Rounding::ceil;
-  else if (negative && r == Rounding::ceil) r = Rounding::floor;
+  if (negative && r == Rounding::floor)
+    r = Rounding::ceil;
+  else if (negative && r == Rounding::ceil)
+    r = Rounding::floor;
   switch (r) {
     case Rounding::nearest_even:
-    case Rounding::nearest_away: return m * m > 2.0 ? k + 1 : k;  // m*m exact: m has <= 24 bits
+    case Rounding::nearest_away:
+      return m * m > 2.0 ? k + 1 : k;  // m*m exact: m has <= 24 bits
     case Rounding::toward_zero:
-    case Rounding::floor: return k;
-    case Rounding::ceil: return k + 1;
-    case Rounding::stochastic: return static_cast<double>(u) < m - 1.0 ? k + 1 : k;
+    case Rounding::floor:
+      return k;
+    case Rounding::ceil:
+      return k + 1;
+    case Rounding::stochastic:
+      return static_cast<double>(u) < m - 1.0 ? k + 1 : k;
   }
   return k;
 }
@@ -170,13 +176,13 @@ inline void quantize(const BlockLogSpec& s, const Policy& p, std::span<const flo
   if (p.is_mase()) return detail::block_log_quantize_mase(s, in, out, shape, role);
   const auto L = exact_block_layout(shape, s.block_size);
   std::vector<std::uint32_t> codes;
-  detail::quantize_tiles(L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx,
-                                         std::span<float> y) {
-    if (detail::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), detail::kNaN);
-    codes.resize(x.size());
-    const int b = detail::block_log_encode_exact(s, p, x, idx, codes);
-    for (std::size_t j = 0; j < x.size(); ++j) y[j] = detail::block_log_decode_exact(s, b, codes[j]);
-  });
+  detail::quantize_tiles(
+      L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx, std::span<float> y) {
+        if (detail::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), detail::kNaN);
+        codes.resize(x.size());
+        const int b = detail::block_log_encode_exact(s, p, x, idx, codes);
+        for (std::size_t j = 0; j < x.size(); ++j) y[j] = detail::block_log_decode_exact(s, b, codes[j]);
+      });
 }
 
 /// Facts: W + bw/B bits per element; 2^W distinct values per element for a fixed bias (no
@@ -230,7 +236,7 @@ struct BlockLog {
   static constexpr int code_bits = W;
   static constexpr int block_size = N;
 
-  std::array<std::uint8_t, (BW + 7) / 8> bias{};       // shared bias b
+  std::array<std::uint8_t, (BW + 7) / 8> bias{};      // shared bias b
   std::array<std::uint8_t, (N * W + 7) / 8> codes{};  // N codes, LSB first
 
   static BlockLogSpec spec() { return {W, BW, {N}}; }
@@ -273,7 +279,8 @@ std::string to_binary(const BlockLog<W, BW, N>& b) {
   std::string s = "0b" + detail::bit_string(b.shared_field(), BW) + " |";
   for (int i = 0; i < N; ++i) {
     const auto c = b.code(i);
-    s += " " + std::string(1, (c >> (W - 1)) & 1u ? '1' : '0') + "." + detail::bit_string(c & ((1u << (W - 1)) - 1u), W - 1);
+    s += " " + std::string(1, (c >> (W - 1)) & 1u ? '1' : '0') + "." +
+         detail::bit_string(c & ((1u << (W - 1)) - 1u), W - 1);
   }
   return s;
 }

@@ -103,8 +103,8 @@ inline float minifloat_ieee_mase_element(int W, int E, float bias, float x) {
 }
 
 /// MASE's block_minifloat on a whole tensor (spec §2.7).
-inline void block_minifloat_quantize_mase(const BlockMinifloatSpec& s, std::span<const float> in,
-                                          std::span<float> out, const Shape& shape, Role role) {
+inline void block_minifloat_quantize_mase(const BlockMinifloatSpec& s, std::span<const float> in, std::span<float> out,
+                                          const Shape& shape, Role role) {
   const auto L = mase_block_layout(s.name, shape, s.block_size, role);
   const auto maxima = mase_block_maxima(L, in);
   const float bmax = static_cast<float>(s.bias_max(true));
@@ -136,8 +136,10 @@ inline FloatGrid block_minifloat_grid(const BlockMinifloatSpec& s, int b, const 
 inline int block_minifloat_bias_exact(const BlockMinifloatSpec& s, const BlockScan& scan) {
   const int top = (1 << s.exponent_width) - 1;
   int b = s.bias_max(false);  // all zeros: finest grid
-  if (scan.has_inf) b = top - 127;
-  else if (scan.max > 0) b = top - ilog2(scan.max);
+  if (scan.has_inf)
+    b = top - 127;
+  else if (scan.max > 0)
+    b = top - ilog2(scan.max);
   return std::clamp(b, s.bias_min(false), s.bias_max(false));
 }
 
@@ -192,13 +194,13 @@ inline void quantize(const BlockMinifloatSpec& s, const Policy& p, std::span<con
   if (p.is_mase()) return detail::block_minifloat_quantize_mase(s, in, out, shape, role);
   const auto L = exact_block_layout(shape, s.block_size);
   std::vector<std::uint32_t> codes;
-  detail::quantize_tiles(L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx,
-                                         std::span<float> y) {
-    if (detail::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), detail::kNaN);
-    codes.resize(x.size());
-    const int b = detail::block_minifloat_encode_exact(s, p, x, idx, codes);
-    for (std::size_t j = 0; j < x.size(); ++j) y[j] = detail::block_minifloat_decode_exact(s, b, codes[j]);
-  });
+  detail::quantize_tiles(
+      L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx, std::span<float> y) {
+        if (detail::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), detail::kNaN);
+        codes.resize(x.size());
+        const int b = detail::block_minifloat_encode_exact(s, p, x, idx, codes);
+        for (std::size_t j = 0; j < x.size(); ++j) y[j] = detail::block_minifloat_decode_exact(s, b, codes[j]);
+      });
 }
 
 /// Facts: W + bw/B bits per element; 2^W - 1 distinct values per element for a fixed bias;
@@ -214,8 +216,8 @@ inline FormatInfo info(const BlockMinifloatSpec& s, const Policy& p) {
   f.max = (2.0 - detail::pow2(-M)) * detail::pow2(emax);
   f.distinct_values = detail::pow2(s.width) - 1;
   f.value_set = detail::concat("minifloat_ieee E", s.exponent_width, "M", M, " with shared bias b in [",
-                               s.bias_min(mase), ", ", s.bias_max(mase), "]: normals 2^e(1+k/2^", M,
-                               "), e in [1-b, ", top, "-b]; subnormals k*2^(1-b-", M, ")");
+                               s.bias_min(mase), ", ", s.bias_max(mase), "]: normals 2^e(1+k/2^", M, "), e in [1-b, ",
+                               top, "-b]; subnormals k*2^(1-b-", M, ")");
   return f;
 }
 

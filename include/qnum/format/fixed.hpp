@@ -162,7 +162,7 @@ inline FormatInfo info(const FixedSpec& s, const Policy& p) {
 /// reference quantizer, and rounds arithmetic results back under policy P.
 template <int W, int F, bool Signed = true, Policy P = exact>
 class Fixed {
-public:
+ public:
   static constexpr FixedSpec spec{W, F, Signed};
   static_assert(W >= 1 && W <= FixedSpec::max_width, "Fixed: width must be in [1, 32]");
   static_assert(F >= -FixedSpec::max_abs_frac && F <= FixedSpec::max_abs_frac, "Fixed: frac width out of range");
@@ -188,7 +188,7 @@ public:
   friend bool operator==(Fixed a, Fixed b) { return a.value() == b.value(); }
   friend auto operator<=>(Fixed a, Fixed b) { return a.value() <=> b.value(); }
 
-private:
+ private:
   std::uint32_t code_ = 0;
 };
 
@@ -207,7 +207,7 @@ class std::numeric_limits<qnum::Fixed<W, F, S, P>> {
   using T = qnum::Fixed<W, F, S, P>;
   static constexpr qnum::FixedSpec spec_{W, F, S};
 
-public:
+ public:
   static constexpr bool is_specialized = true;
   static constexpr bool is_signed = S;
   static constexpr bool is_integer = false;

@@ -29,9 +29,9 @@
 namespace qnum {
 
 /// Every family's spec.
-using AnySpec = std::variant<FixedSpec, MinifloatDenormSpec, MinifloatSpec, LogSpec, BlockFPSpec,
-                             BlockMinifloatSpec, BlockLogSpec, BinarySpec, ResidualSignSpec, BinarizeSpec,
-                             TernarySpec, ScaleIntegerSpec, MXIntSpec, MXFPSpec, MXIntHardwareSpec>;
+using AnySpec = std::variant<FixedSpec, MinifloatDenormSpec, MinifloatSpec, LogSpec, BlockFPSpec, BlockMinifloatSpec,
+                             BlockLogSpec, BinarySpec, ResidualSignSpec, BinarizeSpec, TernarySpec, ScaleIntegerSpec,
+                             MXIntSpec, MXFPSpec, MXIntHardwareSpec>;
 
 /// A named preset: a name that stands for a fixed spec (e.g. fp8_e4m3, mxint8).
 struct FormatPreset {
@@ -92,7 +92,7 @@ inline std::vector<FamilyDoc> format_families() {
 
 /// A number format: a family's spec and the policy it is applied with.
 class Format {
-public:
+ public:
   AnySpec spec = FixedSpec{};
   Policy policy = exact;
 
@@ -106,8 +106,9 @@ public:
   static Format parse(std::string_view text, Policy base = exact) {
     auto [name, kv] = KeyValues::parse(text);
     if (kv.take({"skip_first_dim"}))
-      detail::fail(name, ": skip_first_dim is not a format key; pass the operand role instead "
-                         "(--role activation means skip_first_dim=true)");
+      detail::fail(name,
+                   ": skip_first_dim is not a format key; pass the operand role instead "
+                   "(--role activation means skip_first_dim=true)");
     Format f;
     f.policy = base;
     if (auto v = kv.take({"mode"})) f.policy.semantics = parse_semantics(*v);
@@ -127,20 +128,34 @@ public:
       f.spec = FixedSpec::from_keys(kv, &floor_key);
       allowed = FixedSpec::key_docs();
       if (floor_key || name == "integer_floor") f.policy.rounding = Rounding::floor;
-    } else if (name == "minifloat_denorm") load(std::type_identity<MinifloatDenormSpec>{});
-    else if (name == "minifloat_ieee" || name == "minifloat") load(std::type_identity<MinifloatSpec>{});
-    else if (name == "log") load(std::type_identity<LogSpec>{});
-    else if (name == "block_fp") load(std::type_identity<BlockFPSpec>{});
-    else if (name == "block_minifloat") load(std::type_identity<BlockMinifloatSpec>{});
-    else if (name == "block_log") load(std::type_identity<BlockLogSpec>{});
-    else if (name == "binary") load(std::type_identity<BinarySpec>{});
-    else if (name == "residual_sign") load(std::type_identity<ResidualSignSpec>{});
-    else if (name == "binarize") load(std::type_identity<BinarizeSpec>{});
-    else if (name == "ternary") load(std::type_identity<TernarySpec>{});
-    else if (name == "scale_integer") load(std::type_identity<ScaleIntegerSpec>{});
-    else if (name == "mxint") load(std::type_identity<MXIntSpec>{});
-    else if (name == "mxfp") load(std::type_identity<MXFPSpec>{});
-    else if (name == "mxint_hardware") load(std::type_identity<MXIntHardwareSpec>{});
+    } else if (name == "minifloat_denorm")
+      load(std::type_identity<MinifloatDenormSpec>{});
+    else if (name == "minifloat_ieee" || name == "minifloat")
+      load(std::type_identity<MinifloatSpec>{});
+    else if (name == "log")
+      load(std::type_identity<LogSpec>{});
+    else if (name == "block_fp")
+      load(std::type_identity<BlockFPSpec>{});
+    else if (name == "block_minifloat")
+      load(std::type_identity<BlockMinifloatSpec>{});
+    else if (name == "block_log")
+      load(std::type_identity<BlockLogSpec>{});
+    else if (name == "binary")
+      load(std::type_identity<BinarySpec>{});
+    else if (name == "residual_sign")
+      load(std::type_identity<ResidualSignSpec>{});
+    else if (name == "binarize")
+      load(std::type_identity<BinarizeSpec>{});
+    else if (name == "ternary")
+      load(std::type_identity<TernarySpec>{});
+    else if (name == "scale_integer")
+      load(std::type_identity<ScaleIntegerSpec>{});
+    else if (name == "mxint")
+      load(std::type_identity<MXIntSpec>{});
+    else if (name == "mxfp")
+      load(std::type_identity<MXFPSpec>{});
+    else if (name == "mxint_hardware")
+      load(std::type_identity<MXIntHardwareSpec>{});
     else {
       bool found = false;
       for (const auto& preset : format_presets())
@@ -190,8 +205,10 @@ public:
   void validate() const {
     std::visit(
         [&](const auto& s) {
-          if constexpr (requires { s.validate(policy); }) s.validate(policy);  // mode-dependent limits
-          else s.validate();
+          if constexpr (requires { s.validate(policy); })
+            s.validate(policy);  // mode-dependent limits
+          else
+            s.validate();
         },
         spec);
     const auto fam = family();
@@ -207,8 +224,8 @@ public:
       detail::require(policy.rounding == Rounding::nearest_even || (is_fixed && policy.rounding == Rounding::floor),
                       fam, ": mase_compat rounds to nearest even (integer also floor); rounding=",
                       qnum::to_string(policy.rounding), " is exact-mode only");
-      detail::require(policy.overflow == Overflow::saturate, fam, ": mase_compat saturates; overflow=",
-                      qnum::to_string(policy.overflow), " is exact-mode only");
+      detail::require(policy.overflow == Overflow::saturate, fam,
+                      ": mase_compat saturates; overflow=", qnum::to_string(policy.overflow), " is exact-mode only");
       if (const auto* m = std::get_if<MinifloatSpec>(&spec))
         detail::require(m->specials == Specials::none, fam,
                         ": MASE's minifloat_ieee has no special values; specials=", qnum::to_string(m->specials),
@@ -231,8 +248,7 @@ public:
   }
 
   /// Quantizes a C-order tensor of `shape`; `out` has output_shape(shape) elements.
-  void quantize(std::span<const float> in, std::span<float> out, const Shape& shape,
-                Role role = Role::weight) const {
+  void quantize(std::span<const float> in, std::span<float> out, const Shape& shape, Role role = Role::weight) const {
     std::visit([&](const auto& s) { qnum::quantize(s, policy, in, out, shape, role); }, spec);
   }
 

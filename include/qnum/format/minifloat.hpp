@@ -33,9 +33,12 @@ enum class Specials : std::uint8_t {
 
 inline std::string_view to_string(Specials s) {
   switch (s) {
-    case Specials::none: return "none";
-    case Specials::ieee: return "ieee";
-    case Specials::fn: return "fn";
+    case Specials::none:
+      return "none";
+    case Specials::ieee:
+      return "ieee";
+    case Specials::fn:
+      return "fn";
   }
   return "?";
 }

@@ -26,9 +26,9 @@
 #include "qnum/core/bits.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
+#include "qnum/format/mx_element.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
-#include "qnum/format/mx_element.hpp"
 
 namespace qnum {
 
@@ -48,8 +48,7 @@ struct MXIntSpec {
 
   void validate() const {
     detail::require(width >= 2 && width <= 16, name, ": width ", width, " must be in [2, 16]");
-    detail::require(block_size >= 1 && block_size <= 4096, name, ": block_size ", block_size,
-                    " must be in [1, 4096]");
+    detail::require(block_size >= 1 && block_size <= 4096, name, ": block_size ", block_size, " must be in [1, 4096]");
     detail::require(scale_bits >= 1 && scale_bits <= 8, name, ": scale_bits ", scale_bits, " must be in [1, 8]");
   }
   constexpr MXElement element() const { return MXElement::integer(width); }
@@ -100,8 +99,7 @@ struct MXFPSpec {
                        (e == 2 && m == 1) || (e == 1 && m == 2);
     detail::require(known, name, ": exponent_width ", e, " with frac_width ", m,
                     " is not an MX element (allowed: E4M3, E5M2, E3M2, E2M3, E2M1; mase_compat also E1M2)");
-    detail::require(block_size >= 1 && block_size <= 4096, name, ": block_size ", block_size,
-                    " must be in [1, 4096]");
+    detail::require(block_size >= 1 && block_size <= 4096, name, ": block_size ", block_size, " must be in [1, 4096]");
     detail::require(scale_exp_bits == 8, name, ": scale_exp_bits ", scale_exp_bits,
                     " is not allowed (allowed: 8, the E8M0 scale; MASE: \"Invalid scale exponent bits: ",
                     scale_exp_bits, ". Legal values are: (8,).\")");
@@ -144,8 +142,8 @@ namespace detail {
 // ---- blocking --------------------------------------------------------------------------
 
 /// The candidate clip quantiles of MASE's quantile_search, in its order.
-inline constexpr std::array<double, 11> mx_clip_quantiles{1.0, 0.995, 0.99, 0.97, 0.95, 0.93,
-                                                          0.90, 0.80, 0.70, 0.60, 0.50};
+inline constexpr std::array<double, 11> mx_clip_quantiles{1.0,  0.995, 0.99, 0.97, 0.95, 0.93,
+                                                          0.90, 0.80,  0.70, 0.60, 0.50};
 
 /// Flat (C-order) indices of the tensor with `axis` moved last (MASE's flatten_for_quantize):
 /// runs of shape[axis] consecutive entries are the fibers along the axis.
@@ -338,8 +336,7 @@ inline std::uint8_t mase_mxfp_extract(const MXFPSpec& s, float q, std::span<cons
   const float amax = mx_torch_quantile(scratch, q);
   // int32 arithmetic wraps as in torch (NaN/-inf -> INT32_MIN -> INT32_MIN - emax wraps high)
   std::int32_t shared = mx_to_int32_x86(std::floor(mx_mase_log2f(amax)));
-  shared = static_cast<std::int32_t>(static_cast<std::uint32_t>(shared) -
-                                     static_cast<std::uint32_t>(mase_mx_emax(E)));
+  shared = static_cast<std::int32_t>(static_cast<std::uint32_t>(shared) - static_cast<std::uint32_t>(mase_mx_emax(E)));
   shared = std::clamp<std::int32_t>(shared, -127, 128);
   const std::uint8_t S = all_flushed ? 0 : static_cast<std::uint8_t>(shared + 127);
   const float scale = pow2f(shared);
@@ -401,8 +398,7 @@ inline void mase_mxint_quantize(const MXIntSpec& s, std::span<const float> in, s
   }
 }
 
-inline void mase_mxfp_quantize(const MXFPSpec& s, std::span<const float> in, std::span<float> out,
-                               const Shape& shape) {
+inline void mase_mxfp_quantize(const MXFPSpec& s, std::span<const float> in, std::span<float> out, const Shape& shape) {
   const auto order = mase_mx_order(s.name, s.block_dim, s.block_size, shape);
   const auto B = static_cast<std::size_t>(s.block_size);
   std::vector<float> xs(B), scratch;
@@ -448,8 +444,8 @@ inline void quantize(const MXIntSpec& s, const Policy& p, std::span<const float>
   detail::check_tensor_io(s.name, in, out, shape);
   s.validate();
   if (p.is_mase()) return detail::mase_mxint_quantize(s, in, out, shape);
-  detail::mx_exact_quantize(s.name, s.element(), s.scale_bits, s.block_size, s.block_dim, s.quantile_search, p, in,
-                            out, shape);
+  detail::mx_exact_quantize(s.name, s.element(), s.scale_bits, s.block_size, s.block_dim, s.quantile_search, p, in, out,
+                            shape);
 }
 
 /// Quantizes a C-order tensor: exact = OCP MXFP; mase = MASE's mxfp_quantizer.
@@ -459,8 +455,8 @@ inline void quantize(const MXFPSpec& s, const Policy& p, std::span<const float> 
   s.validate();
   if (p.is_mase()) return detail::mase_mxfp_quantize(s, in, out, shape);
   detail::require_exact_mxfp(s);
-  detail::mx_exact_quantize(s.name, s.element(), s.scale_exp_bits, s.block_size, s.block_dim, s.quantile_search, p,
-                            in, out, shape);
+  detail::mx_exact_quantize(s.name, s.element(), s.scale_exp_bits, s.block_size, s.block_dim, s.quantile_search, p, in,
+                            out, shape);
 }
 
 // ---- info ------------------------------------------------------------------------------
@@ -478,8 +474,9 @@ inline FormatInfo info(const MXIntSpec& s, const Policy& p) {
     const int lo = std::max(-126, -bias), hi = std::min(127, (1 << s.scale_bits) - 1 - bias);
     f.min_positive = detail::pow2(lo - (s.width - 1));
     f.max = detail::scale2(static_cast<double>(e.kmax()), hi - (s.width - 1));
-    f.value_set = detail::concat("m * 2^(s - ", s.width - 1, "), m in [", e.kmin(), ", ", e.kmax(), "], s = ceil(log2 amax) in [",
-                                 lo, ", ", hi, "] shared by ", s.block_size, " flattened elements (MASE)");
+    f.value_set =
+        detail::concat("m * 2^(s - ", s.width - 1, "), m in [", e.kmin(), ", ", e.kmax(), "], s = ceil(log2 amax) in [",
+                       lo, ", ", hi, "] shared by ", s.block_size, " flattened elements (MASE)");
   } else {
     f.min_positive = detail::scale2(e.min_positive(), -bias);
     f.max = detail::scale2(e.max(), bias);
@@ -511,10 +508,10 @@ inline FormatInfo info(const MXFPSpec& s, const Policy& p) {
     f.distinct_values = e.distinct_values();
     f.min_positive = detail::scale2(e.min_positive(), -127);
     f.max = detail::scale2(e.max(), 127);
-    f.value_set = detail::concat("OCP ", e.name(), " (max ", e.max(), e.is_e4m3() ? ", NaN S.1111.111" : "",
-                                 e.is_e5m2() ? ", Inf/NaN" : "", ") * 2^X, X = floor(log2 amax) - ", e.emax(),
-                                 " in [-127, 127] (E8M0, 0xFF = NaN) shared by ", s.block_size,
-                                 " elements along block_dim");
+    f.value_set =
+        detail::concat("OCP ", e.name(), " (max ", e.max(), e.is_e4m3() ? ", NaN S.1111.111" : "",
+                       e.is_e5m2() ? ", Inf/NaN" : "", ") * 2^X, X = floor(log2 amax) - ", e.emax(),
+                       " in [-127, 127] (E8M0, 0xFF = NaN) shared by ", s.block_size, " elements along block_dim");
   }
   return f;
 }
@@ -553,8 +550,7 @@ inline void mx_decode_block(const MXElement& e, int scale_bits, std::uint8_t sca
 inline MXBlockCodes encode_block(const MXIntSpec& s, std::span<const float> x, const Policy& p = exact,
                                  std::uint64_t first_index = 0) {
   s.validate();
-  return detail::mx_encode_block(s.name, s.element(), s.scale_bits, s.block_size, s.quantile_search, x, p,
-                                 first_index);
+  return detail::mx_encode_block(s.name, s.element(), s.scale_bits, s.block_size, s.quantile_search, x, p, first_index);
 }
 inline MXBlockCodes encode_block(const MXFPSpec& s, std::span<const float> x, const Policy& p = exact,
                                  std::uint64_t first_index = 0) {

@@ -34,8 +34,7 @@ struct MXElement {
   constexpr bool is_ocp() const {
     if (is_int) return true;
     const int e = exponent_width, m = frac_width;
-    return (e == 4 && m == 3) || (e == 5 && m == 2) || (e == 3 && m == 2) || (e == 2 && m == 3) ||
-           (e == 2 && m == 1);
+    return (e == 4 && m == 3) || (e == 5 && m == 2) || (e == 3 && m == 2) || (e == 2 && m == 3) || (e == 2 && m == 1);
   }
   constexpr int bias() const { return is_int ? 0 : (1 << (exponent_width - 1)) - 1; }
   /// Exponent of the largest binade (OCP's emax_elem): INT 0, E4M3 8, E5M2 15, E3M2 4, E2M3/E2M1 2.
@@ -61,17 +60,15 @@ struct MXElement {
   constexpr double distinct_values() const {
     const double codes = detail::pow2(width);
     if (is_int) return codes;
-    if (is_e4m3()) return codes - 2 - 1;                          // 2 NaN codes, -0
-    if (is_e5m2()) return codes - 2 * (1 << frac_width) - 1;      // Inf/NaN binade, -0
-    return codes - 1;                                             // -0
+    if (is_e4m3()) return codes - 2 - 1;                      // 2 NaN codes, -0
+    if (is_e5m2()) return codes - 2 * (1 << frac_width) - 1;  // Inf/NaN binade, -0
+    return codes - 1;                                         // -0
   }
   std::string name() const {
     if (is_int) return "INT" + std::to_string(width);
     return "E" + std::to_string(exponent_width) + "M" + std::to_string(frac_width);
   }
-  constexpr detail::FloatGrid grid(bool subnormals = true) const {
-    return {frac_width + 1, emin(), max(), subnormals};
-  }
+  constexpr detail::FloatGrid grid(bool subnormals = true) const { return {frac_width + 1, emin(), max(), subnormals}; }
 };
 
 /// The value of an element code (in units of the shared scale). NaN/Inf codes decode to NaN/Inf.
@@ -88,10 +85,14 @@ constexpr float decode(const MXElement& e, std::uint32_t code) {
   const std::uint32_t frac = code & ((1u << m) - 1);
   const std::uint32_t top = (1u << e.exponent_width) - 1;
   double v = 0;
-  if (e.is_e4m3() && field == top && frac == (1u << m) - 1) v = detail::kNaN;
-  else if (e.is_e5m2() && field == top) v = frac == 0 ? std::numeric_limits<double>::infinity() : detail::kNaN;
-  else if (field == 0) v = detail::scale2(static_cast<double>(frac), e.emin() - m);
-  else v = detail::scale2(static_cast<double>((1u << m) + frac), static_cast<int>(field) - e.bias() - m);
+  if (e.is_e4m3() && field == top && frac == (1u << m) - 1)
+    v = detail::kNaN;
+  else if (e.is_e5m2() && field == top)
+    v = frac == 0 ? std::numeric_limits<double>::infinity() : detail::kNaN;
+  else if (field == 0)
+    v = detail::scale2(static_cast<double>(frac), e.emin() - m);
+  else
+    v = detail::scale2(static_cast<double>((1u << m) + frac), static_cast<int>(field) - e.bias() - m);
   return static_cast<float>(neg ? -v : v);
 }
 
@@ -173,11 +174,11 @@ inline std::uint32_t mase_mx_minifloat_encode(int ebits, int mbits, float x) {
   int fe = 0;
   const float frac2 = std::frexp(std::fabs(xn), &fe) * 2.0f;
   const int xe = fe - 1;
-  const bool underflow = xe < exp_min_biased, overflow = xe > exp_max_biased;
+  const bool underflow = xe<exp_min_biased, overflow = xe> exp_max_biased;
   int ye = xe + bias;
   const std::int32_t top15 = static_cast<std::int32_t>(float_bits(frac2) & 0x7FFFFFu) >> 8;
   const float t = static_cast<float>(top15) / static_cast<float>(1 << (15 - mbits));  // exact
-  auto yf = static_cast<std::int32_t>(std::nearbyint(t));  // RNE, |t| < 2^15
+  auto yf = static_cast<std::int32_t>(std::nearbyint(t));                             // RNE, |t| < 2^15
   if (ye == 0 && yf != 0) yf = (yf | (1 << mbits)) >> 1;
   if (underflow) yf = 0, ye = 0;
   if (overflow) yf = (1 << mbits) - 1, ye = exp_max;

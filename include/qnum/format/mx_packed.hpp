@@ -58,8 +58,10 @@ struct MXBlock {
   static constexpr double min_positive() { return detail::scale2(element.min_positive(), -127); }
   /// The spec this block stores.
   static constexpr auto spec() {
-    if constexpr (element.is_int) return MXIntSpec{bits, N, -1, 8, false};
-    else return MXFPSpec{element.exponent_width, element.frac_width, N, -1, 8, false};
+    if constexpr (element.is_int)
+      return MXIntSpec{bits, N, -1, 8, false};
+    else
+      return MXFPSpec{element.exponent_width, element.frac_width, N, -1, 8, false};
   }
 
   constexpr std::uint32_t code(int i) const {

@@ -28,9 +28,7 @@ struct ScaleIntegerSpec {
   std::optional<double> quantile;  // accepted and ignored (as MASE does)
 
   friend bool operator==(const ScaleIntegerSpec&, const ScaleIntegerSpec&) = default;
-  void validate() const {
-    detail::require(width >= 2 && width <= 24, name, ": width ", width, " must be in [2, 24]");
-  }
+  void validate() const { detail::require(width >= 2 && width <= 24, name, ": width ", width, " must be in [2, 24]"); }
   static std::vector<KeyDoc> key_docs() {
     return {{"width", "8", "bits W"},
             {"is_signed", "true", "signed [-2^(W-1), 2^(W-1)-1] or unsigned [0, 2^W-1]"},
@@ -160,8 +158,10 @@ inline std::vector<float> decode_row(const ScaleIntegerSpec& s, const Policy& p,
   std::vector<float> out;
   out.reserve(r.codes.size());
   for (auto k : r.codes) {
-    if (p.is_mase()) out.push_back(static_cast<float>(k) / r.scale);
-    else out.push_back(r.row_max == 0.0f ? 0.0f : detail::scale_integer_value_exact(s, k, r.row_max));
+    if (p.is_mase())
+      out.push_back(static_cast<float>(k) / r.scale);
+    else
+      out.push_back(r.row_max == 0.0f ? 0.0f : detail::scale_integer_value_exact(s, k, r.row_max));
   }
   return out;
 }
@@ -190,7 +190,8 @@ inline FormatInfo info(const ScaleIntegerSpec& s, const Policy& p) {
     const double scale = detail::scale_integer_mase_scale(s, 1.0f);
     f.min_positive = 1.0 / scale;
     f.max = static_cast<double>(s.kmax()) / scale;
-    f.value_set = detail::concat("k / s_row, k in [", s.kmin(), ", ", s.kmax(), "], s_row = 2^", s.is_signed ? s.width - 1 : s.width,
+    f.value_set = detail::concat("k / s_row, k in [", s.kmin(), ", ", s.kmax(), "], s_row = 2^",
+                                 s.is_signed ? s.width - 1 : s.width,
                                  " / (max|row| + 1e-9) (last-dim rows; shown for max|row| = 1); + 32 bits per row");
   } else {
     f.min_positive = 1.0 / static_cast<double>(s.kmax());

@@ -26,11 +26,11 @@ struct KeyDoc {
 
 /// Facts about a format's value set (per element; block formats: for one fixed shared scale).
 struct FormatInfo {
-  double bits_per_value = 0;  // storage per element, shared scales amortised
-  double min_positive = 0;    // smallest positive representable magnitude (global)
-  double max = 0;             // largest finite magnitude (global)
-  double distinct_values = 0; // distinct real values of one element (0 = not meaningful)
-  std::string value_set;      // one-line description of the grid
+  double bits_per_value = 0;   // storage per element, shared scales amortised
+  double min_positive = 0;     // smallest positive representable magnitude (global)
+  double max = 0;              // largest finite magnitude (global)
+  double distinct_values = 0;  // distinct real values of one element (0 = not meaningful)
+  std::string value_set;       // one-line description of the grid
 };
 
 namespace detail {
@@ -53,7 +53,7 @@ inline std::string format_double(double v) {
 /// Parsed `key=value` pairs of one spec. Families `take` the keys they know (with aliases);
 /// `finish` rejects whatever is left.
 class KeyValues {
-public:
+ public:
   KeyValues() = default;
   explicit KeyValues(std::string family) : family_(std::move(family)) {}
 
@@ -80,8 +80,7 @@ public:
       std::string key(detail::trim(item.substr(0, eq)));
       std::string value(detail::trim(item.substr(eq + 1)));
       detail::require(!value.empty(), name, ": key '", key, "' has no value");
-      for (const auto& [k, v] : kv.items_)
-        detail::require(k != key, name, ": key '", key, "' given twice");
+      for (const auto& [k, v] : kv.items_) detail::require(k != key, name, ": key '", key, "' given twice");
       kv.items_.emplace_back(std::move(key), std::move(value));
     }
     return {name, kv};
@@ -172,17 +171,16 @@ public:
     if (items_.empty()) return;
     std::string list;
     for (const auto& d : allowed) list += (list.empty() ? "" : ", ") + d.key;
-    detail::fail(family_, ": unknown key '", items_.front().first, "' (allowed: ", list.empty() ? "none" : list,
-                 ")");
+    detail::fail(family_, ": unknown key '", items_.front().first, "' (allowed: ", list.empty() ? "none" : list, ")");
   }
 
-private:
+ private:
   long long to_int(std::string_view key, std::string_view v) const {
     long long n = 0;
     const char* end = v.data() + v.size();
     auto r = std::from_chars(v.data(), end, n);
-    detail::require(!v.empty() && r.ec == std::errc{} && r.ptr == end, family_, ": ", key,
-                    " must be an integer, got '", v, "'");
+    detail::require(!v.empty() && r.ec == std::errc{} && r.ptr == end, family_, ": ", key, " must be an integer, got '",
+                    v, "'");
     return n;
   }
   double to_double(std::string_view key, std::string_view v) const {
@@ -200,7 +198,7 @@ private:
 
 /// Builds the canonical text form `name:key=value,...`.
 class KeyWriter {
-public:
+ public:
   explicit KeyWriter(std::string_view name) : text_(name) {}
   KeyWriter& add(std::string_view key, std::string_view value) {
     text_ += (first_ ? ":" : ",");
@@ -229,7 +227,7 @@ public:
   }
   const std::string& str() const { return text_; }
 
-private:
+ private:
   std::string text_;
   bool first_ = true;
 };

@@ -26,7 +26,7 @@ namespace qnum {
 struct TernarySpec {
   static constexpr std::string_view name = "ternary";
   bool scaling_factor = false;
-  std::optional<double> threshold;  // exact: absolute threshold if set; MASE ignores it
+  std::optional<double> threshold;              // exact: absolute threshold if set; MASE ignores it
   std::optional<double> mean, median, maximum;  // MASE statistics (ignored by MASE's rule)
 
   friend bool operator==(const TernarySpec&, const TernarySpec&) = default;
@@ -157,8 +157,10 @@ inline void quantize(const TernarySpec& s, const Policy& p, std::span<const floa
     const auto alpha = static_cast<float>(c.alpha);
     for (std::size_t j = off; j < off + static_cast<std::size_t>(groups.size); ++j) {
       const double x = in[j];
-      if (x != x || c.delta != c.delta) out[j] = detail::kNaN;
-      else out[j] = x > c.delta ? alpha : (x < -c.delta ? -alpha : 0.0f);
+      if (x != x || c.delta != c.delta)
+        out[j] = detail::kNaN;
+      else
+        out[j] = x > c.delta ? alpha : (x < -c.delta ? -alpha : 0.0f);
     }
   }
 }
@@ -175,9 +177,12 @@ inline std::uint32_t encode(const TernarySpec& s, float x, double delta = 0.5) {
 /// The value of a 2-bit code times the channel scale `alpha` (1 without scaling).
 inline float decode(const TernarySpec&, std::uint32_t code, float alpha = 1.0f) {
   switch (code & 3u) {
-    case 1u: return alpha;
-    case 2u: return -alpha;
-    default: return 0.0f;
+    case 1u:
+      return alpha;
+    case 2u:
+      return -alpha;
+    default:
+      return 0.0f;
   }
 }
 
@@ -190,13 +195,13 @@ inline FormatInfo info(const TernarySpec& s, const Policy& p) {
   f.min_positive = 1;
   f.max = 1;
   f.distinct_values = 3;
-  const std::string rule =
-      p.is_mase() ? "delta_i = 0.75 * mean|x_i| per sample (4-D only; threshold ignored)"
-                  : (s.threshold ? "delta = " + detail::format_double(*s.threshold)
-                                 : std::string("delta_c = 0.75 * mean|x_c| per output channel"));
-  f.value_set = (s.scaling_factor ? "{-alpha, 0, +alpha}, alpha = mean|x| over |x| > delta per channel (shown for alpha = 1); "
-                                  : "{-1, 0, +1}; ") +
-                rule + "; 2-bit codes, log2(3) = 1.585 bits of entropy";
+  const std::string rule = p.is_mase() ? "delta_i = 0.75 * mean|x_i| per sample (4-D only; threshold ignored)"
+                                       : (s.threshold ? "delta = " + detail::format_double(*s.threshold)
+                                                      : std::string("delta_c = 0.75 * mean|x_c| per output channel"));
+  f.value_set =
+      (s.scaling_factor ? "{-alpha, 0, +alpha}, alpha = mean|x| over |x| > delta per channel (shown for alpha = 1); "
+                        : "{-1, 0, +1}; ") +
+      rule + "; 2-bit codes, log2(3) = 1.585 bits of entropy";
   return f;
 }
 
@@ -205,7 +210,7 @@ inline FormatInfo info(const TernarySpec& s, const Policy& p) {
 /// A ternary value in {-1, 0, +1} held as its 2-bit code. From float: nearest value, ties
 /// (|x| = 0.5) to 0; NaN throws. Products stay ternary.
 class Ternary {
-public:
+ public:
   constexpr Ternary() = default;
   Ternary(float x) : code_(encode(TernarySpec{}, x, 0.5)) {}  // NOLINT: implicit like a number
   static constexpr Ternary from_code(std::uint32_t c) {
@@ -225,7 +230,7 @@ public:
   friend constexpr bool operator==(Ternary a, Ternary b) { return a.as_int() == b.as_int(); }
   friend constexpr auto operator<=>(Ternary a, Ternary b) { return a.as_int() <=> b.as_int(); }
 
-private:
+ private:
   static constexpr Ternary of_int(int v) {
     Ternary t;
     t.code_ = v > 0 ? 1u : (v < 0 ? 2u : 0u);
@@ -241,7 +246,7 @@ inline std::string to_binary(Ternary v) { return "0b" + detail::bit_string(v.cod
 
 template <>
 class std::numeric_limits<qnum::Ternary> {
-public:
+ public:
   static constexpr bool is_specialized = true;
   static constexpr bool is_signed = true;
   static constexpr bool is_integer = true;  // the values are the integers -1, 0, +1

@@ -99,14 +99,13 @@ inline NpyArray parse_npy(std::string_view bytes, std::string_view what) {
 }
 
 /// Reads a float32 C-order .npy file.
-inline NpyArray read_npy(const std::filesystem::path& path) {
-  return parse_npy(read_file(path), path.string());
-}
+inline NpyArray read_npy(const std::filesystem::path& path) { return parse_npy(read_file(path), path.string()); }
 
 /// Serialises a float32 tensor as .npy version 1.0 bytes.
 inline std::string npy_bytes(const Shape& shape, const float* data) {
   std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
-  for (std::size_t i = 0; i < shape.size(); ++i) dict += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    dict += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
   dict += "), }";
   std::size_t total = 10 + dict.size() + 1;
   dict.append((64 - total % 64) % 64, ' ');
