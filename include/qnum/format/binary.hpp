@@ -479,12 +479,6 @@ inline float quantize(const BinarizeSpec&, const Policy&, float x, std::uint64_t
   return detail::binarize_value(x);
 }
 
-inline void quantize(const BinarizeSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role = Role::weight) {
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::quantize_each(in, out, [&](float x, std::uint64_t i) { return quantize(s, p, x, i); });
-}
-
 inline FormatInfo info(const BinarizeSpec&, const Policy&) {
   FormatInfo f;
   f.bits_per_value = 2;

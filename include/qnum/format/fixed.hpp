@@ -137,13 +137,6 @@ inline int code_bits(const FixedSpec& s) { return s.width; }
 
 // ---- tensor quantize and info ----------------------------------------------------------
 
-/// Quantizes a tensor elementwise (shape and role do not matter for fixed point).
-inline void quantize(const FixedSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role = Role::weight) {
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::quantize_each(in, out, [&](float x, std::uint64_t i) { return quantize(s, p, x, i); });
-}
-
 inline FormatInfo info(const FixedSpec& s, const Policy& p) {
   FormatInfo f;
   f.bits_per_value = s.width;

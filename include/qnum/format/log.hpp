@@ -128,13 +128,6 @@ inline int code_bits(const LogSpec& s) { return s.width; }
 
 // ---- tensor quantize and info ----------------------------------------------------------
 
-/// Quantizes a tensor elementwise (shape and role do not matter).
-inline void quantize(const LogSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role = Role::weight) {
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::quantize_each(in, out, [&](float x, std::uint64_t i) { return quantize(s, p, x, i); });
-}
-
 /// Facts about the grid (the same for both semantics).
 inline FormatInfo info(const LogSpec& s, const Policy& p) {
   FormatInfo f;

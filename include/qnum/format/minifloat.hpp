@@ -294,13 +294,6 @@ inline int code_bits(const MinifloatSpec& s) { return s.width; }
 
 // ---- tensor quantize and info ----------------------------------------------------------
 
-/// Quantizes a tensor elementwise (shape and role do not matter).
-inline void quantize(const MinifloatSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role = Role::weight) {
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::quantize_each(in, out, [&](float x, std::uint64_t i) { return quantize(s, p, x, i); });
-}
-
 /// Facts about the grid. mase semantics has no special values (MASE's grid is specials=none)
 /// and passes |x| <= 1e-8 through unquantized.
 inline FormatInfo info(const MinifloatSpec& spec, const Policy& p) {

@@ -147,13 +147,6 @@ inline int code_bits(const MinifloatDenormSpec& s) { return s.width; }
 
 // ---- tensor quantize and info ----------------------------------------------------------
 
-/// Quantizes a tensor elementwise (shape and role do not matter).
-inline void quantize(const MinifloatDenormSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role = Role::weight) {
-  detail::check_tensor_io(s.name, in, out, shape);
-  detail::quantize_each(in, out, [&](float x, std::uint64_t i) { return quantize(s, p, x, i); });
-}
-
 /// Facts about the grid (the same for both semantics; mase passes |x| <= 1e-8 through).
 inline FormatInfo info(const MinifloatDenormSpec& s, const Policy& p) {
   const int m = s.mantissa_bits();

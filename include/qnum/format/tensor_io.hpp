@@ -1,6 +1,7 @@
 // Shared checks and loops for tensor-level quantization of any family.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <span>
 
@@ -33,3 +34,20 @@ inline float stochastic_draw(const Policy& policy, std::uint64_t index) {
 }
 
 }  // namespace qnum::detail
+
+namespace qnum {
+
+/// Tensor quantize for every elementwise family (any spec with a scalar reference
+/// `quantize(spec, policy, x, index)`): each element through the reference, keyed by its flat
+/// index. Shape and role do not matter; blocked families define their own overload.
+template <class Spec>
+  requires requires(const Spec& s, const Policy& p, float x) {
+    { quantize(s, p, x, std::uint64_t{0}) } -> std::same_as<float>;
+  }
+void quantize(const Spec& s, const Policy& p, std::span<const float> in, std::span<float> out, const Shape& shape,
+              Role = Role::weight) {
+  detail::check_tensor_io(s.name, in, out, shape);
+  detail::quantize_each(in, out, [&](float x, std::uint64_t i) { return quantize(s, p, x, i); });
+}
+
+}  // namespace qnum
