@@ -38,7 +38,7 @@ struct FailureLog {
     if (count++ == 0) first = what;
   }
   void check(const char* what) const {
-    INFO(what, ": ", count, " failures; first: ", first);
+    INFO(std::string(what), ": ", count, " failures; first: ", first);
     CHECK(count == 0);
   }
 };
@@ -142,6 +142,51 @@ void check_sign_symmetry(const Spec& s, const qnum::Policy& p, std::uint32_t see
     if (!(a == -b)) sym.fail("x " + describe(x) + ": q(x) " + describe(a) + ", q(-x) " + describe(b));
   }
   sym.check("quantize(-x) == -quantize(x)");
+}
+
+}  // namespace qnum_test
+
+namespace qnum_test {
+
+/// Directed and away-from-zero rounding against the sorted value set: floor = largest value
+/// <= x, ceil = smallest >= x, toward_zero = the one of those nearer zero, nearest_away = the
+/// nearest with ties away from zero; all saturate at the ends of the set.
+template <class Spec>
+void check_rounding_modes(const Spec& s, const std::vector<double>& values, std::uint32_t seed = 3) {
+  using qnum::Rounding;
+  FailureLog log;
+  std::mt19937 rng(seed);
+  std::vector<float> xs;
+  for (std::size_t i = 0; i + 1 < values.size(); ++i) {
+    const double lo = values[i], hi = values[i + 1];
+    const float mid = static_cast<float>((lo + hi) / 2);
+    xs.insert(xs.end(), {static_cast<float>(lo), mid, std::nextafter(mid, -INFINITY), std::nextafter(mid, INFINITY),
+                         static_cast<float>(lo + (hi - lo) * std::uniform_real_distribution<double>(0, 1)(rng))});
+  }
+  xs.insert(xs.end(), {static_cast<float>(values.back() * 3), static_cast<float>(values.front() * 3)});
+  for (float x : xs) {
+    const double xd = std::clamp(static_cast<double>(x), values.front(), values.back());
+    auto up = std::lower_bound(values.begin(), values.end(), xd);
+    const double ceil_v = *up;
+    const double floor_v = *up == xd ? xd : *(up - 1);
+    const double zero_v = xd < 0 ? ceil_v : floor_v;
+    const double dl = xd - floor_v, dh = ceil_v - xd;
+    const double away_v = dl < dh ? floor_v : dh < dl ? ceil_v : (xd < 0 ? floor_v : ceil_v);
+    const struct {
+      Rounding r;
+      double want;
+    } rows[] = {{Rounding::floor, floor_v},
+                {Rounding::ceil, ceil_v},
+                {Rounding::toward_zero, zero_v},
+                {Rounding::nearest_away, away_v}};
+    for (const auto& row : rows) {
+      const float q = quantize(s, qnum::exact.with(row.r), x);
+      if (!(static_cast<double>(q) == row.want))
+        log.fail(std::string(qnum::to_string(row.r)) + ": x " + describe(x) + " -> " + describe(q) + ", want " +
+                 std::to_string(row.want));
+    }
+  }
+  log.check("floor / ceil / toward_zero / nearest_away against the value set");
 }
 
 }  // namespace qnum_test
