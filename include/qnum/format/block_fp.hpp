@@ -277,3 +277,28 @@ std::string to_binary(const BlockFP<M, E, N>& b) {
 }
 
 }  // namespace qnum
+
+/// Limits of the element values a BlockFP can hold over all shared exponents (a block is a
+/// container of numbers, so max()/min() are the element facts, as floats).
+template <int M, int E, int N>
+class std::numeric_limits<qnum::BlockFP<M, E, N>> {
+  using T = qnum::BlockFP<M, E, N>;
+
+ public:
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = true;
+  static constexpr bool has_infinity = false;
+  static constexpr bool has_quiet_NaN = false;
+  static constexpr bool has_signaling_NaN = false;
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr int radix = 2;
+  static constexpr int digits = M;
+  static constexpr float min() noexcept { return T::min(); }
+  static constexpr float max() noexcept { return T::max(); }
+  static constexpr float lowest() noexcept { return T::lowest(); }
+  static constexpr float epsilon() noexcept { return T::epsilon(); }
+  static constexpr float denorm_min() noexcept { return T::min(); }
+};

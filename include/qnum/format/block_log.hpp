@@ -286,3 +286,26 @@ std::string to_binary(const BlockLog<W, BW, N>& b) {
 }
 
 }  // namespace qnum
+
+/// Limits of the element values a BlockLog can hold over all shared biases (as floats).
+template <int W, int BW, int N>
+class std::numeric_limits<qnum::BlockLog<W, BW, N>> {
+  using T = qnum::BlockLog<W, BW, N>;
+
+ public:
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = true;
+  static constexpr bool has_infinity = false;
+  static constexpr bool has_quiet_NaN = false;
+  static constexpr bool has_signaling_NaN = false;
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr int radix = 2;
+  static constexpr int digits = 1;  // one significant bit: every value is a power of two
+  static constexpr float min() noexcept { return T::min(); }
+  static constexpr float max() noexcept { return T::max(); }
+  static constexpr float lowest() noexcept { return T::lowest(); }
+  static constexpr float denorm_min() noexcept { return T::min(); }
+};

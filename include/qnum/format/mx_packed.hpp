@@ -200,3 +200,26 @@ inline std::vector<std::uint16_t> dequantize_mxint8_mase_cuda_bf16(const MXInt8M
 }
 
 }  // namespace qnum
+
+/// Limits of the element values an MX block can hold over all E8M0 scales (as doubles: the
+/// range of MXFP blocks exceeds float32's). NaN is the scale code 0xFF.
+template <class Elem, int N>
+class std::numeric_limits<qnum::MXBlock<Elem, N>> {
+  using T = qnum::MXBlock<Elem, N>;
+
+ public:
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = true;
+  static constexpr bool has_infinity = false;
+  static constexpr bool has_quiet_NaN = true;
+  static constexpr bool has_signaling_NaN = false;
+  static constexpr bool is_bounded = true;
+  static constexpr bool is_modulo = false;
+  static constexpr int radix = 2;
+  static constexpr double min() noexcept { return T::min_positive(); }
+  static constexpr double max() noexcept { return T::max(); }
+  static constexpr double lowest() noexcept { return -T::max(); }
+  static constexpr double denorm_min() noexcept { return T::min_positive(); }
+};

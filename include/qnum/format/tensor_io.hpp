@@ -41,9 +41,9 @@ namespace qnum {
 /// `quantize(spec, policy, x, index)`): each element through the reference, keyed by its flat
 /// index. Shape and role do not matter; blocked families define their own overload.
 template <class Spec>
-  requires requires(const Spec& s, const Policy& p, float x) {
-    { quantize(s, p, x, std::uint64_t{0}) } -> std::same_as<float>;
-  }
+requires requires(const Spec& s, const Policy& p, float x) {
+  { quantize(s, p, x, std::uint64_t{0}) } -> std::same_as<float>;
+}
 void quantize(const Spec& s, const Policy& p, std::span<const float> in, std::span<float> out, const Shape& shape,
               Role = Role::weight) {
   detail::check_tensor_io(s.name, in, out, shape);
