@@ -11,6 +11,7 @@
 #include "qnum/core/bits.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
+#include "qnum/format/tensor_io.hpp"
 
 namespace qnum {
 

@@ -1,0 +1,138 @@
+// GEMM benchmarks, each beside its baseline in the same process and the same benchmark:
+//   FmaPeak            register-only FMA loop: the machine's fp32 peak (GFLOPS counter)
+//   GemmF32Own         own blocked fp32 kernel; eigen_GFLOPS = Eigen on the same buffers
+//   GemmF32Eigen       Eigen (Eigen::Map, Eigen::setNbThreads(T)); own_GFLOPS beside it
+//   GemmInt8/MXInt8/Binary  quantized GEMM; fp32_GFLOPS = own fp32 at the same shape
+// Counters: GFLOPS (2·M·N·K per run), the baseline's GFLOPS (best of 3 after the loop),
+// ratio, and of_peak = GFLOPS / FMA peak at the same thread count.
+// Run: bench_gemm --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+// Eigen 3.4's AVX-512 packet code trips GCC 12's uninitialized / unused warnings.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
+#include <chrono>
+
+#include "../examples/cli/bench_gemm.hpp"
+
+namespace {
+
+using qnum_bench_gemm::GemmCase;
+
+/// Peak fp32 FMA GFLOP/s on `threads` threads: independent FMA chains in registers only
+/// (best of 3 runs of ~0.05 s). Measured again beside each fp32 benchmark: clocks drift here.
+double fma_peak_gflops(int threads) {
+  using qnum::detail::fvec;
+  constexpr int kChains = 16;
+  constexpr std::int64_t iters = 5'000'000;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads)
+    {
+      fvec acc[kChains];
+      for (int c = 0; c < kChains; ++c) acc[c] = fvec{} + static_cast<float>(c);
+      const fvec m = fvec{} + 0.999999f, a = fvec{} + 1e-6f;
+      for (std::int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+        for (int c = 0; c < kChains; ++c) acc[c] = qnum::detail::vfma(acc[c], m, a);
+      }
+      for (int c = 0; c < kChains; ++c) benchmark::DoNotOptimize(acc[c]);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * qnum::detail::kFV * kChains * static_cast<double>(iters) * threads / s * 1e-9);
+  }
+  return best;
+}
+
+void BM_FmaPeak(benchmark::State& st) {
+  const int threads = static_cast<int>(st.range(0));
+  for (auto _ : st) benchmark::DoNotOptimize(fma_peak_gflops(threads));
+  st.counters["GFLOPS"] = fma_peak_gflops(threads);
+  st.counters["threads"] = threads;
+}
+
+struct EigenCase {
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  GemmCase& c;
+  void run() {
+    Eigen::Map<const Mat> A(c.af.data(), c.m, c.k), B(c.bf.data(), c.n, c.k);
+    Eigen::Map<Mat> C(c.cf.data(), c.m, c.n);
+    C.noalias() = A * B.transpose();
+  }
+};
+
+template <class F>
+double best_gflops(double flops, F&& f, int reps = 3) {
+  double best = 1e300;
+  f();
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return flops / best * 1e-9;
+}
+
+/// kind: 0 own fp32 (baseline Eigen), 1 Eigen (baseline own), 2 int8, 3 mxint8, 4 binary
+/// (baseline own fp32).
+void BM_Gemm(benchmark::State& st, int kind) {
+  const std::int64_t s = st.range(0);
+  const int threads = static_cast<int>(st.range(1));
+  static const char* names[] = {"fp32", "fp32", "int8", "mxint8", "binary"};
+  qnum::set_num_threads(threads);
+  Eigen::setNbThreads(threads);
+  GemmCase c(names[kind], s, s, s), f("fp32", s, s, s);
+  EigenCase e{f};
+  auto run = [&] {
+    if (kind == 1)
+      e.run();
+    else
+      c.run();
+  };
+  run();
+  for (auto _ : st) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  const double flops = c.flops();
+  st.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  double base = 0;
+  const char* base_name = "fp32_GFLOPS";
+  if (kind == 0) {
+    base = best_gflops(flops, [&] { e.run(); });
+    base_name = "eigen_GFLOPS";
+  } else {
+    base = best_gflops(flops, [&] { f.run(); });
+    if (kind == 1) base_name = "own_GFLOPS";
+  }
+  st.counters[base_name] = base;
+  // The ratio from the best run of this benchmark beside the best of its baseline.
+  const double self = best_gflops(flops, run);
+  st.counters["best_GFLOPS"] = self;
+  st.counters["ratio"] = self / base;
+  if (kind <= 1) {
+    const double peak = fma_peak_gflops(threads);
+    st.counters["fma_peak_GFLOPS"] = peak;
+    st.counters["of_peak"] = self / peak;
+  }
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int t : {1, 2})
+    for (int s : {256, 1024}) b->Args({s, t});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Iterations(1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemm, f32_own, 0)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Gemm, f32_eigen, 1)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Gemm, int8, 2)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Gemm, mxint8, 3)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Gemm, binary, 4)->Apply(shapes);

@@ -1,0 +1,824 @@
+// GEMM kernels: fp32, int8 x int8 -> int32 (fixed point), MXINT8 (ggml-style block dots) and
+// binary XNOR-popcount.
+//
+// Layout: everything is row-major and in the "NT" form a Linear layer wants,
+//     C[M,N] = A[M,K] · B[N,K]ᵀ      (y = x · Wᵀ with W [out, in]),
+// so both operands run contiguously along K. gemm_f32_nn covers B given as [K,N].
+//
+// Determinism: work is cut into (row chunk, column chunk) tiles whose boundaries depend only
+// on M, N and K; every output element is summed in one fixed order (K in chunks of
+// kKC, each chunk an FMA chain, chunks added in order), so results are bit-identical for
+// any qnum::set_num_threads. Integer paths are exact, so their order does not matter.
+//
+// Instruction sets (chosen at compile time): fp32 uses GCC vector extensions (AVX-512: a
+// 14x32 register tile, B packed into 32-column panels with gathers, A strips of 14 rows kept in
+// L1 while B panels stream from L2; AVX: 6x16; otherwise 4x8). It is the library's fp32 GEMM:
+// at 1024^3 it measured within run-to-run noise of Eigen 3.4 on one thread (Eigen ~3-5% ahead),
+// ahead of it on two, and unlike Eigen its bits do not depend on the thread count.
+// int8 and MXINT8 use AVX512-VNNI (vpdpbusd with the u8 offset trick: (a+128)·b - 128·Σb, exact
+// in wrap-around int32) when compiled with it; otherwise an AVX2 dot product (int8 sign-extended
+// to int16, vpmaddwd; SSE2 likewise: maddubs is not used because its int16 pair sums saturate for
+// -128·-128 + -128·-128) or a scalar loop. Binary uses
+// AVX512-VPOPCNTDQ when present, else std::popcount.
+// Tuning knobs (QNUM_GEMM_KC, _MR, _NV, _MCS, _NCS, _IMR, _KC4) change speed, never the bounds;
+// KC (the fp32 chain length) does change fp32 bits, so keep it fixed within one comparison.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "qnum/core/error.hpp"
+#include "qnum/format/tensor_io.hpp"  // before mx: mx_element.hpp needs stochastic_draw
+#include "qnum/format/mx.hpp"
+#include "qnum/kernel/threading.hpp"
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_* sources when inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace qnum {
+
+namespace detail {
+
+inline void gemm_check(const char* what, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
+                       const void* C) {
+  require(M > 0 && N > 0 && K > 0, what, ": sizes M=", M, " N=", N, " K=", K, " must all be positive");
+  require(M <= (std::int64_t{1} << 31) && N <= (std::int64_t{1} << 31) && K <= (std::int64_t{1} << 31), what,
+          ": sizes M=", M, " N=", N, " K=", K, " must be <= 2^31");
+  require(A != nullptr && B != nullptr && C != nullptr, what, ": null buffer");
+}
+
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+/// Tiles of the output: (row chunk, column chunk) pairs, boundaries fixed by the sizes only.
+template <class F>
+void gemm_tiles(std::int64_t M, std::int64_t N, std::int64_t mc, std::int64_t nc, F&& f) {
+  const std::int64_t mt = ceil_div(M, mc), nt = ceil_div(N, nc);
+  parallel_for(mt * nt, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t i0 = (t / nt) * mc, j0 = (t % nt) * nc;
+      f(i0, std::min(M, i0 + mc), j0, std::min(N, j0 + nc));
+    }
+  });
+}
+
+// ---- fp32 ---------------------------------------------------------------------------------
+
+#if defined(__AVX512F__)
+#ifndef QNUM_GEMM_MR
+#define QNUM_GEMM_MR 14
+#endif
+#ifndef QNUM_GEMM_NV
+#define QNUM_GEMM_NV 2
+#endif
+inline constexpr int kFV = 16, kFMR = QNUM_GEMM_MR, kFNV = QNUM_GEMM_NV;
+#elif defined(__AVX__)
+inline constexpr int kFV = 8, kFMR = 6, kFNV = 2;
+#else
+inline constexpr int kFV = 4, kFMR = 4, kFNV = 2;
+#endif
+inline constexpr int kFNR = kFV * kFNV;
+#ifndef QNUM_GEMM_KC
+#define QNUM_GEMM_KC 256
+#endif
+#ifndef QNUM_GEMM_MCS
+#define QNUM_GEMM_MCS 10
+#endif
+#ifndef QNUM_GEMM_NCS
+#define QNUM_GEMM_NCS 32
+#endif
+inline constexpr std::int64_t kKC = QNUM_GEMM_KC;  // K chunk: the FMA chain length per chunk
+inline constexpr std::int64_t kPrefetch = 32;  // B prefetch distance in k steps
+typedef float fvec __attribute__((vector_size(kFV * 4)));
+
+/// a·b + c with one rounding where the target has FMA (ISO C++ mode does not contract).
+inline fvec vfma(fvec a, fvec b, fvec c) {
+#if defined(__AVX512F__)
+  return (fvec)(_mm512_fmadd_ps((__m512)(a), (__m512)(b),
+                                                (__m512)(c)));
+#elif defined(__AVX__) && defined(__FMA__)
+  return (fvec)(_mm256_fmadd_ps((__m256)(a), (__m256)(b),
+                                                (__m256)(c)));
+#else
+  return a * b + c;
+#endif
+}
+
+/// x in every lane (a broadcast load, not 0 + x).
+inline fvec vbcast(const float* x) {
+#if defined(__AVX512F__)
+  return (fvec)(_mm512_set1_ps(*x));
+#elif defined(__AVX__)
+  return (fvec)(_mm256_set1_ps(*x));
+#elif defined(__SSE2__)
+  return (fvec)(_mm_set1_ps(*x));
+#else
+  fvec v;
+  for (int l = 0; l < kFV; ++l) v[l] = *x;
+  return v;
+#endif
+}
+
+/// B [N,K] (NT) or [K,N] (NN) -> panels of kFNR columns, each [K][kFNR], zero padded.
+inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, std::vector<float>& p) {
+  const std::int64_t panels = ceil_div(N, kFNR);
+  p.resize(static_cast<std::size_t>(panels * K * kFNR));
+  if (N % kFNR) std::fill(p.end() - K * kFNR, p.end(), 0.0f);  // the padded columns of the last panel
+  parallel_for(panels, 4, [&](std::int64_t pb, std::int64_t pe) {
+    for (std::int64_t q = pb; q < pe; ++q) {
+      float* d = p.data() + q * K * kFNR;
+      const std::int64_t j0 = q * kFNR, nj = std::min<std::int64_t>(kFNR, N - j0);
+      if (nt) {
+        const float* src = B + j0 * K;
+#if defined(__AVX512F__)
+        if (nj == kFNR && K < (std::int64_t{1} << 24)) {  // gathers: 16 rows at one k per instruction
+          const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                 _mm512_set1_epi32(static_cast<int>(K)));
+          for (std::int64_t k = 0; k < K; ++k)
+            for (int v = 0; v < kFNV; ++v)
+              _mm512_storeu_ps(d + k * kFNR + v * kFV, _mm512_i32gather_ps(idx, src + v * kFV * K + k, 4));
+          continue;
+        }
+#endif
+        for (std::int64_t k0 = 0; k0 < K; k0 += 16)  // 16 k at a time: 32 read streams, 16 write lines
+          for (std::int64_t j = 0; j < nj; ++j)
+            for (std::int64_t k = k0; k < std::min(K, k0 + 16); ++k) d[k * kFNR + j] = src[j * K + k];
+      } else if (nj == kFNR) {
+        for (std::int64_t k = 0; k < K; ++k) std::memcpy(d + k * kFNR, B + k * N + j0, sizeof(float) * kFNR);
+      } else {
+        for (std::int64_t k = 0; k < K; ++k)
+          for (std::int64_t j = 0; j < nj; ++j) d[k * kFNR + j] = B[k * N + j0 + j];
+      }
+    }
+  });
+}
+
+/// The register tile: acc[kFMR][kFNR] = Σ_k a[k][i] b[k][j] over kc steps, then C (+)= acc.
+inline void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_t kc, float* c,
+                      std::int64_t ldc, int mr, int nr, bool accumulate) {
+  fvec acc[kFMR][kFNV];
+#pragma GCC unroll 16
+  for (int i = 0; i < kFMR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kFNV; ++v) acc[i][v] = fvec{} ;
+  for (std::int64_t k = 0; k < kc; ++k) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kFNV; ++v) __builtin_prefetch(b + (k + kPrefetch) * kFNR + v * kFV);  // B streams from L2
+    fvec bv[kFNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kFNV; ++v) std::memcpy(&bv[v], b + k * kFNR + v * kFV, sizeof(fvec));
+#pragma GCC unroll 16
+    for (int i = 0; i < kFMR; ++i) {
+      const fvec s = vbcast(a + k * kFMR + i);
+#pragma GCC unroll 4
+      for (int v = 0; v < kFNV; ++v) acc[i][v] = vfma(s, bv[v], acc[i][v]);
+    }
+  }
+  if (mr == kFMR && nr == kFNR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kFMR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < kFNV; ++v) {
+        float* p = c + i * ldc + v * kFV;
+        fvec old;
+        if (accumulate) {
+          std::memcpy(&old, p, sizeof(fvec));
+          old += acc[i][v];
+        } else {
+          old = acc[i][v];
+        }
+        std::memcpy(p, &old, sizeof(fvec));
+      }
+    return;
+  }
+  alignas(64) float t[kFMR][kFNR];
+  std::memcpy(t, acc, sizeof(t));
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i][j] : t[i][j];
+}
+
+inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K,
+                          bool nt) {
+  thread_local std::vector<float> bbuf;  // reused: no page faults per call
+  pack_b_f32(B, N, K, nt, bbuf);
+  const float* bp = bbuf.data();
+  constexpr std::int64_t MC = kFMR * QNUM_GEMM_MCS, NC = kFNR * QNUM_GEMM_NCS;
+  gemm_tiles(M, N, MC, NC, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    thread_local std::vector<float> ap;
+    const std::int64_t strips = ceil_div(i1 - i0, kFMR);
+    ap.assign(static_cast<std::size_t>(strips * kKC * kFMR), 0.0f);
+    for (std::int64_t p0 = 0; p0 < K; p0 += kKC) {
+      const std::int64_t kc = std::min(kKC, K - p0);
+      for (std::int64_t s = 0; s < strips; ++s) {  // pack A: [strip][k][kFMR], zero padded rows
+        float* d = ap.data() + s * kKC * kFMR;
+        for (int i = 0; i < kFMR; ++i) {
+          const std::int64_t r = i0 + s * kFMR + i;
+          if (r < i1)
+            for (std::int64_t k = 0; k < kc; ++k) d[k * kFMR + i] = A[r * K + p0 + k];
+          else
+            for (std::int64_t k = 0; k < kc; ++k) d[k * kFMR + i] = 0.0f;
+        }
+      }
+      // The A strip (broadcast operand, kFMR x kc) stays in L1 while the B panels of the tile
+      // stream from L2 (BLIS's order for a broadcast-from-L1 micro-kernel).
+      for (std::int64_t s = 0; s < strips; ++s) {
+        const std::int64_t r = i0 + s * kFMR;
+        const int mr = static_cast<int>(std::min<std::int64_t>(kFMR, i1 - r));
+        for (std::int64_t j = j0; j < j1; j += kFNR) {
+          const float* b = bp + (j / kFNR) * K * kFNR + p0 * kFNR;
+          const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
+          f32_micro(ap.data() + s * kKC * kFMR, b, kc, C + r * N + j, N, mr, nr, p0 > 0);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace detail
+
+/// C[M,N] = A[M,K] · B[N,K]ᵀ in float32 (own blocked kernel; the library's fp32 GEMM).
+/// Each C element: K in chunks of 256, an FMA chain per chunk, chunks added in order; the
+/// error is at most γ_K·Σ_k|a_ik b_jk| (γ_n = n·2^-24/(1-n·2^-24)). Any alignment.
+inline void gemm_f32_nt(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  detail::gemm_check("gemm_f32_nt", M, N, K, A, B, C);
+  detail::gemm_f32_impl(A, B, C, M, N, K, true);
+}
+
+/// C[M,N] = A[M,K] · B[K,N] (B not transposed); same kernel and bound as gemm_f32_nt.
+inline void gemm_f32_nn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  detail::gemm_check("gemm_f32_nn", M, N, K, A, B, C);
+  detail::gemm_f32_impl(A, B, C, M, N, K, false);
+}
+
+/// Span overloads: sizes checked against the shapes.
+inline void gemm_f32_nt(std::span<const float> A, std::span<const float> B, std::span<float> C, std::int64_t M,
+                        std::int64_t N, std::int64_t K) {
+  detail::require(M > 0 && N > 0 && K > 0, "gemm_f32_nt: sizes M=", M, " N=", N, " K=", K,
+                  " must all be positive");
+  detail::require(static_cast<std::int64_t>(A.size()) == M * K && static_cast<std::int64_t>(B.size()) == N * K &&
+                      static_cast<std::int64_t>(C.size()) == M * N,
+                  "gemm_f32_nt: buffers of ", A.size(), ", ", B.size(), ", ", C.size(), " floats do not match M=", M,
+                  " N=", N, " K=", K, " (need M*K, N*K, M*N)");
+  gemm_f32_nt(A.data(), B.data(), C.data(), M, N, K);
+}
+
+// ---- int8 x int8 -> int32 ---------------------------------------------------------------
+
+/// Largest K of the int8 paths: |Σ a·b| <= K·2^14 must fit int32.
+inline constexpr std::int64_t kGemmInt8MaxK = (std::int64_t{1} << 17) - 1;
+
+namespace detail {
+
+#ifndef QNUM_GEMM_IMR
+#define QNUM_GEMM_IMR 8
+#endif
+inline constexpr int kIMR = QNUM_GEMM_IMR, kINR = 32;  // VNNI register tile: kIMR rows x 32 columns
+#ifndef QNUM_GEMM_KC4
+#define QNUM_GEMM_KC4 128
+#endif
+inline constexpr int kMMR = 4;            // MXINT8: 4 x 32 (int and float accumulators: 16 zmm)
+
+/// A [M,K] int8 -> u8 (a + 128) rows of Kp bytes (Kp = K rounded up to 4; pad = value 0).
+/// d[k] = a[k] + 128 as u8 (arguments by value: u8 stores cannot alias them, so it vectorizes).
+inline void xor80_row(const std::int8_t* __restrict a, std::uint8_t* __restrict d, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) d[k] = static_cast<std::uint8_t>(static_cast<std::uint8_t>(a[k]) ^ 0x80u);
+}
+
+/// One column's 32-element block into VNNI order (4 bytes per k/4 group, groups kINR·4 apart);
+/// returns Σ of the 32 values.
+inline std::int32_t vnni_block(const std::int8_t* __restrict src, std::int8_t* __restrict d) {
+  for (int g = 0; g < 8; ++g) std::memcpy(d + g * kINR * 4, src + 4 * g, 4);
+  std::int32_t s = 0;
+  for (int t = 0; t < 32; ++t) s += src[t];
+  return s;
+}
+
+inline void pack_a_u8(const std::int8_t* A, std::int64_t M, std::int64_t K, std::int64_t Kp,
+                      std::vector<std::uint8_t>& p) {
+  const std::int64_t Mp = ceil_div(M, kIMR) * kIMR;
+  p.assign(static_cast<std::size_t>(Mp * Kp), 0x80);
+  std::uint8_t* pd = p.data();  // raw pointers: u8 stores may alias a captured vector's internals
+  parallel_for(M, 64, [=](std::int64_t ib, std::int64_t ie) {
+    for (std::int64_t i = ib; i < ie; ++i) {
+      const std::int8_t* a = A + i * K;
+      std::uint8_t* d = pd + i * Kp;
+      xor80_row(a, d, K);
+    }
+  });
+}
+
+/// B [N,K] int8 -> panels of kINR columns, each [Kp/4][kINR][4] bytes (VNNI order), zero padded.
+inline void pack_b_vnni(const std::int8_t* B, std::int64_t N, std::int64_t K, std::int64_t Kp,
+                        std::vector<std::int8_t>& p) {
+  const std::int64_t panels = ceil_div(N, kINR);
+  p.assign(static_cast<std::size_t>(panels * Kp * kINR), 0);
+  std::int8_t* pd = p.data();
+  parallel_for(N, kINR, [=](std::int64_t jb, std::int64_t je) {
+    for (std::int64_t j = jb; j < je; ++j) {
+      std::int8_t* d = pd + (j / kINR) * Kp * kINR + (j % kINR) * 4;
+      const std::int8_t* b = B + j * K;
+      std::int64_t k = 0;
+      for (; k + 4 <= K; k += 4) std::memcpy(d + k * kINR, b + k, 4);  // (k/4)·kINR·4 = k·kINR
+      for (; k < K; ++k) d[(k / 4) * kINR * 4 + k % 4] = b[k];
+    }
+  });
+}
+
+/// Σ a_k·b_k over int8, exact in int32 (the non-VNNI path). AVX2/SSE2: sign-extend to int16
+/// and (v)pmaddwd (int16 pairs summed into int32 without saturation).
+inline std::int32_t dot_s8(const std::int8_t* a, const std::int8_t* b, std::int64_t n) {
+  std::int64_t k = 0;
+  std::int32_t s = 0;
+#if defined(__AVX2__)
+  __m256i acc = _mm256_setzero_si256();
+  for (; k + 16 <= n; k += 16) {
+    const __m256i x = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + k)));
+    const __m256i y = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k)));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x, y));
+  }
+  alignas(32) std::int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+  for (std::int32_t l : lanes) s += l;
+#elif defined(__SSE2__)
+  __m128i acc = _mm_setzero_si128();
+  for (; k + 16 <= n; k += 16) {  // sign-extend by unpacking a byte with itself, then >> 8
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + k));
+    const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k));
+    const __m128i xl = _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8), xh = _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8);
+    const __m128i yl = _mm_srai_epi16(_mm_unpacklo_epi8(y, y), 8), yh = _mm_srai_epi16(_mm_unpackhi_epi8(y, y), 8);
+    acc = _mm_add_epi32(acc, _mm_add_epi32(_mm_madd_epi16(xl, yl), _mm_madd_epi16(xh, yh)));
+  }
+  alignas(16) std::int32_t lanes[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), acc);
+  for (std::int32_t l : lanes) s += l;
+#endif
+  for (; k < n; ++k) s += static_cast<std::int32_t>(a[k]) * static_cast<std::int32_t>(b[k]);
+  return s;
+}
+
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+inline constexpr bool kHaveVnni = true;
+
+inline __m512i bcast4(const std::uint8_t* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+/// int acc[kIMR][32] = Σ_{k in [k0,k1)} (a+128)·b, k0, k1 multiples of 4.
+/// a: row-strip base (row stride lda bytes); b: panel base at k0.
+template <int MR>
+inline void vnni_tile(const std::uint8_t* a, std::int64_t lda, const std::int8_t* b, std::int64_t k4s,
+                      __m512i (&acc)[MR][2]) {
+  for (std::int64_t t = 0; t < k4s; ++t) {
+    const __m512i b0 = _mm512_loadu_si512(b + t * 128), b1 = _mm512_loadu_si512(b + t * 128 + 64);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512i av = bcast4(a + i * lda + t * 4);
+      acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], av, b0);
+      acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], av, b1);
+    }
+  }
+}
+#else
+inline constexpr bool kHaveVnni = false;
+#endif
+
+}  // namespace detail
+
+/// C[M,N] (int32) = A[M,K] · B[N,K]ᵀ over int8, exact (K <= kGemmInt8MaxK).
+inline void gemm_s8_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::int64_t M, std::int64_t N,
+                       std::int64_t K) {
+  detail::gemm_check("gemm_s8_nt", M, N, K, A, B, C);
+  detail::require(K <= kGemmInt8MaxK, "gemm_s8_nt: K=", K, " must be <= ", kGemmInt8MaxK,
+                  " (int32 accumulators)");
+  if constexpr (detail::kHaveVnni) {
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+    using namespace detail;
+    const std::int64_t Kp = ceil_div(K, 4) * 4;
+    thread_local std::vector<std::uint8_t> ap_buf;  // reused across calls: no page faults
+    thread_local std::vector<std::int8_t> bp_buf;
+    thread_local std::vector<std::int32_t> comp_buf;  // 128 * Σ_k b_jk
+    pack_a_u8(A, M, K, Kp, ap_buf);
+    pack_b_vnni(B, N, K, Kp, bp_buf);
+    comp_buf.resize(static_cast<std::size_t>(N));
+    // Workers see their own thread_locals: hand them the caller's buffers as pointers.
+    const std::uint8_t* ap = ap_buf.data();
+    const std::int8_t* bp = bp_buf.data();
+    std::int32_t* comp = comp_buf.data();
+    std::int32_t* cd = comp;
+    parallel_for(N, 64, [=](std::int64_t jb, std::int64_t je) {
+      for (std::int64_t j = jb; j < je; ++j) {
+        std::int32_t s = 0;
+        for (std::int64_t k = 0; k < K; ++k) s += B[j * K + k];
+        cd[j] = 128 * s;
+      }
+    });
+    constexpr std::int64_t KC4 = QNUM_GEMM_KC4;  // k/4 steps per chunk: the B panel slice is KC4·128 bytes
+    gemm_tiles(M, N, kIMR * 8, kINR * 8, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+      constexpr std::int64_t kStrips = 8;
+      alignas(64) std::int32_t part[kStrips][kIMR][kINR];  // the tile's int32 sums across K chunks
+      for (std::int64_t j = j0; j < j1; j += kINR) {
+        const std::int8_t* b = bp + (j / kINR) * Kp * kINR;
+        const int nr = static_cast<int>(std::min<std::int64_t>(kINR, j1 - j));
+        const std::int64_t strips = ceil_div(i1 - i0, kIMR);
+        for (std::int64_t t0 = 0; t0 < Kp / 4; t0 += KC4) {  // B slice stays in L1 across the strips
+          for (std::int64_t s = 0; s < strips; ++s) {
+            const std::int64_t r = i0 + s * kIMR;
+            __m512i acc[kIMR][2];
+            for (int i = 0; i < kIMR; ++i) {
+              acc[i][0] = t0 ? _mm512_load_si512(&part[s][i][0]) : _mm512_setzero_si512();
+              acc[i][1] = t0 ? _mm512_load_si512(&part[s][i][16]) : _mm512_setzero_si512();
+            }
+            vnni_tile(ap + r * Kp + t0 * 4, Kp, b + t0 * 128, std::min(KC4, Kp / 4 - t0), acc);
+            for (int i = 0; i < kIMR; ++i) {
+              _mm512_store_si512(&part[s][i][0], acc[i][0]);
+              _mm512_store_si512(&part[s][i][16], acc[i][1]);
+            }
+          }
+        }
+        for (std::int64_t s = 0; s < strips; ++s) {
+          const std::int64_t r = i0 + s * kIMR;
+          const int mr = static_cast<int>(std::min<std::int64_t>(kIMR, i1 - r));
+          for (int i = 0; i < mr; ++i)
+            for (int jj = 0; jj < nr; ++jj)  // wrap-around int32 arithmetic: exact when the result fits
+              C[(r + i) * N + j + jj] = static_cast<std::int32_t>(static_cast<std::uint32_t>(part[s][i][jj]) -
+                                                                  static_cast<std::uint32_t>(comp[j + jj]));
+        }
+      }
+    });
+#endif
+  } else {
+    detail::gemm_tiles(M, N, 16, 64, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+      for (std::int64_t i = i0; i < i1; ++i)
+        for (std::int64_t j = j0; j < j1; ++j) {
+          C[i * N + j] = detail::dot_s8(A + i * K, B + j * K, K);
+        }
+    });
+  }
+}
+
+/// Fixed-point GEMM: A holds codes k_a with value k_a·2^-Fa, B codes k_b·2^-Fb (8-bit signed
+/// fixed point, e.g. FixedSpec{8, F}); C = (A·Bᵀ in int32) · 2^-(Fa+Fb), exact whenever the
+/// result is a float (|Σ| < 2^24 always holds for K < 1024; beyond, one rounding of the exact sum).
+inline void gemm_fixed8_nt(const std::int8_t* A, int Fa, const std::int8_t* B, int Fb, float* C, std::int64_t M,
+                           std::int64_t N, std::int64_t K) {
+  detail::gemm_check("gemm_fixed8_nt", M, N, K, A, B, C);
+  thread_local std::vector<std::int32_t> acc;  // reused across calls (only this thread touches it)
+  acc.resize(static_cast<std::size_t>(M * N));
+  gemm_s8_nt(A, B, acc.data(), M, N, K);
+  const int e = -(Fa + Fb);
+  const std::int32_t* a = acc.data();
+  if (e >= -90 && e <= 90) {  // float(acc)·2^e: one rounding, and 2^e scales exactly in this range
+    const float s = static_cast<float>(detail::pow2(e));
+    parallel_for(M * N, 1 << 16, [=](std::int64_t b, std::int64_t en) {
+      for (std::int64_t i = b; i < en; ++i) C[i] = static_cast<float>(a[i]) * s;
+    });
+  } else {
+    const double s = detail::pow2(e);
+    for (std::int64_t i = 0; i < M * N; ++i) C[i] = static_cast<float>(static_cast<double>(a[i]) * s);
+  }
+}
+
+/// int8 codes of x under 8-bit signed fixed point with `frac` fraction bits (round to
+/// nearest even, saturating): k = clamp(RNE(x·2^frac), -128, 127). NaN -> qnum::Error.
+inline std::vector<std::int8_t> quantize_fixed8(std::span<const float> x, int frac) {
+  std::vector<std::int8_t> k(x.size());
+  const double f = detail::pow2(frac);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    detail::require(x[i] == x[i], "quantize_fixed8: NaN has no fixed-point code");
+    const double v = std::nearbyint(static_cast<double>(x[i]) * f);
+    k[i] = static_cast<std::int8_t>(std::clamp(v, -128.0, 127.0));
+  }
+  return k;
+}
+
+// ---- MXINT8 ---------------------------------------------------------------------------------
+
+/// Blocks of an MXINT8 row of K values (32 per block, the last padded with zeros).
+inline std::int64_t mxint8_blocks(std::int64_t K) { return detail::ceil_div(K, 32); }
+
+/// Quantizes `rows` rows of K floats (row-major) to MXINT8 blocks along K, mxint8_blocks(K)
+/// per row, the last block of a row padded with zeros (padding never changes a scale or a
+/// dot product). Bit-identical to MXInt8::from_floats on each (padded) block: scale = floor(log2
+/// max|x|) clamped to [-127, 127] (+127 biased; all-zero block 0), k = clamp(RNE(x·2^(6-e)),
+/// -128, 127); a block holding NaN or ±Inf gets scale 0xFF (NaN) and zero codes.
+inline void quantize_mxint8(const float* x, std::int64_t rows, std::int64_t K, MXInt8* out) {
+  detail::require(rows >= 0 && K > 0 && x != nullptr && out != nullptr, "quantize_mxint8: bad arguments rows=", rows,
+                  " K=", K);
+  const std::int64_t nb = mxint8_blocks(K);
+  parallel_for(rows, 64, [&](std::int64_t rb, std::int64_t re) {
+    for (std::int64_t r = rb; r < re; ++r)
+      for (std::int64_t b = 0; b < nb; ++b) {
+        const float* v = x + r * K + b * 32;
+        const int n = static_cast<int>(std::min<std::int64_t>(32, K - b * 32));
+        MXInt8& o = out[r * nb + b];
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+        if (n == 32) {  // same decisions as below, 32 lanes at a time
+          const __m512 x0 = _mm512_loadu_ps(v), x1 = _mm512_loadu_ps(v + 16);
+          const __m512i mag = _mm512_set1_epi32(0x7FFFFFFF);
+          const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(x0), mag);
+          const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(x1), mag);
+          const __m512i amax_bits = _mm512_max_epu32(a0, a1);  // |x| orders like its bits
+          const std::uint32_t top = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(amax_bits));
+          if (top >= 0x7F800000u) {  // NaN or Inf
+            std::memset(o.data, 0, sizeof(o.data));
+            o.scale = 0xFF;
+            continue;
+          }
+          const int field = static_cast<int>(top >> 23);  // 0 for zero and subnormal maxima: e = -127
+          const int e = field == 0 ? -127 : field - 127;
+          if (e >= -121) {
+            o.scale = static_cast<std::uint8_t>(e + 127);
+            const __m512 f = _mm512_set1_ps(static_cast<float>(detail::pow2(6 - e)));
+            const __m512 lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+            auto q = [&](__m512 x) {
+              const __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(x, f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+              return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(y, lo), hi)));
+            };
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o.data), q(x0));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o.data + 16), q(x1));
+            continue;
+          }
+        }
+#endif
+        float amax = 0.0f;
+        bool special = false;
+        for (int i = 0; i < n; ++i) {
+          special |= !std::isfinite(v[i]);
+          amax = std::max(amax, std::fabs(v[i]));
+        }
+        std::memset(o.data, 0, sizeof(o.data));
+        if (special) {
+          o.scale = 0xFF;
+          continue;
+        }
+        int e = -127;
+        if (amax > 0.0f) e = std::clamp(detail::ilog2(static_cast<double>(amax)), -127, 127);
+        o.scale = static_cast<std::uint8_t>(e + 127);
+        if (e >= -121) {  // 2^(6-e) is a float; x·2^(6-e) is exact unless below 2^-126, where it rounds to 0 anyway
+          const float f = static_cast<float>(detail::pow2(6 - e));
+          float y[32];
+          for (int i = 0; i < n; ++i) y[i] = std::clamp(std::rint(v[i] * f), -128.0f, 127.0f);  // RNE
+          for (int i = 0; i < n; ++i) o.data[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(y[i]));
+        } else {
+          const double f = detail::pow2(6 - e);
+          for (int i = 0; i < n; ++i) {
+            const double k = std::clamp(std::nearbyint(static_cast<double>(v[i]) * f), -128.0, 127.0);
+            o.data[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(k));
+          }
+        }
+      }
+  });
+}
+
+/// The values of MXINT8 rows (k·2^(S-133); NaN for S = 0xFF), rows x (32·blocks) floats.
+inline void dequantize_mxint8(const MXInt8* q, std::int64_t rows, std::int64_t blocks, float* out) {
+  for (std::int64_t i = 0; i < rows * blocks; ++i) {
+    const MXInt8& b = q[i];
+    const float s = b.scale == 0xFF ? std::numeric_limits<float>::quiet_NaN()
+                                    : static_cast<float>(detail::pow2(static_cast<int>(b.scale) - 133));
+    for (int t = 0; t < 32; ++t) out[i * 32 + t] = static_cast<float>(static_cast<std::int8_t>(b.data[t])) * s;
+  }
+}
+
+namespace detail {
+/// Scale of a block as float: 2^(S-133) (exact, subnormal below S = 7), NaN for 0xFF.
+inline float mx_block_scale(std::uint8_t S) {
+  return S == 0xFF ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(pow2(static_cast<int>(S) - 133));
+}
+}  // namespace detail
+
+/// C[M,N] = A · Bᵀ with A [M, blocks] and B [N, blocks] MXINT8 blocks along K
+/// (blocks = mxint8_blocks(K); K itself only names the logical length, padding elements are
+/// multiplied like the others, so they must be zero as quantize_mxint8 writes them).
+/// Per block: the int8 dot product d (exact int32), then acc = fma(float(d), sa·sb, acc),
+/// blocks in order, in chunks of 32 blocks added in order. Error bound (no underflow:
+/// Sa + Sb >= 140 for every block pair, so sa·sb is a normal float): |C - C_ref| <=
+/// γ_nb · Σ_k |a_k b_k| with nb = blocks, γ_n = n·2^-24/(1-n·2^-24), against the exact
+/// product of the dequantized operands. NaN blocks give NaN.
+inline void gemm_mxint8_nt(const MXInt8* A, const MXInt8* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  detail::gemm_check("gemm_mxint8_nt", M, N, K, A, B, C);
+  const std::int64_t nb = mxint8_blocks(K);
+  std::vector<float> sa(static_cast<std::size_t>(M * nb)), sb(static_cast<std::size_t>(N * nb));
+  for (std::int64_t i = 0; i < M * nb; ++i) sa[static_cast<std::size_t>(i)] = detail::mx_block_scale(A[i].scale);
+  for (std::int64_t i = 0; i < N * nb; ++i) sb[static_cast<std::size_t>(i)] = detail::mx_block_scale(B[i].scale);
+  constexpr std::int64_t kChunk = 32;  // blocks per float chain
+  if constexpr (detail::kHaveVnni) {
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+    using namespace detail;
+    const std::int64_t Kp = nb * 32, Mp = ceil_div(M, kMMR) * kMMR, panels = ceil_div(N, kINR);
+    // A: u8 rows (k + 128), padded rows zero-valued with scale 0.
+    thread_local std::vector<std::uint8_t> ap_buf;  // reused across calls: no page faults
+    thread_local std::vector<float> sap_buf;
+    ap_buf.assign(static_cast<std::size_t>(Mp * Kp), 0x80);
+    sap_buf.assign(static_cast<std::size_t>(Mp * nb), 0.0f);
+    std::uint8_t* apd = ap_buf.data();
+    float* sapd = sap_buf.data();
+    const float* sad = sa.data();
+    parallel_for(M, 64, [=](std::int64_t ib, std::int64_t ie) {
+      for (std::int64_t i = ib; i < ie; ++i)
+        for (std::int64_t b = 0; b < nb; ++b) {
+          xor80_row(reinterpret_cast<const std::int8_t*>(A[i * nb + b].data), apd + i * Kp + b * 32, 32);
+          sapd[i * nb + b] = sad[i * nb + b];
+        }
+    });
+    // B: VNNI panels, per (panel, block) the 32 column scales and -128·Σb per column.
+    thread_local std::vector<std::int8_t> bp_buf;
+    thread_local std::vector<float> sbp_buf;
+    thread_local std::vector<std::int32_t> ncomp_buf;
+    bp_buf.assign(static_cast<std::size_t>(panels * Kp * kINR), 0);
+    sbp_buf.assign(static_cast<std::size_t>(panels * nb * kINR), 0.0f);
+    ncomp_buf.assign(static_cast<std::size_t>(panels * nb * kINR), 0);
+    std::int8_t* bpd = bp_buf.data();
+    float* sbpd = sbp_buf.data();
+    const float* sbd = sb.data();
+    std::int32_t* ncd = ncomp_buf.data();
+    parallel_for(N, kINR, [=](std::int64_t jb, std::int64_t je) {
+    for (std::int64_t j = jb; j < je; ++j) {
+      const std::int64_t q = j / kINR, jj = j % kINR;
+      std::int8_t* d = bpd + q * Kp * kINR + jj * 4;
+      for (std::int64_t b = 0; b < nb; ++b) {
+        ncd[(q * nb + b) * kINR + jj] =
+            -128 * vnni_block(reinterpret_cast<const std::int8_t*>(B[j * nb + b].data), d + b * 32 * kINR);
+        sbpd[(q * nb + b) * kINR + jj] = sbd[j * nb + b];
+      }
+    }
+    });
+    // Workers see their own thread_locals: hand them the caller's buffers as pointers.
+    const std::uint8_t* ap = ap_buf.data();
+    const float* sap = sap_buf.data();
+    const std::int8_t* bp = bp_buf.data();
+    const float* sbp = sbp_buf.data();
+    const std::int32_t* ncomp = ncomp_buf.data();
+    gemm_tiles(M, N, kMMR * 8, kINR * 8, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+      for (std::int64_t j = j0; j < j1; j += kINR) {
+        const std::int64_t q = j / kINR;
+        const std::int8_t* bpan = bp + q * Kp * kINR;
+        const int nr = static_cast<int>(std::min<std::int64_t>(kINR, j1 - j));
+        for (std::int64_t r = i0; r < i1; r += kMMR) {
+          alignas(64) float tile[kMMR][kINR] = {};
+          for (std::int64_t c0 = 0; c0 < nb; c0 += kChunk) {
+            __m512 facc[kMMR][2];
+            for (auto& row : facc) row[0] = row[1] = _mm512_setzero_ps();
+            const std::int64_t c1 = std::min(nb, c0 + kChunk);
+            for (std::int64_t b = c0; b < c1; ++b) {
+              const std::int32_t* nc = ncomp + (q * nb + b) * kINR;
+              const float* sv = sbp + (q * nb + b) * kINR;
+              const __m512i n0 = _mm512_loadu_si512(nc), n1 = _mm512_loadu_si512(nc + 16);
+              __m512i acc[kMMR][2];
+              for (auto& row : acc) row[0] = n0, row[1] = n1;
+              vnni_tile(ap + r * Kp + b * 32, Kp, bpan + b * 8 * 128, 8, acc);
+              const __m512 s0 = _mm512_loadu_ps(sv), s1 = _mm512_loadu_ps(sv + 16);
+#pragma GCC unroll 8
+              for (int i = 0; i < kMMR; ++i) {
+                const __m512 a = _mm512_set1_ps(sap[(r + i) * nb + b]);
+                facc[i][0] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[i][0]), _mm512_mul_ps(a, s0), facc[i][0]);
+                facc[i][1] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[i][1]), _mm512_mul_ps(a, s1), facc[i][1]);
+              }
+            }
+            for (int i = 0; i < kMMR; ++i) {
+              _mm512_store_ps(&tile[i][0], _mm512_add_ps(_mm512_load_ps(&tile[i][0]), facc[i][0]));
+              _mm512_store_ps(&tile[i][16], _mm512_add_ps(_mm512_load_ps(&tile[i][16]), facc[i][1]));
+            }
+          }
+          const int mr = static_cast<int>(std::min<std::int64_t>(kMMR, i1 - r));
+          for (int i = 0; i < mr; ++i)
+            for (int jj = 0; jj < nr; ++jj) C[(r + i) * N + j + jj] = tile[i][jj];
+        }
+      }
+    });
+#endif
+  } else {
+    detail::gemm_tiles(M, N, 16, 64, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+      for (std::int64_t i = i0; i < i1; ++i)
+        for (std::int64_t j = j0; j < j1; ++j) {
+          float total = 0.0f;
+          for (std::int64_t c0 = 0; c0 < nb; c0 += kChunk) {
+            float acc = 0.0f;
+            for (std::int64_t b = c0; b < std::min(nb, c0 + kChunk); ++b) {
+              const MXInt8& x = A[i * nb + b];
+              const MXInt8& y = B[j * nb + b];
+              const std::int32_t d = detail::dot_s8(reinterpret_cast<const std::int8_t*>(x.data),
+                                                    reinterpret_cast<const std::int8_t*>(y.data), 32);
+              acc = std::fma(static_cast<float>(d),
+                             sa[static_cast<std::size_t>(i * nb + b)] * sb[static_cast<std::size_t>(j * nb + b)], acc);
+            }
+            total += acc;
+          }
+          C[i * N + j] = total;
+        }
+    });
+  }
+}
+
+/// y[M,N] = x[M,K] · Wᵀ with the activations x quantized to MXINT8 on the fly
+/// (quantize_mxint8) and W given as MXINT8 [N, mxint8_blocks(K)] blocks.
+inline void gemm_mxint8_f32_nt(const float* x, const MXInt8* W, float* y, std::int64_t M, std::int64_t N,
+                               std::int64_t K) {
+  detail::gemm_check("gemm_mxint8_f32_nt", M, N, K, x, W, y);
+  thread_local std::vector<MXInt8> xq;  // reused across calls (only this thread touches it)
+  xq.resize(static_cast<std::size_t>(M * mxint8_blocks(K)));
+  quantize_mxint8(x, M, K, xq.data());
+  gemm_mxint8_nt(xq.data(), W, y, M, N, K);
+}
+
+// ---- binary (±1) ----------------------------------------------------------------------------
+
+/// 64-bit words per packed binary row of K elements.
+inline std::int64_t binary_words(std::int64_t K) { return detail::ceil_div(K, 64); }
+
+/// Packs rows of ±1 values (x >= 0 -> bit 1 = +1, else bit 0 = -1, as encode(BinarySpec) with
+/// bipolar) 64 per word, element k at bit k%64 of word k/64; padding bits are 0.
+inline std::vector<std::uint64_t> pack_binary(const float* x, std::int64_t rows, std::int64_t K) {
+  detail::require(rows >= 0 && K > 0 && x != nullptr, "pack_binary: bad arguments rows=", rows, " K=", K);
+  const std::int64_t W = binary_words(K);
+  std::vector<std::uint64_t> p(static_cast<std::size_t>(rows * W), 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t k = 0; k < K; ++k)
+      if (x[r * K + k] >= 0.0f) p[static_cast<std::size_t>(r * W + k / 64)] |= std::uint64_t{1} << (k % 64);
+  return p;
+}
+
+/// C[M,N] (int32) = A·Bᵀ over ±1 values packed by pack_binary (binary_words(K) words per row):
+/// dot = K - 2·popcount(a XOR b) over the first K bits only (padding bits are ignored
+/// whatever they hold). Exact.
+inline void gemm_binary_nt(const std::uint64_t* A, const std::uint64_t* B, std::int32_t* C, std::int64_t M,
+                           std::int64_t N, std::int64_t K) {
+  detail::gemm_check("gemm_binary_nt", M, N, K, A, B, C);
+  const std::int64_t W = binary_words(K);
+  const std::uint64_t last = (K % 64) ? (std::uint64_t{1} << (K % 64)) - 1 : ~std::uint64_t{0};
+  constexpr int T = 4;
+  detail::gemm_tiles(M, N, 32, 128, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    for (std::int64_t i = i0; i < i1; i += T)
+      for (std::int64_t j = j0; j < j1; j += T) {
+        const int mi = static_cast<int>(std::min<std::int64_t>(T, i1 - i));
+        const int nj = static_cast<int>(std::min<std::int64_t>(T, j1 - j));
+        const std::uint64_t* a[T];
+        const std::uint64_t* b[T];
+        for (int t = 0; t < T; ++t) {
+          a[t] = A + (i + std::min(t, mi - 1)) * W;
+          b[t] = B + (j + std::min(t, nj - 1)) * W;
+        }
+        std::int64_t cnt[T][T] = {};
+        const std::int64_t Wf = W - 1;  // full words; the last one is masked
+        std::int64_t w = 0;
+#if defined(__AVX512F__) && defined(__AVX512VPOPCNTDQ__)
+        __m512i acc[T][T];
+        for (auto& row : acc)
+          for (auto& v : row) v = _mm512_setzero_si512();
+        for (; w + 8 <= Wf; w += 8) {
+          __m512i av[T], bv[T];
+          for (int t = 0; t < T; ++t) av[t] = _mm512_loadu_si512(a[t] + w), bv[t] = _mm512_loadu_si512(b[t] + w);
+#pragma GCC unroll 4
+          for (int s = 0; s < T; ++s)
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t)
+              acc[s][t] = _mm512_add_epi64(acc[s][t], _mm512_popcnt_epi64(_mm512_xor_si512(av[s], bv[t])));
+        }
+        for (int s = 0; s < T; ++s)
+          for (int t = 0; t < T; ++t) {
+            alignas(64) std::int64_t lanes[8];
+            _mm512_store_si512(lanes, acc[s][t]);
+            for (std::int64_t l : lanes) cnt[s][t] += l;
+          }
+#endif
+        for (; w < Wf; ++w)
+          for (int s = 0; s < T; ++s)
+            for (int t = 0; t < T; ++t) cnt[s][t] += std::popcount(a[s][w] ^ b[t][w]);
+        for (int s = 0; s < mi; ++s)
+          for (int t = 0; t < nj; ++t) {
+            const std::int64_t c = cnt[s][t] + std::popcount((a[s][Wf] ^ b[t][Wf]) & last);
+            C[(i + s) * N + j + t] = static_cast<std::int32_t>(K - 2 * c);
+          }
+      }
+  });
+}
+
+/// Float output of gemm_binary_nt (exact: |dot| <= K <= 2^24 is checked).
+inline void gemm_binary_f32_nt(const std::uint64_t* A, const std::uint64_t* B, float* C, std::int64_t M,
+                               std::int64_t N, std::int64_t K) {
+  detail::gemm_check("gemm_binary_f32_nt", M, N, K, A, B, C);
+  detail::require(K <= (std::int64_t{1} << 24), "gemm_binary_f32_nt: K=", K, " must be <= 2^24 for exact floats");
+  std::vector<std::int32_t> acc(static_cast<std::size_t>(M * N));
+  gemm_binary_nt(A, B, acc.data(), M, N, K);
+  for (std::int64_t i = 0; i < M * N; ++i) C[i] = static_cast<float>(acc[static_cast<std::size_t>(i)]);
+}
+
+}  // namespace qnum
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -1,0 +1,309 @@
+// GEMM kernels against reference matmuls of the dequantized operands (double accumulation):
+// integer paths exact, float paths within their stated bounds, bits independent of threads.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "qnum/kernel/gemm.hpp"
+
+namespace {
+
+struct Shape3 {
+  std::int64_t m, n, k;
+};
+const std::vector<Shape3> kShapes = {{1, 1, 1},      {7, 13, 29},   {64, 64, 64},
+                                     {100, 37, 257}, {13, 70, 300}, {50, 300, 1100}};  // last: several K chunks and column tiles
+
+std::vector<float> randn(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+std::vector<std::int8_t> rand_s8(std::size_t n, std::uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int> d(-128, 127);
+  std::vector<std::int8_t> v(n);
+  for (auto& x : v) x = static_cast<std::int8_t>(d(g));
+  return v;
+}
+
+/// ref[i,j] = Σ_k a[i,k] b[j,k] in double, and Σ_k |a b|.
+void ref_nt(const std::vector<float>& a, const std::vector<float>& b, std::int64_t M, std::int64_t N, std::int64_t K,
+            std::vector<double>& ref, std::vector<double>& absref) {
+  ref.assign(static_cast<std::size_t>(M * N), 0.0);
+  absref.assign(static_cast<std::size_t>(M * N), 0.0);
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      double s = 0, t = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        const double p = static_cast<double>(a[static_cast<std::size_t>(i * K + k)]) * b[static_cast<std::size_t>(j * K + k)];
+        s += p;
+        t += std::fabs(p);
+      }
+      ref[static_cast<std::size_t>(i * N + j)] = s;
+      absref[static_cast<std::size_t>(i * N + j)] = t;
+    }
+}
+
+double gamma(std::int64_t n) {
+  const double u = std::ldexp(1.0, -24);
+  return static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& x, const std::vector<T>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
+}
+
+/// Runs f() under 1, 2 and 3 threads and checks the outputs are bit-identical.
+template <class T, class F>
+std::vector<T> across_threads(F&& f) {
+  const int saved = qnum::num_threads();
+  qnum::set_num_threads(1);
+  std::vector<T> r1 = f();
+  for (int t : {2, 3}) {
+    qnum::set_num_threads(t);
+    CHECK(same_bits(r1, f()));
+  }
+  qnum::set_num_threads(saved);
+  return r1;
+}
+
+}  // namespace
+
+TEST_CASE("kernel gemm: fp32 NT and NN within gamma_K of the double reference, identical across threads") {
+  for (const auto& s : kShapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const auto a = randn(static_cast<std::size_t>(s.m * s.k), 1);
+    const auto b = randn(static_cast<std::size_t>(s.n * s.k), 2);
+    std::vector<double> ref, absref;
+    ref_nt(a, b, s.m, s.n, s.k, ref, absref);
+    const auto c = across_threads<float>([&] {
+      std::vector<float> out(static_cast<std::size_t>(s.m * s.n), -7.0f);
+      qnum::gemm_f32_nt(a.data(), b.data(), out.data(), s.m, s.n, s.k);
+      return out;
+    });
+    // B transposed to [K,N] for the NN form: same kernel after packing, so the same bits.
+    std::vector<float> bt(b.size());
+    for (std::int64_t j = 0; j < s.n; ++j)
+      for (std::int64_t k = 0; k < s.k; ++k) bt[static_cast<std::size_t>(k * s.n + j)] = b[static_cast<std::size_t>(j * s.k + k)];
+    std::vector<float> cnn(c.size());
+    qnum::gemm_f32_nn(a.data(), bt.data(), cnn.data(), s.m, s.n, s.k);
+    CHECK(same_bits(c, cnn));
+    int bad = 0;
+    for (std::size_t i = 0; i < c.size(); ++i)
+      bad += std::fabs(c[i] - ref[i]) > gamma(s.k + 1) * absref[i] + 1e-30;  // +1: builds without FMA
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("kernel gemm: int8 x int8 -> int32 exact; fixed-point rescale equals the dequantized reference") {
+  for (const auto& s : kShapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const auto a = rand_s8(static_cast<std::size_t>(s.m * s.k), 3);
+    auto b = rand_s8(static_cast<std::size_t>(s.n * s.k), 4);
+    b[0] = -128;  // the extremes, including -128·-128
+    const auto c = across_threads<std::int32_t>([&] {
+      std::vector<std::int32_t> out(static_cast<std::size_t>(s.m * s.n));
+      qnum::gemm_s8_nt(a.data(), b.data(), out.data(), s.m, s.n, s.k);
+      return out;
+    });
+    int bad = 0;
+    for (std::int64_t i = 0; i < s.m; ++i)
+      for (std::int64_t j = 0; j < s.n; ++j) {
+        std::int64_t r = 0;
+        for (std::int64_t k = 0; k < s.k; ++k) r += a[static_cast<std::size_t>(i * s.k + k)] * b[static_cast<std::size_t>(j * s.k + k)];
+        bad += r != c[static_cast<std::size_t>(i * s.n + j)];
+      }
+    CHECK(bad == 0);
+
+    // Fixed point: Fa = 4, Fb = 6, against the double matmul of the dequantized values.
+    const int Fa = 4, Fb = 6;
+    std::vector<float> af(a.size()), bf(b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) af[i] = std::ldexp(static_cast<float>(a[i]), -Fa);
+    for (std::size_t i = 0; i < b.size(); ++i) bf[i] = std::ldexp(static_cast<float>(b[i]), -Fb);
+    std::vector<double> ref, absref;
+    ref_nt(af, bf, s.m, s.n, s.k, ref, absref);
+    std::vector<float> y(static_cast<std::size_t>(s.m * s.n));
+    qnum::gemm_fixed8_nt(a.data(), Fa, b.data(), Fb, y.data(), s.m, s.n, s.k);
+    bad = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) bad += y[i] != static_cast<float>(ref[i]);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("kernel gemm: int8 all -128 stays exact over several K chunks and at the largest K") {
+  for (const std::int64_t K : {std::int64_t{4097}, qnum::kGemmInt8MaxK}) {
+    const std::int64_t M = K > 5000 ? 1 : 3, N = K > 5000 ? 2 : 5;
+    std::vector<std::int8_t> a(static_cast<std::size_t>(M * K), -128), b(static_cast<std::size_t>(N * K), -128);
+    std::vector<std::int32_t> c(static_cast<std::size_t>(M * N));
+    qnum::gemm_s8_nt(a.data(), b.data(), c.data(), M, N, K);
+    for (auto v : c) CHECK(v == 16384 * K);  // 2147467264 at the largest K: the int32 range is enough
+  }
+}
+
+TEST_CASE("kernel gemm: quantize_fixed8 rounds to nearest even and saturates") {
+  const std::vector<float> x = {0.03125f, 0.09375f, -0.03125f, 100.0f, -100.0f, 1.0f};
+  const auto k = qnum::quantize_fixed8(x, 4);  // x·16: 0.5 -> 0, 1.5 -> 2, -0.5 -> 0
+  CHECK(k == std::vector<std::int8_t>{0, 2, 0, 127, -128, 16});
+  CHECK_THROWS_AS(qnum::quantize_fixed8(std::vector<float>{NAN}, 4), qnum::Error);
+}
+
+TEST_CASE("kernel gemm: quantize_mxint8 matches MXInt8::from_floats block for block") {
+  auto x = randn(32 * 40 + 7, 5, 3.0f);
+  x[3] = 0.0f;
+  for (int i = 32; i < 64; ++i) x[static_cast<std::size_t>(i)] = 0.0f;          // all-zero block
+  for (int i = 64; i < 96; ++i) x[static_cast<std::size_t>(i)] *= 1e-40f;       // subnormal block
+  for (int i = 96; i < 128; ++i) x[static_cast<std::size_t>(i)] = 63.5f / 64;  // ties at the top
+  x[130] = 1e38f;
+  x[200] = NAN;
+  const std::int64_t K = static_cast<std::int64_t>(x.size());
+  std::vector<qnum::MXInt8> q(static_cast<std::size_t>(qnum::mxint8_blocks(K)));
+  qnum::quantize_mxint8(x.data(), 1, K, q.data());
+  int bad = 0;
+  for (std::int64_t b = 0; b < qnum::mxint8_blocks(K); ++b) {
+    std::array<float, 32> blk{};
+    for (int t = 0; t < 32 && b * 32 + t < K; ++t) blk[static_cast<std::size_t>(t)] = x[static_cast<std::size_t>(b * 32 + t)];
+    const auto r = qnum::MXInt8::from_floats(blk);
+    bad += r.scale != q[static_cast<std::size_t>(b)].scale;
+    if (r.scale != 0xFF) bad += std::memcmp(r.data, q[static_cast<std::size_t>(b)].data, 32) != 0;
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("kernel gemm: mxint8 within gamma_nb of the dequantized reference, identical across threads") {
+  for (const auto& s : kShapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const std::int64_t nb = qnum::mxint8_blocks(s.k);
+    auto xa = randn(static_cast<std::size_t>(s.m * s.k), 6);
+    const auto xb = randn(static_cast<std::size_t>(s.n * s.k), 7, 0.05f);
+    if (s.k > 40) xa[33] = 1e-3f;  // blocks of very different scales
+    std::vector<qnum::MXInt8> qa(static_cast<std::size_t>(s.m * nb)), qb(static_cast<std::size_t>(s.n * nb));
+    qnum::quantize_mxint8(xa.data(), s.m, s.k, qa.data());
+    qnum::quantize_mxint8(xb.data(), s.n, s.k, qb.data());
+    std::vector<float> da(static_cast<std::size_t>(s.m * nb * 32)), db(static_cast<std::size_t>(s.n * nb * 32));
+    qnum::dequantize_mxint8(qa.data(), s.m, nb, da.data());
+    qnum::dequantize_mxint8(qb.data(), s.n, nb, db.data());
+    std::vector<double> ref, absref;
+    ref_nt(da, db, s.m, s.n, nb * 32, ref, absref);
+    const auto c = across_threads<float>([&] {
+      std::vector<float> out(static_cast<std::size_t>(s.m * s.n));
+      qnum::gemm_mxint8_nt(qa.data(), qb.data(), out.data(), s.m, s.n, s.k);
+      return out;
+    });
+    int bad = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) bad += std::fabs(c[i] - ref[i]) > gamma(nb) * absref[i] + 1e-30;
+    CHECK(bad == 0);
+    // The on-the-fly activation path gives the same bits.
+    std::vector<float> y(c.size());
+    qnum::gemm_mxint8_f32_nt(xa.data(), qb.data(), y.data(), s.m, s.n, s.k);
+    CHECK(same_bits(c, y));
+    // And stays close to the float GEMM of the unquantized operands (sanity of the scales).
+    if (s.k >= 64) {
+      std::vector<double> r2, a2;
+      ref_nt(xa, xb, s.m, s.n, s.k, r2, a2);
+      double err = 0, mag = 0;
+      for (std::size_t i = 0; i < c.size(); ++i) err += std::fabs(c[i] - r2[i]), mag += a2[i];
+      CHECK(err < 0.02 * mag);
+    }
+  }
+}
+
+TEST_CASE("kernel gemm: mxint8 NaN blocks give NaN") {
+  std::vector<float> x(64, 1.0f);
+  x[5] = NAN;
+  std::vector<qnum::MXInt8> q(2);
+  qnum::quantize_mxint8(x.data(), 1, 64, q.data());
+  CHECK(q[0].scale == 0xFF);
+  float c = 0;
+  qnum::gemm_mxint8_nt(q.data(), q.data(), &c, 1, 1, 64);
+  CHECK(std::isnan(c));
+}
+
+TEST_CASE("kernel gemm: binary XNOR-popcount exact, padding bits ignored, identical across threads") {
+  for (const auto& s : kShapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const auto xa = randn(static_cast<std::size_t>(s.m * s.k), 8);
+    const auto xb = randn(static_cast<std::size_t>(s.n * s.k), 9);
+    auto pa = qnum::pack_binary(xa.data(), s.m, s.k);
+    auto pb = qnum::pack_binary(xb.data(), s.n, s.k);
+    if (s.k % 64) {  // garbage in the padding of A only: must not count
+      const std::int64_t W = qnum::binary_words(s.k);
+      for (std::int64_t i = 0; i < s.m; ++i) pa[static_cast<std::size_t>(i * W + W - 1)] |= ~std::uint64_t{0} << (s.k % 64);
+    }
+    const auto c = across_threads<std::int32_t>([&] {
+      std::vector<std::int32_t> out(static_cast<std::size_t>(s.m * s.n));
+      qnum::gemm_binary_nt(pa.data(), pb.data(), out.data(), s.m, s.n, s.k);
+      return out;
+    });
+    std::vector<float> sa(xa.size()), sb(xb.size());
+    for (std::size_t i = 0; i < xa.size(); ++i) sa[i] = xa[i] >= 0 ? 1.0f : -1.0f;
+    for (std::size_t i = 0; i < xb.size(); ++i) sb[i] = xb[i] >= 0 ? 1.0f : -1.0f;
+    std::vector<double> ref, absref;
+    ref_nt(sa, sb, s.m, s.n, s.k, ref, absref);
+    int bad = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) bad += static_cast<double>(c[i]) != ref[i];
+    CHECK(bad == 0);
+    std::vector<float> cf(c.size());
+    qnum::gemm_binary_f32_nt(pa.data(), pb.data(), cf.data(), s.m, s.n, s.k);
+    bad = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) bad += static_cast<double>(cf[i]) != ref[i];
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("kernel gemm: unaligned pointers give the same results") {
+  const std::int64_t M = 9, N = 17, K = 70;
+  const auto a = randn(static_cast<std::size_t>(M * K), 10), b = randn(static_cast<std::size_t>(N * K), 11);
+  std::vector<float> abuf(a.size() + 1), bbuf(b.size() + 3), cbuf(static_cast<std::size_t>(M * N) + 1);
+  std::vector<float> c(static_cast<std::size_t>(M * N));
+  qnum::gemm_f32_nt(a.data(), b.data(), c.data(), M, N, K);
+  // Floats at odd offsets (4-byte aligned, never 64), and int8 at odd byte offsets.
+  std::memcpy(abuf.data() + 1, a.data(), a.size() * 4);
+  std::memcpy(bbuf.data() + 3, b.data(), b.size() * 4);
+  qnum::gemm_f32_nt(abuf.data() + 1, bbuf.data() + 3, cbuf.data() + 1, M, N, K);
+  CHECK(std::memcmp(c.data(), cbuf.data() + 1, c.size() * 4) == 0);
+  const auto ia = rand_s8(static_cast<std::size_t>(M * K), 12), ib = rand_s8(static_cast<std::size_t>(N * K), 13);
+  std::vector<std::int8_t> iabuf(ia.size() + 3), ibbuf(ib.size() + 1);
+  std::memcpy(iabuf.data() + 3, ia.data(), ia.size());
+  std::memcpy(ibbuf.data() + 1, ib.data(), ib.size());
+  std::vector<std::int32_t> ic(c.size()), ic2(c.size());
+  qnum::gemm_s8_nt(ia.data(), ib.data(), ic.data(), M, N, K);
+  qnum::gemm_s8_nt(iabuf.data() + 3, ibbuf.data() + 1, ic2.data(), M, N, K);
+  CHECK(ic == ic2);
+}
+
+TEST_CASE("kernel gemm: bad input throws qnum::Error") {
+  std::vector<float> a(16), b(16), c(16);
+  CHECK_THROWS_AS(qnum::gemm_f32_nt(a.data(), b.data(), c.data(), 0, 4, 4), qnum::Error);
+  CHECK_THROWS_AS(qnum::gemm_f32_nt(a.data(), b.data(), c.data(), 4, -1, 4), qnum::Error);
+  CHECK_THROWS_AS(qnum::gemm_f32_nt(nullptr, b.data(), c.data(), 4, 4, 4), qnum::Error);
+  CHECK_THROWS_AS(qnum::gemm_f32_nt(std::span<const float>(a), std::span<const float>(b), std::span<float>(c), 4, 4, 5),
+                  qnum::Error);
+  std::vector<std::int8_t> ia(16);
+  std::vector<std::int32_t> ic(16);
+  CHECK_THROWS_AS(qnum::gemm_s8_nt(ia.data(), ia.data(), ic.data(), 1, 1, qnum::kGemmInt8MaxK + 1), qnum::Error);
+  CHECK_THROWS_AS(qnum::gemm_s8_nt(ia.data(), ia.data(), ic.data(), 4, 4, 0), qnum::Error);
+  std::vector<qnum::MXInt8> q(4);
+  CHECK_THROWS_AS(qnum::gemm_mxint8_nt(q.data(), q.data(), c.data(), 0, 1, 32), qnum::Error);
+  CHECK_THROWS_AS(qnum::quantize_mxint8(a.data(), 1, 0, q.data()), qnum::Error);
+  std::vector<std::uint64_t> w(4);
+  CHECK_THROWS_AS(qnum::gemm_binary_nt(w.data(), w.data(), ic.data(), 1, 1, 0), qnum::Error);
+  CHECK_THROWS_AS(qnum::pack_binary(a.data(), 1, -3), qnum::Error);
+}
