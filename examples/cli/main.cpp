@@ -11,7 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <qnum/qnum.hpp>
+
+#include "bench_attention.hpp"
+#include "bench_gemm.hpp"
+#include "bench_quantize.hpp"
 
 namespace {
 
@@ -137,6 +142,23 @@ void demo(std::int64_t n, std::uint32_t seed) {
     }
 }
 
+// ---- qnum bench ---------------------------------------------------------------------------
+
+/// Prints a benchmark result: the JSON line itself, or `key  value` lines for people.
+void print_bench(const std::string& json, bool as_json) {
+  if (as_json) {
+    std::cout << json << "\n";
+    return;
+  }
+  const auto j = nlohmann::json::parse(json);
+  for (const auto& [key, value] : j.items()) {
+    if (value.is_number_float())
+      std::printf("%-14s %.4g\n", key.c_str(), value.get<double>());
+    else
+      std::printf("%-14s %s\n", key.c_str(), value.is_string() ? value.get<std::string>().c_str() : value.dump().c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,6 +190,33 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--size", size, "number of values (multiple of 64)")->capture_default_str();
   demo_cmd->add_option("--seed", demo_seed, "generator seed")->capture_default_str();
 
+  auto* bench = app.add_subcommand("bench", "Measure kernels against their baseline in the same run");
+  bench->require_subcommand(1);
+  bool as_json = false;
+  int bench_threads = 1;
+  auto* bq = bench->add_subcommand("quantize", "quantize GB/s vs memcpy of the same buffer");
+  std::string bq_spec, bq_mode = "exact";
+  std::int64_t bq_size = 1 << 22;
+  bq->add_option("--format,-f", bq_spec, "format SPEC")->required();
+  bq->add_option("--mode", bq_mode, "exact or mase")->capture_default_str();
+  bq->add_option("--size", bq_size, "number of floats")->capture_default_str();
+  auto* bg = bench->add_subcommand("gemm", "GEMM GFLOP/s vs fp32 GEMM of the same shape");
+  std::int64_t gm = 1024, gn = 1024, gk = 1024;
+  std::string gkind = "fp32";
+  bg->add_option("--m", gm, "rows of A and C")->capture_default_str();
+  bg->add_option("--n", gn, "columns of C")->capture_default_str();
+  bg->add_option("--k", gk, "reduction length")->capture_default_str();
+  bg->add_option("--kind", gkind, "fp32, int8, mxint8 or binary")->capture_default_str();
+  auto* ba = bench->add_subcommand("attention", "fused (flash-style) vs naive attention forward");
+  std::int64_t aseq = 512, aheads = 12, adim = 64;
+  ba->add_option("--seq", aseq, "sequence length")->capture_default_str();
+  ba->add_option("--heads", aheads, "attention heads")->capture_default_str();
+  ba->add_option("--head-dim", adim, "head dimension")->capture_default_str();
+  for (auto* sub : {bq, bg, ba}) {
+    sub->add_flag("--json", as_json, "print one JSON object");
+    sub->add_option("--threads", bench_threads, "threads")->capture_default_str();
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -187,6 +236,14 @@ int main(int argc, char** argv) {
         describe_format(describe, mode_policy(mode));
     } else if (*quant) {
       quantize_file(spec, mode_policy(mode), role, seed, seed_opt->count() > 0, uniforms, in_path, out_path);
+    } else if (*bq) {
+      print_bench(qnum::cli::bench_quantize_json(qnum::Format::parse(bq_spec, mode_policy(bq_mode)), bq_size,
+                                                 bench_threads),
+                  as_json);
+    } else if (*bg) {
+      print_bench(bench_gemm_json(gm, gn, gk, gkind, bench_threads), as_json);
+    } else if (*ba) {
+      print_bench(qnum::cli::bench_attention_json(aseq, aheads, adim, bench_threads), as_json);
     } else if (*demo_cmd) {
       qnum::detail::require(size >= 64 && size % 64 == 0 && size <= (1LL << 28), "--size ", size,
                             " must be a positive multiple of 64 up to 2^28");

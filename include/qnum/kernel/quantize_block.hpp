@@ -1,0 +1,230 @@
+// SIMD kernels for blocked formats in exact mode: block_fp (1-D blocks along the last axis)
+// and MX (mxint, mxfp; blocks along the last axis, no quantile search), nearest-even rounding.
+// Per block: the max magnitude as an integer max over the bits (NaN > Inf > finite), the
+// shared exponent as the reference computes it, then the elements in vector registers;
+// partial blocks run through a zero-padded buffer (zeros never change a block's max).
+// Included by quantize.hpp; everything else falls back to the reference there.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "qnum/format/block_fp.hpp"
+#include "qnum/format/mx.hpp"
+
+namespace qnum::kernel::detail {
+
+/// Which blocked formats the vector path covers (exact semantics, RNE, blocks along the
+/// last axis of a tensor of rank >= 1).
+inline bool block_supported(const Format& f, const Shape& shape) {
+  const Policy& p = f.policy;
+  if (p.is_mase() || p.rounding != Rounding::nearest_even) return false;
+  if (const auto* s = std::get_if<BlockFPSpec>(&f.spec)) {
+    if (shape.empty()) return false;
+    const auto L = exact_block_layout(shape, s->block_size);
+    for (std::size_t d = 0; d + 1 < L.rank(); ++d)
+      if (L.tile[d] > 1) return false;
+    return true;
+  }
+  auto mx_ok = [&](const auto& s) {
+    if (s.quantile_search) return false;
+    const std::size_t rank = shape.empty() ? 1 : shape.size();
+    return s.block_dim == -1 || s.block_dim == static_cast<int>(rank) - 1;
+  };
+  if (const auto* s = std::get_if<MXIntSpec>(&f.spec)) return mx_ok(*s);
+  if (const auto* s = std::get_if<MXFPSpec>(&f.spec)) return mx_ok(*s) && s->element().grid().emin >= -126;
+  return false;
+}
+
+/// NaN block (kept out of line).
+[[gnu::noinline]] inline void fill_nan(float* y, std::int64_t len) { std::fill(y, y + len, qnum::detail::kNaN); }
+
+/// Max of the magnitude bits of x[0, len) (len a multiple of the vector size).
+template <class A>
+inline std::int32_t block_max_bits(const float* x, std::int64_t len) {
+  constexpr std::int64_t N = bf<A>::size;
+  bi<A> m(0);
+  for (std::int64_t i = 0; i < len; i += N) {
+    const bi<A> a = as_int<A>(bf<A>::load_unaligned(x + i)) & bi<A>(0x7fffffff);
+    m = select_i<A>(a > m, a, m);
+  }
+  alignas(64) std::int32_t lanes[bi<A>::size];  // xsimd 8.1 has no integer max reduction
+  m.store_aligned(lanes);
+  std::int32_t r = lanes[0];
+  for (std::size_t i = 1; i < bi<A>::size; ++i) r = std::max(r, lanes[i]);
+  return r;
+}
+
+/// Round to nearest even of a non-negative float (libm's nearbyintf saves and restores the
+/// floating-point environment: far slower).
+inline float rne_nonneg(float v) { return v < 8388608.0f ? (v + 8388608.0f) - 8388608.0f : v; }
+
+/// Per-block parameters: `kind` 0 = vector rounding with (a, b), 1 = NaN block, 2 = the
+/// reference for this block (rare exponent ranges).
+struct BlockParams {
+  int kind;
+  float a, b;
+};
+
+/// For every block of every row: params = prep(max magnitude bits of the block), then
+/// apply(x, y, len, params). Blocks are numbered row by row and split across threads in
+/// chunks of whole blocks (so a single long row is parallel too; chunks depend only on the
+/// sizes). Full blocks go in groups of G: first every block max of the group (a tight loop
+/// of independent loads, next group prefetched: per-block scalar work otherwise leaves too
+/// few cache misses in flight and the loop runs at memory latency, ~2 GB/s), then the params,
+/// then the elements. A row's last, partial block runs through a zero-padded buffer (zeros
+/// never change a block's max).
+template <class A, class Prep, class Apply>
+void for_each_row_block(std::span<const float> in, std::span<float> out, std::int64_t row, std::int64_t bs,
+                        Prep&& prep, Apply&& apply) {
+  constexpr std::int64_t N = bf<A>::size;
+  constexpr std::int64_t G = 8;
+  if (row <= 0 || in.empty()) return;
+  const std::int64_t rows = static_cast<std::int64_t>(in.size()) / row;
+  const std::int64_t per_row = (row + bs - 1) / bs;              // blocks per row
+  const std::int64_t full = bs % N == 0 ? row / bs : 0;          // of which on the grouped path
+  const float* src = in.data();
+  float* dst = out.data();
+  parallel_for(rows * per_row, std::max<std::int64_t>(1, kQuantizeGrain / bs), [&](std::int64_t b0, std::int64_t b1) {
+    std::vector<float> xb, yb;
+    BlockParams params[G];
+    std::int32_t maxbits[G];
+    for (std::int64_t b = b0; b < b1;) {
+      const std::int64_t r = b / per_row, j0 = b % per_row;
+      const float* xr = src + r * row;
+      float* yr = dst + r * row;
+      // full blocks [j0, j1) of this row within the chunk
+      const std::int64_t j1 = std::min(full, j0 + (b1 - b));
+      for (std::int64_t g = j0; g < j1; g += G) {
+        const std::int64_t n = std::min(G, j1 - g);
+        const float* xg = xr + g * bs;
+        for (std::int64_t k = 0; k < n * bs; k += 16) __builtin_prefetch(xg + G * bs + k);
+        for (std::int64_t k = 0; k < n; ++k) maxbits[k] = block_max_bits<A>(xg + k * bs, bs);
+        for (std::int64_t k = 0; k < n; ++k) params[k] = prep(maxbits[k]);
+        for (std::int64_t k = 0; k < n; ++k) apply(xr + (g + k) * bs, yr + (g + k) * bs, bs, params[k]);
+      }
+      std::int64_t j = std::max(j0, j1);
+      b += j - j0;
+      // remaining blocks of this row in the chunk (partial ones or bs % N != 0): padded
+      for (; j < per_row && b < b1; ++j, ++b) {
+        const std::int64_t start = j * bs, len = std::min(bs, row - start);
+        const std::int64_t padded = (len + N - 1) / N * N;
+        xb.assign(static_cast<std::size_t>(padded), 0.0f);
+        yb.resize(static_cast<std::size_t>(padded));
+        std::copy(xr + start, xr + start + len, xb.begin());
+        const BlockParams bp = prep(block_max_bits<A>(xb.data(), padded));
+        if (bp.kind == 2) {  // the reference sees the real length
+          apply(xr + start, yr + start, len, bp);
+          continue;
+        }
+        apply(xb.data(), yb.data(), padded, bp);
+        std::copy(yb.begin(), yb.begin() + len, yr + start);
+      }
+    }
+  });
+}
+
+/// MX exact (OCP): scale exponent from the block max, y = x 2^-s, element rounding, y' 2^s.
+template <class A>
+void mx_quantize_simd(const MXElement& e, int scale_bits, const Policy& p, std::span<const float> in,
+                      std::span<float> out, const Shape& shape, std::int64_t bs) {
+  constexpr std::int64_t N = bf<A>::size;
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  const GridKernel<MXElement> grid(e, p, e.grid(p.subnormals == Subnormals::keep), false);
+  const float kscale = qnum::detail::pow2f(e.frac_width), kinv = qnum::detail::pow2f(-e.frac_width);
+  const auto kmin = static_cast<float>(e.kmin()), kmax = static_cast<float>(e.kmax());
+  auto prep = [&](std::int32_t mb) -> BlockParams {
+    if (mb >= 0x7f800000) return {1, 0.0f, 0.0f};  // NaN or Inf: NaN scale, the whole block is NaN
+    const int sexp =
+        qnum::detail::mx_exact_scale_exp(e, scale_bits, static_cast<double>(bits_float(static_cast<std::uint32_t>(mb))));
+    return {0, qnum::detail::pow2f(-sexp), qnum::detail::pow2f(sexp)};
+  };
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+    if (bp.kind == 1) return fill_nan(y, len);
+    const bf<A> down(bp.a), up(bp.b);
+    for (std::int64_t i = 0; i < len; i += N) {
+      const bf<A> v = bf<A>::load_unaligned(x + i) * down;  // == float(x 2^-s), one rounding
+      bf<A> q;
+      if (e.is_int) {
+        bf<A> k = xsimd::nearbyint(v * bf<A>(kscale));  // exact product; keeps the sign of zero
+        k = xsimd::select(k < bf<A>(kmin), bf<A>(kmin), k);
+        k = xsimd::select(k > bf<A>(kmax), bf<A>(kmax), k);
+        q = k * bf<A>(kinv);
+      } else {
+        q = grid.template apply<A>(v);
+      }
+      (q * up).store_unaligned(y + i);
+    }
+  };
+  for_each_row_block<A>(in, out, row, bs, prep, apply);
+}
+
+/// One block through the reference codec (kept out of line: the hot loop stays small).
+[[gnu::noinline]] inline void block_fp_reference_block(const BlockFPSpec& s, const Policy& p, const float* x, float* y,
+                                                       std::int64_t len) {
+  std::vector<float> xs(x, x + len);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(len), 0);
+  std::vector<std::uint32_t> codes(static_cast<std::size_t>(len));
+  const int e = qnum::detail::block_fp_encode_exact(s, p, xs, idx, codes);
+  for (std::int64_t j = 0; j < len; ++j) y[j] = qnum::detail::block_fp_decode_exact(s, e, codes[j]);
+}
+
+/// block_fp exact along the last axis.
+template <class A>
+void block_fp_quantize_simd(const BlockFPSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                            const Shape& shape) {
+  constexpr std::int64_t N = bf<A>::size;
+  const auto L = exact_block_layout(shape, s.block_size);
+  const std::int64_t row = shape.back(), bs = std::max<std::int64_t>(L.tile.back(), 1);
+  const int M = s.mantissa_bits(), emin = s.emin(), emax = s.emax_exact();
+  const float kmax = static_cast<float>(qnum::detail::pow2(M) - 1.0);
+  // max/2^lg >= 2 - 2^-M rounds up to 2^M (M >= 24: max 2^(M-e) is an integer, no carry)
+  const std::int32_t carry_mant = M >= 24 ? 0x800000 : 0x800000 - (1 << (23 - M));
+  auto pow2_fast = [](int t) {  // 2^t, t in [-149, 127]
+    return t >= -126 ? bits_float(static_cast<std::uint32_t>(t + 127) << 23) : qnum::detail::pow2f(t);
+  };
+  auto prep = [&](std::int32_t mb) -> BlockParams {
+    if (mb >= 0x00800000 && mb < 0x7f800000) {  // normal max: integer arithmetic on its bits
+      const int lg = (mb >> 23) - 127;
+      int e = std::clamp(lg + 1, emin, emax);
+      if (M - e > 127) return {2, 0.0f, 0.0f};
+      // carry (see below): only when e = lg + 1 < emax, decided by the max's mantissa
+      if (e == lg + 1 && e < emax && (mb & 0x7fffff) >= carry_mant) ++e;
+      return {0, pow2_fast(M - e), pow2_fast(e - M)};
+    }
+    if (mb > 0x7f800000) return {1, 0.0f, 0.0f};  // NaN block
+    const bool has_inf = mb == 0x7f800000;
+    int e = emin;
+    if (has_inf)
+      e = emax;
+    else if (mb > 0)
+      e = std::clamp(qnum::detail::ilog2(static_cast<double>(bits_float(static_cast<std::uint32_t>(mb)))) + 1, emin,
+                     emax);
+    if (M - e > 127) return {2, 0.0f, 0.0f};  // 2^(M-e) is no float (blocks below 2^-104)
+    // Carry: some element reaches 2^M at step 2^(e-M); rounding is monotone, so it is the
+    // max that does (Inf blocks keep e = emax and saturate).
+    if (!has_inf && e < emax && rne_nonneg(bits_float(static_cast<std::uint32_t>(mb)) * qnum::detail::pow2f(M - e)) > kmax)
+      ++e;
+    // |x| 2^(M-e) is exact in float, or below 2^-126, which rounds to 0 either way; 2^(M-e)
+    // and 2^(e-M) are exact floats (M - e in [-127, 127], e - M >= -149 by validation).
+    return {0, qnum::detail::pow2f(M - e), qnum::detail::pow2f(e - M)};
+  };
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+    if (bp.kind == 1) return fill_nan(y, len);
+    if (bp.kind == 2) return block_fp_reference_block(s, p, x, y, len);
+    const bf<A> scale(bp.a), step(bp.b);
+    for (std::int64_t i = 0; i < len; i += N) {
+      const bf<A> v = bf<A>::load_unaligned(x + i);
+      const bf<A> k = xsimd::nearbyint(xsimd::abs(v) * scale);
+      const bf<A> mag = xsimd::min(k, bf<A>(kmax)) * step;
+      const bi<A> sgn = as_int<A>(v) & bi<A>(static_cast<std::int32_t>(0x80000000u));
+      as_float<A>(as_int<A>(mag) | sgn).store_unaligned(y + i);
+    }
+  };
+  for_each_row_block<A>(in, out, row, bs, prep, apply);
+}
+
+}  // namespace qnum::kernel::detail

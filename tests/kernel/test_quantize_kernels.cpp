@@ -1,0 +1,494 @@
+// SIMD quantize kernels against the scalar reference Format::quantize, bit for bit (any NaN
+// equals any NaN), for every compiled-in instruction set, on random inputs, every code's
+// neighbourhood (value, float neighbours, midpoints = ties), log2 decision points, specials,
+// odd sizes, unaligned pointers and 1/2/3 threads.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "qnum/kernel/quantize.hpp"
+
+namespace {
+
+using qnum::Format;
+using qnum::Policy;
+
+bool same_bits(float a, float b) {
+  if (a != a && b != b) return true;
+  std::uint32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return x == y;
+}
+
+std::string hex(float v) {
+  std::uint32_t b;
+  std::memcpy(&b, &v, 4);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g (0x%08x)", static_cast<double>(v), b);
+  return buf;
+}
+
+/// Counts mismatches of `out` against `ref`; reports the first.
+int count_mismatch(const Format& f, const std::vector<float>& in, const std::vector<float>& ref,
+                   const std::vector<float>& out, const std::string& what) {
+  int bad = 0;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (!same_bits(ref[i], out[i])) {
+      if (bad == 0)
+        MESSAGE(f.to_string(), " [", what, "] x=", hex(in[i]), " ref=", hex(ref[i]), " got=", hex(out[i]),
+                " at ", i);
+      ++bad;
+    }
+  return bad;
+}
+
+// ---- inputs -------------------------------------------------------------------------------
+
+void add_with_neighbours(std::vector<float>& v, float x, int ulps = 2) {
+  float lo = x, hi = x;
+  v.push_back(x);
+  for (int i = 0; i < ulps; ++i) {
+    lo = std::nextafter(lo, -qnum::detail::kInf);
+    hi = std::nextafter(hi, qnum::detail::kInf);
+    v.push_back(lo);
+    v.push_back(hi);
+  }
+}
+
+std::vector<float> random_inputs(std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> v;
+  for (int e = -150; e <= 127; e += 3)  // normal at many scales
+    for (int i = 0; i < 24; ++i) v.push_back(std::ldexp(normal(gen), e));
+  for (int i = 0; i < 2000; ++i) v.push_back(uni(gen));
+  for (int i = 0; i < 500; ++i) v.push_back(uni(gen) * 3.0e38f);  // huge
+  for (int i = 0; i < 500; ++i) v.push_back(uni(gen) * 1e-30f);   // tiny
+  for (int i = 0; i < 500; ++i) {                                 // subnormal floats
+    const std::uint32_t b = static_cast<std::uint32_t>(gen()) & 0x807fffffu;
+    float x;
+    std::memcpy(&x, &b, 4);
+    v.push_back(x);
+  }
+  for (int i = 0; i < 2000; ++i) {  // random bit patterns (incl. NaN payloads)
+    const auto b = static_cast<std::uint32_t>(gen());
+    float x;
+    std::memcpy(&x, &b, 4);
+    v.push_back(x);
+  }
+  const float inf = qnum::detail::kInf;
+  for (float s : {0.0f, -0.0f, inf, -inf, qnum::detail::kNaN, -qnum::detail::kNaN, 1e-8f, -1e-8f, 1e-9f, -1e-9f,
+                  std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min()})
+    add_with_neighbours(v, s);
+  return v;
+}
+
+/// Powers of two, sqrt(2) points and the mase log2 thresholds, each with float neighbours,
+/// both signs (also shifted by MASE's epsilons, so value + eps lands on the threshold).
+std::vector<float> log2_points() {
+  std::vector<float> v;
+  using qnum::kernel::detail::Log2Op;
+  for (int e = -149; e <= 127; ++e) {
+    add_with_neighbours(v, std::ldexp(1.0f, e), 3);
+    add_with_neighbours(v, static_cast<float>(std::ldexp(1.4142135623730951, e)), 2);
+  }
+  for (auto op : {Log2Op::floor, Log2Op::ceil, Log2Op::nearest}) {
+    const auto& t = qnum::kernel::detail::log2_thresholds(op);
+    for (auto b : t.t) {
+      if (b == INT32_MAX) continue;
+      const float w = qnum::detail::bits_float(static_cast<std::uint32_t>(b));
+      add_with_neighbours(v, w, 2);
+      add_with_neighbours(v, w - 1e-9f, 2);
+    }
+  }
+  const std::size_t n = v.size();
+  for (std::size_t i = 0; i < n; ++i) v.push_back(-v[i]);
+  return v;
+}
+
+/// Every code's value of an elementwise format up to 16 bits, its float neighbours, and the
+/// midpoints between consecutive values (ties) with theirs; both signs.
+std::vector<float> code_neighbourhood(const Format& f) {
+  std::vector<float> vals;
+  std::visit(
+      [&](const auto& s) {
+        if constexpr (requires { qnum::decode(s, std::uint32_t{0}); } &&
+                      !std::is_same_v<std::decay_t<decltype(s)>, qnum::BinarySpec> &&
+                      !std::is_same_v<std::decay_t<decltype(s)>, qnum::TernarySpec>) {
+          if (s.width > 16) return;
+          for (std::uint32_t c = 0; c < (1u << s.width); ++c) {
+            const float x = qnum::decode(s, c);
+            if (std::isfinite(x)) vals.push_back(std::fabs(x));
+          }
+        }
+      },
+      f.spec);
+  std::sort(vals.begin(), vals.end());
+  vals.erase(std::unique(vals.begin(), vals.end()), vals.end());
+  std::vector<float> v;
+  for (std::size_t i = 0; i < vals.size(); ++i) {
+    add_with_neighbours(v, vals[i], 1);
+    if (i + 1 < vals.size()) {
+      const double mid = (static_cast<double>(vals[i]) + vals[i + 1]) / 2.0;
+      add_with_neighbours(v, static_cast<float>(mid), 1);
+      add_with_neighbours(v, static_cast<float>(std::sqrt(static_cast<double>(vals[i]) * vals[i + 1])), 1);
+    }
+  }
+  const std::size_t n = v.size();
+  for (std::size_t i = 0; i < n; ++i) v.push_back(-v[i]);
+  return v;
+}
+
+// ---- architectures --------------------------------------------------------------------------
+
+template <class... A>
+struct Archs {};
+using TestedArchs = Archs<
+#if XSIMD_WITH_AVX512BW
+    xsimd::avx512bw,
+#endif
+#if XSIMD_WITH_AVX2
+    xsimd::avx2,
+#endif
+#if XSIMD_WITH_SSE4_2
+    xsimd::sse4_2,
+#endif
+#if XSIMD_WITH_SSE2
+    xsimd::sse2,
+#endif
+    xsimd::default_arch>;
+
+template <class A>
+int check_arch(const Format& f, const std::vector<float>& in, const std::vector<float>& ref) {
+  std::vector<float> out(in.size(), 12345.0f);
+  qnum::kernel::quantize_arch<A>(f, in, out, {static_cast<std::int64_t>(in.size())});
+  return count_mismatch(f, in, ref, out, std::string(A::name()));
+}
+
+template <class... A>
+int check_all_archs(Archs<A...>, const Format& f, const std::vector<float>& in, const std::vector<float>& ref) {
+  return (check_arch<A>(f, in, ref) + ...);
+}
+
+/// The whole conformance check of one format on one input set.
+void check_format(const Format& f, std::vector<float> in) {
+  CAPTURE(f.to_string());
+  const std::vector<float> ref = f.quantize(in, {static_cast<std::int64_t>(in.size())});
+  CHECK(check_all_archs(TestedArchs{}, f, in, ref) == 0);
+}
+
+void check_format_full(const Format& f, std::uint64_t seed = 1) {
+  auto in = random_inputs(seed);
+  auto more = code_neighbourhood(f);
+  in.insert(in.end(), more.begin(), more.end());
+  if (f.policy.is_mase() || std::holds_alternative<qnum::LogSpec>(f.spec)) {
+    auto lp = log2_points();
+    in.insert(in.end(), lp.begin(), lp.end());
+  }
+  check_format(f, std::move(in));
+}
+
+Format fmt(const std::string& text, Policy base = qnum::exact) { return Format::parse(text, base); }
+/// `spec` with more keys appended (spec may or may not have keys already).
+std::string with(const std::string& spec, const std::string& keys) {
+  return spec + (spec.find(':') == std::string::npos ? ":" : ",") + keys;
+}
+
+}  // namespace
+
+TEST_CASE("kernel quantize: integer, exact and mase, all roundings") {
+  for (const char* spec : {"integer:width=8,frac_width=4", "integer:width=8,frac_width=0,is_signed=false",
+                           "integer:width=4,frac_width=2", "integer:width=16,frac_width=8",
+                           "integer:width=32,frac_width=0", "integer:width=32,frac_width=16",
+                           "integer:width=26,frac_width=3", "integer:width=25,frac_width=-5",
+                           "integer:width=1,frac_width=0", "integer:width=8,frac_width=-3",
+                           "integer:width=12,frac_width=64", "integer:width=8,frac_width=-64",
+                           "integer:width=32,frac_width=40,is_signed=false"}) {
+    for (const char* r : {"nearest_even", "nearest_away", "floor", "ceil", "toward_zero", "stochastic"}) {
+      const Format f = fmt(with(spec, std::string("rounding=") + r + ",seed=7"));
+      if (std::string(r) == "nearest_even") CHECK(qnum::kernel::quantize_path(f) == qnum::kernel::QuantizePath::simd);
+      check_format_full(f);
+    }
+    check_format_full(fmt(with(spec, "overflow=wrap")));
+    check_format_full(fmt(spec, qnum::mase_compat));
+    check_format_full(fmt(with(spec, "rounding=floor"), qnum::mase_compat));
+  }
+}
+
+TEST_CASE("kernel quantize: minifloat_ieee exact (OCP FP8 specials, overflow, flush) and mase") {
+  for (const char* spec :
+       {"minifloat_ieee", "fp8_e4m3", "fp8_e5m2", "minifloat_ieee:width=16,exponent_width=5",
+        "minifloat_ieee:width=16,exponent_width=8,specials=ieee", "minifloat_ieee:width=6,exponent_width=3",
+        "minifloat_ieee:width=4,exponent_width=2", "minifloat_ieee:width=12,exponent_width=4,exponent_bias=3",
+        "minifloat_ieee:width=2,exponent_width=1", "minifloat_ieee:width=24,exponent_width=8,specials=ieee",
+        "minifloat_ieee:width=32,exponent_width=8,specials=ieee", "minifloat_ieee:width=16,exponent_width=8,exponent_bias=128", "minifloat_ieee:width=8,exponent_width=4,exponent_bias=-5",
+        "minifloat_ieee:width=16,exponent_width=5,exponent_bias=130",
+        "minifloat_ieee:width=10,exponent_width=5,specials=fn"}) {
+    const Format f = fmt(spec);
+    check_format_full(f);
+    check_format_full(fmt(with(spec, "subnormals=flush")));
+    check_format_full(fmt(with(spec, "rounding=toward_zero")));
+  }
+  check_format_full(fmt("fp8_e5m2:overflow=infinity"));
+  using qnum::kernel::QuantizePath;
+  CHECK(qnum::kernel::quantize_path(fmt("fp8_e4m3")) == QuantizePath::simd);
+  CHECK(qnum::kernel::quantize_path(fmt("minifloat_ieee", qnum::mase_compat)) == QuantizePath::simd);
+  CHECK(qnum::kernel::quantize_path(fmt("minifloat_ieee:rounding=floor")) == QuantizePath::scalar);
+  CHECK(qnum::kernel::quantize_path(fmt("minifloat_ieee:width=16,exponent_width=8,exponent_bias=128")) ==
+        QuantizePath::scalar);
+  for (const char* spec :
+       {"minifloat_ieee", "minifloat_ieee:width=16,exponent_width=5", "minifloat_ieee:width=6,exponent_width=3",
+        "minifloat_ieee:width=8,exponent_width=4,exponent_bias=3", "minifloat_ieee:width=16,exponent_width=7",
+        "minifloat_ieee:width=4,exponent_width=3", "minifloat_ieee:width=24,exponent_width=7,exponent_bias=126", "minifloat_ieee:width=16,exponent_width=8,exponent_bias=128",
+        "minifloat_ieee:width=8,exponent_width=4,exponent_bias=-8"}) {
+    check_format_full(fmt(spec, qnum::mase_compat));
+  }
+}
+
+TEST_CASE("kernel quantize: minifloat_denorm exact and mase") {
+  for (const char* spec : {"minifloat_denorm", "minifloat_denorm:width=6,exponent_width=3",
+                           "minifloat_denorm:width=16,exponent_width=5", "minifloat_denorm:width=5,exponent_width=3,exponent_bias=2",
+                           "minifloat_denorm:width=16,exponent_width=8,exponent_bias=128", "minifloat_denorm:width=3,exponent_width=1"}) {
+    check_format_full(fmt(spec));
+    check_format_full(fmt(with(spec, "subnormals=flush")));
+    check_format_full(fmt(with(spec, "rounding=ceil")));
+    check_format_full(fmt(spec, qnum::mase_compat));
+  }
+  check_format_full(fmt("minifloat_denorm:width=4,exponent_width=3", qnum::mase_compat));  // M = 0
+}
+
+TEST_CASE("kernel quantize: log exact and mase") {
+  for (const char* spec : {"log", "log:width=4", "log:width=6,exponent_bias=0", "log:width=8,exponent_bias=126", "log:width=9,exponent_bias=140",
+                           "log:width=9,exponent_bias=128", "log:width=3", "log:width=7,exponent_bias=-40"}) {
+    check_format_full(fmt(spec));
+    check_format_full(fmt(with(spec, "rounding=nearest_away")));
+    check_format_full(fmt(with(spec, "rounding=stochastic,seed=3")));
+    check_format_full(fmt(spec, qnum::mase_compat));
+  }
+}
+
+TEST_CASE("kernel quantize: binary, binarize and blocked families through the reference") {
+  for (const char* spec : {"binary", "binary:stochastic=true,seed=5", "binarize"}) {
+    check_format_full(fmt(spec));
+    check_format_full(fmt(spec, qnum::mase_compat));
+  }
+  // blocked / per-channel families: the kernel entry point must equal the reference too
+  std::vector<float> in = random_inputs(9);
+  in.resize(64 * 32);
+  for (const char* spec : {"block_fp", "mxint8", "mxfp4_e2m1", "mxfp8_e4m3", "block_log", "block_minifloat",
+                           "binary:bipolar=false", "ternary", "scale_integer"}) {
+    const Format f = fmt(spec);
+    CAPTURE(spec);
+    const qnum::Shape shape{64, 32};
+    const auto ref = f.quantize(in, shape);
+    std::vector<float> out(in.size());
+    qnum::kernel::quantize(f, in, out, shape);
+    CHECK(count_mismatch(f, in, ref, out, "reference") == 0);
+  }
+  const Format r = fmt("residual_sign");
+  const auto ref = r.quantize(in, {64, 32});
+  std::vector<float> out(ref.size());
+  qnum::kernel::quantize(r, in, out, {64, 32});
+  CHECK(count_mismatch(r, in, ref, out, "residual") == 0);
+}
+
+TEST_CASE("kernel quantize: thread counts 1, 2, 3 give identical bits") {
+  std::mt19937_64 gen(42);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> in(300007);
+  for (auto& x : in) x = normal(gen);
+  for (const char* spec : {"integer:width=8,frac_width=4", "integer:width=8,frac_width=4,rounding=stochastic,seed=9",
+                           "fp8_e4m3", "minifloat_ieee:mode=mase_compat", "log", "log:mode=mase_compat", "binary",
+                           "minifloat_denorm:mode=mase_compat", "block_fp", "block_fp:block_size=7", "mxint8",
+                           "mxfp4_e2m1"}) {
+    const Format f = fmt(spec);
+    CAPTURE(spec);
+    const auto ref = f.quantize(in, {static_cast<std::int64_t>(in.size())});
+    for (int t : {1, 2, 3}) {
+      qnum::set_num_threads(t);
+      std::vector<float> out(in.size());
+      qnum::kernel::quantize(f, in, out, {static_cast<std::int64_t>(in.size())});
+      CHECK(count_mismatch(f, in, ref, out, "threads") == 0);
+    }
+  }
+  for (const char* spec : {"block_fp:block_size=5", "mxint8", "mxfp8_e4m3"}) {  // many short rows
+    const Format f = fmt(spec);
+    CAPTURE(spec);
+    const qnum::Shape shape{3001, 99};
+    std::vector<float> x(in.begin(), in.begin() + 3001 * 99);
+    const auto ref = f.quantize(x, shape);
+    for (int t : {1, 2, 3}) {
+      qnum::set_num_threads(t);
+      std::vector<float> out(x.size());
+      qnum::kernel::quantize(f, x, out, shape);
+      CHECK(count_mismatch(f, x, ref, out, "threads") == 0);
+    }
+  }
+  qnum::set_num_threads(1);
+}
+
+TEST_CASE("kernel quantize: sizes, unaligned pointers, in place, bad input") {
+  const Format f = fmt("fp8_e4m3");
+  std::vector<float> base = random_inputs(3);
+  for (std::size_t n : {0u, 1u, 3u, 7u, 15u, 16u, 17u, 31u, 33u, 100u, 1023u}) {
+    for (std::size_t off : {0u, 1u, 3u}) {
+      std::span<const float> in(base.data() + off, n);
+      std::vector<float> ref(n), outbuf(n + 1);
+      f.quantize(in, ref, {static_cast<std::int64_t>(n)});
+      std::span<float> out(outbuf.data() + (off ? 1 : 0), n);
+      qnum::kernel::quantize(f, in, out, {static_cast<std::int64_t>(n)});
+      int bad = 0;
+      for (std::size_t i = 0; i < n; ++i) bad += !same_bits(ref[i], out[i]);
+      CHECK(bad == 0);
+    }
+  }
+  std::vector<float> x(base.begin(), base.begin() + 1000), ref(1000);
+  f.quantize(x, ref, {1000});
+  qnum::kernel::quantize(f, x, x, {1000});  // in place
+  int bad = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) bad += !same_bits(ref[i], x[i]);
+  CHECK(bad == 0);
+
+  for (const char* spec : {"block_fp", "mxint8", "mxfp6_e3m2", "log:mode=mase_compat"}) {  // in place, blocked too
+    const Format g = fmt(spec);
+    CAPTURE(spec);
+    std::vector<float> y(base.begin(), base.begin() + 370), yref(370);
+    g.quantize(y, yref, {10, 37});
+    qnum::kernel::quantize(g, y, y, {10, 37});
+    int b2 = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) b2 += !same_bits(yref[i], y[i]);
+    CHECK(b2 == 0);
+  }
+
+  std::vector<float> a(10), b(9);
+  CHECK_THROWS_AS(qnum::kernel::quantize(f, a, b, {10}), qnum::Error);
+  CHECK_THROWS_AS(qnum::kernel::quantize(f, a, a, {11}), qnum::Error);
+  CHECK_THROWS_AS(qnum::kernel::quantize(fmt("mxint8"), a, b, {10}), qnum::Error);
+  std::vector<float> empty;
+  CHECK_NOTHROW(qnum::kernel::quantize(f, empty, empty, {0, 4}));
+}
+
+namespace {
+
+/// Every code's neighbourhood of an MX element grid, laid out in blocks of `bs` whose first
+/// element is the grid's max (so the shared scale is 2^s), for several scales s.
+std::vector<float> mx_neighbourhood(const qnum::MXElement& e, int bs) {
+  std::vector<float> vals;
+  for (std::uint32_t c = 0; c < (1u << e.width); ++c) {
+    const float v = qnum::decode(e, c);
+    if (std::isfinite(v)) vals.push_back(v);
+  }
+  std::sort(vals.begin(), vals.end());
+  std::vector<float> pts;
+  for (std::size_t i = 0; i < vals.size(); ++i) {
+    add_with_neighbours(pts, vals[i], 1);
+    if (i + 1 < vals.size()) add_with_neighbours(pts, static_cast<float>((double(vals[i]) + vals[i + 1]) / 2), 1);
+  }
+  std::vector<float> out;
+  for (int s : {-140, -127, -20, 0, 9, 100, 120}) {
+    std::size_t j = 0;
+    while (j < pts.size()) {
+      out.push_back(static_cast<float>(e.max() * std::ldexp(1.0, s)));
+      for (int k = 1; k < bs && j < pts.size(); ++k, ++j) out.push_back(std::ldexp(pts[j], s));
+      while (out.size() % static_cast<std::size_t>(bs)) out.push_back(0.0f);
+    }
+  }
+  return out;
+}
+
+void check_blocked(const Format& f, const std::vector<float>& in, std::int64_t cols, bool expect_simd) {
+  CAPTURE(f.to_string());
+  CAPTURE(cols);
+  const std::int64_t rows = static_cast<std::int64_t>(in.size()) / cols;
+  const std::vector<float> x(in.begin(), in.begin() + rows * cols);
+  const qnum::Shape shape{rows, cols};
+  CHECK((qnum::kernel::quantize_path(f, shape) == qnum::kernel::QuantizePath::simd) == expect_simd);
+  const auto ref = f.quantize(x, shape);
+  std::vector<float> out(x.size(), 123.0f);
+  int bad = 0;
+  auto run = [&]<class A>(A) {
+    qnum::kernel::quantize_arch<A>(f, x, out, shape);
+    bad += count_mismatch(f, x, ref, out, A::name());
+  };
+  [&]<class... A>(Archs<A...>) { (run(A{}), ...); }(TestedArchs{});
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("kernel quantize: block_fp and MX exact (OCP), blocks along the last axis") {
+  std::vector<float> in = random_inputs(11);
+  std::mt19937 gen(5);
+  std::vector<float> shuffled = in;
+  std::shuffle(shuffled.begin(), shuffled.end(), gen);
+  std::vector<float> finite;
+  for (float v : shuffled)
+    if (std::isfinite(v)) finite.push_back(v);
+  for (const char* spec : {"block_fp", "block_fp:block_size=32", "block_fp:width=4,exponent_width=3",
+                           "block_fp:block_size=1x16", "block_fp:block_size=7", "block_fp:width=16,exponent_width=8",
+                           "block_fp:width=8,exponent_width=5,block_size=-1", "mxint8", "mxint:width=4",
+                           "mxint:block_size=5", "mxint:scale_bits=4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2",
+                           "mxfp6_e2m3", "mxfp4_e2m1", "mxfp:exponent_width=2,frac_width=1,subnormals=flush"}) {
+    const Format f = fmt(spec);
+    for (std::int64_t cols : {32, 37, 100, 1})
+      for (const auto* data : {&in, &shuffled, &finite}) check_blocked(f, *data, cols, true);
+  }
+  for (const char* spec : {"block_fp:block_size=4x8", "mxint:width=8,block_dim=0", "mxint:width=8,quantile_search=true",
+                           "block_fp:rounding=stochastic", "mxint:width=8,mode=mase_compat"})
+    check_blocked(fmt(spec), finite, 32, false);
+  for (const char* spec : {"mxint8", "mxint:width=4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3",
+                           "mxfp4_e2m1"}) {
+    const Format f = fmt(spec);
+    const auto e = std::visit(
+        [](const auto& s) -> qnum::MXElement {
+          if constexpr (requires { s.element(); })
+            return s.element();
+          else
+            return {};
+        },
+        f.spec);
+    check_blocked(f, mx_neighbourhood(e, 32), 32, true);
+    check_blocked(f, mx_neighbourhood(e, 32), 64, true);
+  }
+}
+
+TEST_CASE("kernel quantize: block_fp ties, carries and shared-exponent boundaries") {
+  for (const char* spec : {"block_fp", "block_fp:width=4,exponent_width=3", "block_fp:width=16,exponent_width=8",
+                           "block_fp:width=8,exponent_width=5,block_size=32"}) {
+    const Format f = fmt(spec);
+    const auto& s = std::get<qnum::BlockFPSpec>(f.spec);
+    const int M = s.mantissa_bits();
+    const int bs = s.block_size.back();
+    std::vector<float> in;
+    for (int lg : {-140, -120, -3, 0, 5, 100, 126}) {
+      const double top = std::ldexp(2.0 - std::ldexp(1.0, -M), lg);  // rounds up to 2^(lg+1): the carry tie
+      for (double anchor0 : {top, std::ldexp(1.0, lg), std::ldexp(1.5, lg), std::ldexp(2.0 - std::ldexp(1.0, -M - 1), lg)}) {
+        std::vector<float> anchors;
+        add_with_neighbours(anchors, static_cast<float>(anchor0), 1);
+        for (float anchor : anchors) {
+          std::vector<float> elems;
+          const double half = std::ldexp(1.0, lg - M);  // half a step at e = lg + 1
+          const std::int64_t steps = std::int64_t{1} << (M + 1);
+          for (std::int64_t j = 0; j < steps; ++j)
+            if (j < 64 || j > steps - 64) add_with_neighbours(elems, static_cast<float>(j * half), 1);
+          for (std::size_t k = 0; k < elems.size();) {
+            in.push_back(anchor);
+            for (int t = 1; t < bs && k < elems.size(); ++t, ++k) in.push_back(k % 2 ? -elems[k] : elems[k]);
+            while (in.size() % static_cast<std::size_t>(bs)) in.push_back(0.0f);
+          }
+        }
+      }
+    }
+    check_blocked(f, in, bs, true);
+    check_blocked(f, in, 4 * bs, true);
+  }
+}
