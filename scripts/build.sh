@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Configures and builds qnum (CLI, tests) into build/ (override with QNUM_BUILD_DIR).
+# Configures and builds qnum (CLI, tests, benchmarks) into build/ (override with QNUM_BUILD_DIR).
+# The programs are built for this machine (QNUM_NATIVE=ON: AVX-512/VNNI kernels where the
+# CPU has them); the installed library itself stays portable unless asked otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${QNUM_BUILD_DIR:-$root/build}
@@ -7,7 +9,7 @@ jobs=${QNUM_JOBS:-$(nproc)}
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@"
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DQNUM_NATIVE=ON -DQNUM_BUILD_BENCH=ON "$@"
 elif [ $# -gt 0 ]; then
   cmake "$build" "$@"
 fi
