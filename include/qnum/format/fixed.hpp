@@ -17,6 +17,7 @@
 #include "qnum/core/round.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
+#include "qnum/format/value_ops.hpp"
 
 namespace qnum {
 
@@ -154,7 +155,7 @@ inline FormatInfo info(const FixedSpec& s, const Policy& p) {
 /// Compile-time fixed-point value: holds the integer mantissa, converts through the
 /// reference quantizer, and rounds arithmetic results back under policy P.
 template <int W, int F, bool Signed = true, Policy P = exact>
-class Fixed {
+class Fixed : public detail::NumberOps<Fixed<W, F, Signed, P>> {
  public:
   static constexpr FixedSpec spec{W, F, Signed};
   static_assert(W >= 1 && W <= FixedSpec::max_width, "Fixed: width must be in [1, 32]");
@@ -170,16 +171,8 @@ class Fixed {
 
   constexpr std::uint32_t code() const { return code_; }
   float value() const { return decode(spec, code_); }
-  explicit operator float() const { return value(); }
-  explicit operator double() const { return value(); }
 
-  friend Fixed operator+(Fixed a, Fixed b) { return Fixed(static_cast<float>(double(a) + double(b))); }
-  friend Fixed operator-(Fixed a, Fixed b) { return Fixed(static_cast<float>(double(a) - double(b))); }
-  friend Fixed operator*(Fixed a, Fixed b) { return Fixed(static_cast<float>(double(a) * double(b))); }
-  friend Fixed operator/(Fixed a, Fixed b) { return Fixed(static_cast<float>(double(a) / double(b))); }
   Fixed operator-() const { return Fixed(-value()); }
-  friend bool operator==(Fixed a, Fixed b) { return a.value() == b.value(); }
-  friend auto operator<=>(Fixed a, Fixed b) { return a.value() <=> b.value(); }
 
  private:
   std::uint32_t code_ = 0;

@@ -20,6 +20,7 @@
 #include "qnum/format/minifloat.hpp"  // MASE float32 primitives
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
+#include "qnum/format/value_ops.hpp"
 
 namespace qnum {
 
@@ -145,7 +146,7 @@ inline FormatInfo info(const LogSpec& s, const Policy& p) {
 /// Compile-time log value: 1 sign + (W-1) exponent bits, bias Bias. Holds the code,
 /// converts through the reference under P, rounds arithmetic (in double) back under P.
 template <int W, int Bias = (1 << (W - 2)) - 1, Policy P = exact>
-class Log {
+class Log : public detail::NumberOps<Log<W, Bias, P>> {
  public:
   static constexpr LogSpec spec{W, Bias};
   static_assert(W >= 2 && W <= 9, "Log: width must be in [2, 9]");
@@ -161,16 +162,8 @@ class Log {
 
   constexpr std::uint32_t code() const { return code_; }
   float value() const { return decode(spec, code_); }
-  explicit operator float() const { return value(); }
-  explicit operator double() const { return value(); }
 
-  friend Log operator+(Log a, Log b) { return Log(static_cast<float>(double(a) + double(b))); }
-  friend Log operator-(Log a, Log b) { return Log(static_cast<float>(double(a) - double(b))); }
-  friend Log operator*(Log a, Log b) { return Log(static_cast<float>(double(a) * double(b))); }
-  friend Log operator/(Log a, Log b) { return Log(static_cast<float>(double(a) / double(b))); }
   Log operator-() const { return from_code(code_ ^ (1u << (W - 1))); }
-  friend bool operator==(Log a, Log b) { return a.value() == b.value(); }
-  friend auto operator<=>(Log a, Log b) { return a.value() <=> b.value(); }
 
  private:
   std::uint32_t code_ = 0;

@@ -21,6 +21,7 @@
 #include "qnum/core/round.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
+#include "qnum/format/value_ops.hpp"
 
 namespace qnum {
 
@@ -321,7 +322,7 @@ inline FormatInfo info(const MinifloatSpec& spec, const Policy& p) {
 /// Holds the code, converts through the reference quantizer under P, and rounds arithmetic
 /// results (computed in double) back under P.
 template <int E, int M, int Bias = (1 << (E - 1)) - 1, Policy P = exact, Specials S = Specials::none>
-class Minifloat {
+class Minifloat : public detail::NumberOps<Minifloat<E, M, Bias, P, S>> {
  public:
   static constexpr int width = 1 + E + M;
   static constexpr MinifloatSpec spec{width, E, Bias, S};
@@ -341,16 +342,8 @@ class Minifloat {
 
   constexpr std::uint32_t code() const { return code_; }
   float value() const { return decode(spec, code_); }
-  explicit operator float() const { return value(); }
-  explicit operator double() const { return value(); }
 
-  friend Minifloat operator+(Minifloat a, Minifloat b) { return Minifloat(static_cast<float>(double(a) + double(b))); }
-  friend Minifloat operator-(Minifloat a, Minifloat b) { return Minifloat(static_cast<float>(double(a) - double(b))); }
-  friend Minifloat operator*(Minifloat a, Minifloat b) { return Minifloat(static_cast<float>(double(a) * double(b))); }
-  friend Minifloat operator/(Minifloat a, Minifloat b) { return Minifloat(static_cast<float>(double(a) / double(b))); }
   Minifloat operator-() const { return Minifloat(-value()); }
-  friend bool operator==(Minifloat a, Minifloat b) { return a.value() == b.value(); }
-  friend std::partial_ordering operator<=>(Minifloat a, Minifloat b) { return a.value() <=> b.value(); }
 
  private:
   std::uint32_t code_ = 0;
