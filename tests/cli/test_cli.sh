@@ -89,6 +89,21 @@ echo "precious" > "$work/keep.npy"
 "$QNUM" quantize --format integer "$work/trunc.npy" "$work/keep.npy" 2>/dev/null
 [ "$(cat "$work/keep.npy")" = "precious" ] && ok || bad "existing OUT was modified on bad input"
 
+# ---- bench: bad arguments exit 2 with one line; a small run prints JSON -----------------------
+expect_error "bench gemm kind" "$QNUM" bench gemm --kind foo
+expect_error "bench gemm m=0" "$QNUM" bench gemm --m 0
+expect_error "bench attention seq=0" "$QNUM" bench attention --seq 0
+expect_error "bench attention head-dim=0" "$QNUM" bench attention --head-dim 0
+expect_error "bench quantize bad spec" "$QNUM" bench quantize --format nosuch
+expect_error "bench quantize size=0" "$QNUM" bench quantize --format integer --size 0
+expect_error "bench threads=0" "$QNUM" bench gemm --threads 0
+out=$("$QNUM" bench quantize --format fp8_e4m3 --size 4096 --json) && ok || bad "bench quantize exit code"
+grep -q '"ratio"' <<< "$out" && ok || bad "bench quantize JSON: $out"
+out=$("$QNUM" bench gemm --m 16 --n 16 --k 64 --kind mxint8 --json) && ok || bad "bench gemm exit code"
+grep -q '"fp32_gflops"' <<< "$out" && ok || bad "bench gemm JSON: $out"
+out=$("$QNUM" bench attention --seq 16 --heads 1 --head-dim 16 --json) && ok || bad "bench attention exit code"
+grep -q '"naive_ms"' <<< "$out" && ok || bad "bench attention JSON: $out"
+
 # ---- demo ----------------------------------------------------------------------------------
 out=$("$QNUM" demo --size 4096) && ok || bad "demo exit code"
 grep -q "fp8_e4m3" <<< "$out" && ok || bad "demo table lacks fp8_e4m3"
