@@ -287,6 +287,15 @@ inline float mx_torch_lerp(float a, float b, float w) {
 /// Inf at the top gives NaN even for q = 1: inf + 0 * (inf - inf)). Sorts `v` in place.
 inline float mx_torch_quantile(std::vector<float>& v, float q) {
   const std::size_t n = v.size();
+  if (q == 1.0f) {  // the common case without sorting: rank n-1, lerp(top, top, 0) = top + 0 * (top - top)
+    float top = -kInf;
+    bool has_nan = false;
+    for (float x : v) {
+      has_nan |= is_nan(x);
+      top = x > top ? x : top;
+    }
+    return has_nan || is_inf(top) ? kNaN : top;
+  }
   bool has_nan = false;
   for (float x : v) has_nan |= is_nan(x);
   std::sort(v.begin(), v.end(), [](float a, float b) { return is_nan(b) ? !is_nan(a) : a < b; });
