@@ -32,15 +32,6 @@ std::vector<float> normal(std::size_t n, std::uint32_t seed, float sigma = 1.0f)
   return v;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("binary: bipolar deterministic values, zeros and specials") {
@@ -108,10 +99,10 @@ TEST_CASE("binary: MASE scaled needs 4-D and uses a float32 per-sample mean") {
   const BinarySpec s{false, false};
   for (const Shape& shape : {Shape{8}, Shape{2, 4}, Shape{2, 2, 2}, Shape{1, 2, 2, 1, 2}}) {
     const std::vector<float> v(static_cast<std::size_t>(numel(shape)), 1.0f);
-    const auto msg = error_of([&] { (void)run(s, mase_compat, v, shape); });
+    const auto msg = qnum_test::error_of([&] { (void)run(s, mase_compat, v, shape); });
     CHECK(msg.find("4-D") != std::string::npos);
     CHECK(msg.find("binary") != std::string::npos);
-    const auto msg2 = error_of([&] { (void)run(BinarySpec{true, false}, mase_compat, v, shape); });
+    const auto msg2 = qnum_test::error_of([&] { (void)run(BinarySpec{true, false}, mase_compat, v, shape); });
     CHECK(msg2.find("4-D") != std::string::npos);
   }
   const auto v = normal(3 * 2 * 5 * 7, 11, 2.0f);
@@ -240,7 +231,7 @@ TEST_CASE("binary: codes, spec keys and value type") {
   CHECK_THROWS_AS((void)quantize(sc, exact, 1.0f), Error);  // scaled needs the tensor
 
   KeyValues kv = KeyValues::parse("binary:width=2").second;
-  const auto msg = error_of([&] { (void)BinarySpec::from_keys(kv); });
+  const auto msg = qnum_test::error_of([&] { (void)BinarySpec::from_keys(kv); });
   CHECK(msg.find("width 2 must be 1") != std::string::npos);
 
   static_assert(std::numeric_limits<Binary>::is_specialized);
@@ -331,7 +322,7 @@ TEST_CASE("residual_sign: MASE float32 levels and limits") {
   CHECK(out[2] == -m1);
   CHECK(out[4] == -m2);
   CHECK(out[1] == -m0);
-  const auto msg = error_of([&] {
+  const auto msg = qnum_test::error_of([&] {
     std::vector<float> o(8);
     quantize(ResidualSignSpec{4, {}}, mase_compat, x, o, {2});
   });
@@ -345,9 +336,11 @@ TEST_CASE("residual_sign: MASE float32 levels and limits") {
 }
 
 TEST_CASE("residual_sign: invalid specs name the problem") {
-  CHECK(error_of([] { ResidualSignSpec{0, {}}.validate(); }).find("levels 0 must be in [1, 8]") != std::string::npos);
-  CHECK(error_of([] {
+  CHECK(qnum_test::error_of([] {
+          ResidualSignSpec{0, {}}.validate();
+        }).find("levels 0 must be in [1, 8]") != std::string::npos);
+  CHECK(qnum_test::error_of([] {
           ResidualSignSpec{2, {0.5}}.validate();
         }).find("means has 1 entries, levels is 2") != std::string::npos);
-  CHECK(error_of([] { ResidualSignSpec{1, {NAN}}.validate(); }).find("must be finite") != std::string::npos);
+  CHECK(qnum_test::error_of([] { ResidualSignSpec{1, {NAN}}.validate(); }).find("must be finite") != std::string::npos);
 }

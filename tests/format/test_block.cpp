@@ -3,6 +3,8 @@
 // test_block_fp.cpp, test_block_minifloat.cpp and test_block_log.cpp.
 #include <doctest/doctest.h>
 
+#include "format/conformance.hpp"
+
 #include <cmath>
 #include <set>
 #include <string>
@@ -15,14 +17,6 @@ using namespace qnum;
 namespace {
 Shape mase_tile(const Shape& shape, std::vector<int> bs, Role role) {
   return mase_block_layout("block_fp", shape, bs, role).tile;
-}
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 }  // namespace
 
@@ -60,11 +54,13 @@ TEST_CASE("block layout: MASE inference table (spec 1.1)") {
 
 TEST_CASE("block layout: MASE rejects what it cannot block") {
   const std::vector<int> bs{16};
-  const auto w3 = error_of([&] { (void)mase_block_layout("block_fp", {2, 12, 40}, bs, Role::weight); });
+  const auto w3 = qnum_test::error_of([&] { (void)mase_block_layout("block_fp", {2, 12, 40}, bs, Role::weight); });
   CHECK(w3.find("block_fp: 3-D weight blocking is not supported") == 0);
-  const auto d4 = error_of([&] { (void)mase_block_layout("block_log", {2, 2, 3, 4}, bs, Role::activation); });
+  const auto d4 = qnum_test::error_of([&] {
+    (void)mase_block_layout("block_log", {2, 2, 3, 4}, bs, Role::activation);
+  });
   CHECK(d4.find("block_log: 4-D tensor") == 0);
-  const auto a1 = error_of([&] { (void)mase_block_layout("block_minifloat", {16}, bs, Role::activation); });
+  const auto a1 = qnum_test::error_of([&] { (void)mase_block_layout("block_minifloat", {16}, bs, Role::activation); });
   CHECK(a1.find("block_minifloat: a 1-D tensor is blocked as a bias") == 0);
   CHECK_THROWS_AS((void)mase_block_layout("block_fp", {}, bs, Role::weight), Error);
   // the same through quantize

@@ -27,15 +27,6 @@ std::vector<float> run(const ScaleIntegerSpec& s, const Policy& p, const std::ve
   return out;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("scale_integer: exact maps the row max onto the top code") {
@@ -145,7 +136,7 @@ TEST_CASE("scale_integer: exact stochastic rounding is seeded and unbiased") {
 }
 
 TEST_CASE("scale_integer: spec validation and info") {
-  CHECK(error_of([] { si(1, true).validate(); }).find("width 1 must be in [2, 24]") != std::string::npos);
+  CHECK(qnum_test::error_of([] { si(1, true).validate(); }).find("width 1 must be in [2, 24]") != std::string::npos);
   CHECK_THROWS_AS(si(25, true).validate(), Error);
   const auto e = info(si(8, true), exact);
   CHECK(e.bits_per_value == 8);

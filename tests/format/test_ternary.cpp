@@ -29,15 +29,6 @@ TernarySpec spec(bool scaling, std::optional<double> threshold = std::nullopt) {
   return s;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("ternary: exact values per output channel, rank 1..4") {
@@ -111,7 +102,7 @@ TEST_CASE("ternary: MASE needs 4-D tensors") {
   for (const Shape& shape : {Shape{8}, Shape{2, 4}, Shape{2, 2, 2}, Shape{1, 2, 2, 2, 1}}) {
     const std::vector<float> v(static_cast<std::size_t>(numel(shape)), 1.0f);
     for (bool scaling : {false, true}) {
-      const auto msg = error_of([&] { (void)run(spec(scaling), mase_compat, v, shape); });
+      const auto msg = qnum_test::error_of([&] { (void)run(spec(scaling), mase_compat, v, shape); });
       CHECK(msg.find("ternary") != std::string::npos);
       CHECK(msg.find("4-D") != std::string::npos);
     }
@@ -141,11 +132,11 @@ TEST_CASE("ternary: MASE delta and alpha in float32 torch order") {
 }
 
 TEST_CASE("ternary: spec validation, codes, info and value type") {
-  CHECK(error_of([] { spec(false, -1.0).validate(); }).find("threshold -1 must be finite and >= 0") !=
+  CHECK(qnum_test::error_of([] { spec(false, -1.0).validate(); }).find("threshold -1 must be finite and >= 0") !=
         std::string::npos);
   CHECK_THROWS_AS(spec(false, INFINITY).validate(), Error);
   KeyValues kv = KeyValues::parse("ternary:width=3").second;
-  CHECK(error_of([&] { (void)TernarySpec::from_keys(kv); }).find("width 3 must be 2") != std::string::npos);
+  CHECK(qnum_test::error_of([&] { (void)TernarySpec::from_keys(kv); }).find("width 3 must be 2") != std::string::npos);
 
   const TernarySpec s = spec(false);
   CHECK(encode(s, 0.7f) == 1u);
