@@ -12,6 +12,7 @@ packages=(
   libcli11-dev       # the qnum command line
   nlohmann-json3-dev # JSON metadata and manifests
   zlib1g-dev         # gzip data files
+  qemu-user          # tests: run-time ISA dispatch on emulated CPUs without AVX / AVX-512
 )
 
 missing=()

@@ -13,16 +13,16 @@
 
 #include "qnum/core/error.hpp"
 #include "qnum/format/format.hpp"
-#include "qnum/kernel/quantize.hpp"
+#include "qnum/kernel/dispatch.hpp"
 #include "qnum/kernel/threading.hpp"
 
 namespace qnum::cli {
 
-/// Runs `f` through qnum::kernel::quantize on `size` normally distributed floats (sigma 2)
-/// with `threads` threads, alternating with memcpy of the same buffer: 7 rounds, each timing
-/// enough repetitions for >= 20 ms, and reports the best round of each (best = least
-/// disturbed by the other tenants of the machine). Returns one JSON object:
-/// {"format", "mode", "path", "arch", "size", "threads", "gbps", "memcpy_gbps", "ratio"}.
+/// Runs `f` through the run-time dispatched kernels (kernel::dispatch::quantize) on `size` normally distributed floats
+/// (sigma 2) with `threads` threads, alternating with memcpy of the same buffer: 7 rounds, each timing enough
+/// repetitions for >= 20 ms, and reports the best round of each (best = least disturbed by the other tenants of the
+/// machine). Returns one JSON object:
+/// {"format", "mode", "path", "isa", "arch", "size", "threads", "gbps", "memcpy_gbps", "ratio"}.
 /// Throws qnum::Error for size < 1 or threads < 1.
 inline std::string bench_quantize_json(const Format& f, std::int64_t size, int threads) {
   detail::require(size >= 1, "bench quantize: --size ", size, " must be >= 1");
@@ -43,7 +43,7 @@ inline std::string bench_quantize_json(const Format& f, std::int64_t size, int t
     for (int r = 0; r < reps; ++r) op();
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
-  auto quantize_op = [&] { kernel::quantize(f, in, out, shape); };
+  auto quantize_op = [&] { kernel::dispatch::quantize(f, in, out, shape); };
   auto memcpy_op = [&] {
     std::memcpy(out.data(), in.data(), in.size() * sizeof(float));
     asm volatile("" : : "r"(out.data()) : "memory");  // keep the copy
@@ -77,9 +77,11 @@ inline std::string bench_quantize_json(const Format& f, std::int64_t size, int t
   json += "\", \"mode\": \"";
   json += f.policy.is_mase() ? "mase" : "exact";
   json += "\", \"path\": \"";
-  json += kernel::to_string(kernel::quantize_path(f, shape));
+  json += kernel::to_string(kernel::dispatch::quantize_path(f, shape));
+  json += "\", \"isa\": \"";
+  json += kernel::dispatch::to_string(kernel::dispatch::selected_isa());
   json += "\", \"arch\": \"";
-  json += kernel::simd_arch_name();
+  json += kernel::dispatch::simd_arch_name(kernel::dispatch::selected_isa());
   json += "\", \"size\": ";
   json += std::to_string(size);
   json += ", \"threads\": ";

@@ -99,6 +99,11 @@ expect_error "bench quantize size=0" "$QNUM" bench quantize --format integer --s
 expect_error "bench threads=0" "$QNUM" bench gemm --threads 0
 out=$("$QNUM" bench quantize --format fp8_e4m3 --size 4096 --json) && ok || bad "bench quantize exit code"
 grep -q '"ratio"' <<< "$out" && ok || bad "bench quantize JSON: $out"
+# run-time ISA dispatch: QNUM_MAX_ISA caps the level; an unknown level is a one-line error
+out=$(QNUM_MAX_ISA=baseline "$QNUM" bench quantize --format fp8_e4m3 --size 4096 --json) && ok || bad "bench capped"
+grep -q '"isa": "baseline"' <<< "$out" && ok || bad "QNUM_MAX_ISA=baseline not honoured: $out"
+expect_error "QNUM_MAX_ISA unknown" env QNUM_MAX_ISA=avx9 "$QNUM" bench quantize --format fp8_e4m3 --size 64
+grep -q "QNUM_MAX_ISA=avx9" "$work/stderr" && ok || bad "QNUM_MAX_ISA message: $(cat "$work/stderr")"
 out=$("$QNUM" bench gemm --m 16 --n 16 --k 64 --kind mxint8 --json) && ok || bad "bench gemm exit code"
 grep -q '"fp32_gflops"' <<< "$out" && ok || bad "bench gemm JSON: $out"
 out=$("$QNUM" bench attention --seq 16 --heads 1 --head-dim 16 --json) && ok || bad "bench attention exit code"

@@ -1,17 +1,20 @@
 // SIMD quantize kernels against the scalar reference Format::quantize, bit for bit (any NaN
 // equals any NaN), for every compiled-in instruction set, on random inputs, every code's
 // neighbourhood (value, float neighbours, midpoints = ties), log2 decision points, specials,
-// odd sizes, unaligned pointers and 1/2/3 threads.
+// odd sizes, unaligned pointers and 1/2/3 threads; and every run-time dispatch level
+// (qnum::kernels: baseline, avx2, avx512) this CPU runs, on the same inputs.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "qnum/kernel/dispatch.hpp"
 #include "qnum/kernel/quantize.hpp"
 
 namespace {
@@ -42,8 +45,7 @@ int count_mismatch(const Format& f, const std::vector<float>& in, const std::vec
   for (std::size_t i = 0; i < in.size(); ++i)
     if (!same_bits(ref[i], out[i])) {
       if (bad == 0)
-        MESSAGE(f.to_string(), " [", what, "] x=", hex(in[i]), " ref=", hex(ref[i]), " got=", hex(out[i]),
-                " at ", i);
+        MESSAGE(f.to_string(), " [", what, "] x=", hex(in[i]), " ref=", hex(ref[i]), " got=", hex(out[i]), " at ", i);
       ++bad;
     }
   return bad;
@@ -174,9 +176,23 @@ int check_arch(const Format& f, const std::vector<float>& in, const std::vector<
   return count_mismatch(f, in, ref, out, std::string(A::name()));
 }
 
+/// Every run-time dispatch level this CPU can run, on a tensor of `shape`.
+int check_dispatch_levels(const Format& f, const std::vector<float>& in, const std::vector<float>& ref,
+                          const qnum::Shape& shape) {
+  namespace dispatch = qnum::kernel::dispatch;
+  int bad = 0;
+  for (dispatch::Isa isa : dispatch::compiled_isas()) {
+    if (!dispatch::isa_supported(isa)) continue;
+    std::vector<float> out(in.size(), 12345.0f);
+    dispatch::quantize_isa(isa, f, in, out, shape);
+    bad += count_mismatch(f, in, ref, out, std::string("dispatch:").append(dispatch::to_string(isa)));
+  }
+  return bad;
+}
+
 template <class... A>
 int check_all_archs(Archs<A...>, const Format& f, const std::vector<float>& in, const std::vector<float>& ref) {
-  return (check_arch<A>(f, in, ref) + ...);
+  return (check_arch<A>(f, in, ref) + ...) + check_dispatch_levels(f, in, ref, {static_cast<std::int64_t>(in.size())});
 }
 
 /// The whole conformance check of one format on one input set.
@@ -206,13 +222,12 @@ std::string with(const std::string& spec, const std::string& keys) {
 }  // namespace
 
 TEST_CASE("kernel quantize: integer, exact and mase, all roundings") {
-  for (const char* spec : {"integer:width=8,frac_width=4", "integer:width=8,frac_width=0,is_signed=false",
-                           "integer:width=4,frac_width=2", "integer:width=16,frac_width=8",
-                           "integer:width=32,frac_width=0", "integer:width=32,frac_width=16",
-                           "integer:width=26,frac_width=3", "integer:width=25,frac_width=-5",
-                           "integer:width=1,frac_width=0", "integer:width=8,frac_width=-3",
-                           "integer:width=12,frac_width=64", "integer:width=8,frac_width=-64",
-                           "integer:width=32,frac_width=40,is_signed=false"}) {
+  for (const char* spec :
+       {"integer:width=8,frac_width=4", "integer:width=8,frac_width=0,is_signed=false", "integer:width=4,frac_width=2",
+        "integer:width=16,frac_width=8", "integer:width=32,frac_width=0", "integer:width=32,frac_width=16",
+        "integer:width=26,frac_width=3", "integer:width=25,frac_width=-5", "integer:width=1,frac_width=0",
+        "integer:width=8,frac_width=-3", "integer:width=12,frac_width=64", "integer:width=8,frac_width=-64",
+        "integer:width=32,frac_width=40,is_signed=false"}) {
     for (const char* r : {"nearest_even", "nearest_away", "floor", "ceil", "toward_zero", "stochastic"}) {
       const Format f = fmt(with(spec, std::string("rounding=") + r + ",seed=7"));
       if (std::string(r) == "nearest_even") CHECK(qnum::kernel::quantize_path(f) == qnum::kernel::QuantizePath::simd);
@@ -230,7 +245,9 @@ TEST_CASE("kernel quantize: minifloat_ieee exact (OCP FP8 specials, overflow, fl
         "minifloat_ieee:width=16,exponent_width=8,specials=ieee", "minifloat_ieee:width=6,exponent_width=3",
         "minifloat_ieee:width=4,exponent_width=2", "minifloat_ieee:width=12,exponent_width=4,exponent_bias=3",
         "minifloat_ieee:width=2,exponent_width=1", "minifloat_ieee:width=24,exponent_width=8,specials=ieee",
-        "minifloat_ieee:width=32,exponent_width=8,specials=ieee", "minifloat_ieee:width=16,exponent_width=8,exponent_bias=128", "minifloat_ieee:width=8,exponent_width=4,exponent_bias=-5",
+        "minifloat_ieee:width=32,exponent_width=8,specials=ieee",
+        "minifloat_ieee:width=16,exponent_width=8,exponent_bias=128",
+        "minifloat_ieee:width=8,exponent_width=4,exponent_bias=-5",
         "minifloat_ieee:width=16,exponent_width=5,exponent_bias=130",
         "minifloat_ieee:width=10,exponent_width=5,specials=fn"}) {
     const Format f = fmt(spec);
@@ -248,16 +265,18 @@ TEST_CASE("kernel quantize: minifloat_ieee exact (OCP FP8 specials, overflow, fl
   for (const char* spec :
        {"minifloat_ieee", "minifloat_ieee:width=16,exponent_width=5", "minifloat_ieee:width=6,exponent_width=3",
         "minifloat_ieee:width=8,exponent_width=4,exponent_bias=3", "minifloat_ieee:width=16,exponent_width=7",
-        "minifloat_ieee:width=4,exponent_width=3", "minifloat_ieee:width=24,exponent_width=7,exponent_bias=126", "minifloat_ieee:width=16,exponent_width=8,exponent_bias=128",
+        "minifloat_ieee:width=4,exponent_width=3", "minifloat_ieee:width=24,exponent_width=7,exponent_bias=126",
+        "minifloat_ieee:width=16,exponent_width=8,exponent_bias=128",
         "minifloat_ieee:width=8,exponent_width=4,exponent_bias=-8"}) {
     check_format_full(fmt(spec, qnum::mase_compat));
   }
 }
 
 TEST_CASE("kernel quantize: minifloat_denorm exact and mase") {
-  for (const char* spec : {"minifloat_denorm", "minifloat_denorm:width=6,exponent_width=3",
-                           "minifloat_denorm:width=16,exponent_width=5", "minifloat_denorm:width=5,exponent_width=3,exponent_bias=2",
-                           "minifloat_denorm:width=16,exponent_width=8,exponent_bias=128", "minifloat_denorm:width=3,exponent_width=1"}) {
+  for (const char* spec :
+       {"minifloat_denorm", "minifloat_denorm:width=6,exponent_width=3", "minifloat_denorm:width=16,exponent_width=5",
+        "minifloat_denorm:width=5,exponent_width=3,exponent_bias=2",
+        "minifloat_denorm:width=16,exponent_width=8,exponent_bias=128", "minifloat_denorm:width=3,exponent_width=1"}) {
     check_format_full(fmt(spec));
     check_format_full(fmt(with(spec, "subnormals=flush")));
     check_format_full(fmt(with(spec, "rounding=ceil")));
@@ -267,8 +286,9 @@ TEST_CASE("kernel quantize: minifloat_denorm exact and mase") {
 }
 
 TEST_CASE("kernel quantize: log exact and mase") {
-  for (const char* spec : {"log", "log:width=4", "log:width=6,exponent_bias=0", "log:width=8,exponent_bias=126", "log:width=9,exponent_bias=140",
-                           "log:width=9,exponent_bias=128", "log:width=3", "log:width=7,exponent_bias=-40"}) {
+  for (const char* spec : {"log", "log:width=4", "log:width=6,exponent_bias=0", "log:width=8,exponent_bias=126",
+                           "log:width=9,exponent_bias=140", "log:width=9,exponent_bias=128", "log:width=3",
+                           "log:width=7,exponent_bias=-40"}) {
     check_format_full(fmt(spec));
     check_format_full(fmt(with(spec, "rounding=nearest_away")));
     check_format_full(fmt(with(spec, "rounding=stochastic,seed=3")));
@@ -306,10 +326,10 @@ TEST_CASE("kernel quantize: thread counts 1, 2, 3 give identical bits") {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> in(300007);
   for (auto& x : in) x = normal(gen);
-  for (const char* spec : {"integer:width=8,frac_width=4", "integer:width=8,frac_width=4,rounding=stochastic,seed=9",
-                           "fp8_e4m3", "minifloat_ieee:mode=mase_compat", "log", "log:mode=mase_compat", "binary",
-                           "minifloat_denorm:mode=mase_compat", "block_fp", "block_fp:block_size=7", "mxint8",
-                           "mxfp4_e2m1"}) {
+  for (const char* spec :
+       {"integer:width=8,frac_width=4", "integer:width=8,frac_width=4,rounding=stochastic,seed=9", "fp8_e4m3",
+        "minifloat_ieee:mode=mase_compat", "log", "log:mode=mase_compat", "binary", "minifloat_denorm:mode=mase_compat",
+        "block_fp", "block_fp:block_size=7", "mxint8", "mxfp4_e2m1"}) {
     const Format f = fmt(spec);
     CAPTURE(spec);
     const auto ref = f.quantize(in, {static_cast<std::int64_t>(in.size())});
@@ -420,6 +440,7 @@ void check_blocked(const Format& f, const std::vector<float>& in, std::int64_t c
     bad += count_mismatch(f, x, ref, out, A::name());
   };
   [&]<class... A>(Archs<A...>) { (run(A{}), ...); }(TestedArchs{});
+  bad += check_dispatch_levels(f, x, ref, shape);
   CHECK(bad == 0);
 }
 
@@ -445,8 +466,8 @@ TEST_CASE("kernel quantize: block_fp and MX exact (OCP), blocks along the last a
   for (const char* spec : {"block_fp:block_size=4x8", "mxint:width=8,block_dim=0", "mxint:width=8,quantile_search=true",
                            "block_fp:rounding=stochastic", "mxint:width=8,mode=mase_compat"})
     check_blocked(fmt(spec), finite, 32, false);
-  for (const char* spec : {"mxint8", "mxint:width=4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3",
-                           "mxfp4_e2m1"}) {
+  for (const char* spec :
+       {"mxint8", "mxint:width=4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1"}) {
     const Format f = fmt(spec);
     const auto e = std::visit(
         [](const auto& s) -> qnum::MXElement {
@@ -471,7 +492,8 @@ TEST_CASE("kernel quantize: block_fp ties, carries and shared-exponent boundarie
     std::vector<float> in;
     for (int lg : {-140, -120, -3, 0, 5, 100, 126}) {
       const double top = std::ldexp(2.0 - std::ldexp(1.0, -M), lg);  // rounds up to 2^(lg+1): the carry tie
-      for (double anchor0 : {top, std::ldexp(1.0, lg), std::ldexp(1.5, lg), std::ldexp(2.0 - std::ldexp(1.0, -M - 1), lg)}) {
+      for (double anchor0 :
+           {top, std::ldexp(1.0, lg), std::ldexp(1.5, lg), std::ldexp(2.0 - std::ldexp(1.0, -M - 1), lg)}) {
         std::vector<float> anchors;
         add_with_neighbours(anchors, static_cast<float>(anchor0), 1);
         for (float anchor : anchors) {
@@ -491,4 +513,38 @@ TEST_CASE("kernel quantize: block_fp ties, carries and shared-exponent boundarie
     check_blocked(f, in, bs, true);
     check_blocked(f, in, 4 * bs, true);
   }
+}
+
+TEST_CASE("kernel dispatch: levels, selection and names") {
+  namespace dispatch = qnum::kernel::dispatch;
+  const auto levels = dispatch::compiled_isas();
+  REQUIRE(!levels.empty());
+  CHECK(levels.front() == dispatch::Isa::baseline);
+  CHECK(dispatch::isa_supported(dispatch::Isa::baseline));
+  const dispatch::Isa chosen = dispatch::selected_isa();
+  CHECK(dispatch::isa_supported(chosen));
+  if (std::getenv("QNUM_MAX_ISA") == nullptr)  // the widest level this CPU runs
+    for (dispatch::Isa isa : levels)
+      if (dispatch::isa_supported(isa)) CHECK(isa <= chosen);
+  for (dispatch::Isa isa : levels) {
+    CHECK(dispatch::parse_isa(dispatch::to_string(isa)) == isa);
+    if (dispatch::isa_supported(isa)) CHECK(!dispatch::simd_arch_name(isa).empty());
+  }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  CHECK(levels.size() == 3);
+  CHECK(dispatch::simd_arch_name(dispatch::Isa::baseline) == "sse2");
+  if (dispatch::isa_supported(dispatch::Isa::avx2)) CHECK(dispatch::simd_arch_name(dispatch::Isa::avx2) == "fma3+avx2");
+  if (dispatch::isa_supported(dispatch::Isa::avx512))
+    CHECK(dispatch::simd_arch_name(dispatch::Isa::avx512) == "avx512bw");
+#endif
+  CHECK(dispatch::parse_isa("sse2") == dispatch::Isa::baseline);
+  CHECK_THROWS_WITH_AS(dispatch::parse_isa("avx1024"), doctest::Contains("avx1024"), qnum::Error);
+  // The dispatched entry point validates like kernel::quantize.
+  const Format f = fmt("fp8_e4m3");
+  std::vector<float> in(10, 1.0f), out(9);
+  CHECK_THROWS_AS(dispatch::quantize(f, in, out, {10}), qnum::Error);
+  out.resize(10);
+  dispatch::quantize(f, in, out, {10});
+  CHECK(out[3] == 1.0f);
+  CHECK(dispatch::quantize_path(f) == qnum::kernel::QuantizePath::simd);
 }

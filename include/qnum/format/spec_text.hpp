@@ -217,12 +217,12 @@ class KeyWriter {
   }
   KeyWriter& add(std::string_view key, const std::vector<int>& v) {
     std::string s;
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "x" : "") + std::to_string(v[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) s.append(i ? "x" : "").append(std::to_string(v[i]));
     return add(key, std::string_view(s));
   }
   KeyWriter& add(std::string_view key, const std::vector<double>& v) {
     std::string s;
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "x" : "") + detail::format_double(v[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) s.append(i ? "x" : "").append(detail::format_double(v[i]));
     return add(key, std::string_view(s));
   }
   const std::string& str() const { return text_; }

@@ -36,13 +36,11 @@
 // scalar log2 the reference uses (exact, since log2 is monotone), then gathered per lane.
 //
 // Dispatch: `quantize` uses xsimd::default_arch, the widest instruction set the translation
-// unit is compiled for (QNUM_NATIVE=ON: -march=native). `quantize_arch<Arch>` runs any
-// compiled-in architecture explicitly (the tests run each). Not implemented yet: run-time
-// selection of a wider set than the build's baseline. It needs one translation unit per ISA
-// (compiled with -mavx2 -mfma / -mavx512bw ...) instantiating quantize_arch<that arch> into a
-// table chosen by xsimd::available_architectures(), with the per-ISA code kept out of shared
-// inline functions (ODR: the linker may otherwise keep an AVX-512 copy of a common inline
-// function for every caller): a compiled part of the library, not a header change.
+// unit is compiled for (QNUM_NATIVE=ON: -march=native); `quantize_arch<Arch>` runs any
+// compiled-in architecture explicitly (the tests run each). Run-time selection (a portable
+// binary that uses AVX2 / AVX-512 where the CPU has them) is kernel::dispatch in
+// dispatch.hpp, from the compiled library qnum::kernels, which builds this header once per
+// instruction set under its own QNUM_KERNEL_ISA_NS (see src/kernel/isa_kernels.inc).
 #pragma once
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -69,32 +67,23 @@
 #include "qnum/core/shape.hpp"
 #include "qnum/format/format.hpp"
 #include "qnum/format/tensor_io.hpp"
+#include "qnum/kernel/quantize_path.hpp"
 #include "qnum/kernel/threading.hpp"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
+// Everything below lives in an inline namespace named after the instruction set it is
+// compiled for: `native` here (the translation unit's own flags); the run-time dispatch
+// library compiles this header once per ISA under another name (src/kernel/), so the
+// per-ISA copies of every function, template or not, are distinct symbols.
+#ifndef QNUM_KERNEL_ISA_NS
+#define QNUM_KERNEL_ISA_NS native
+#endif
+
 namespace qnum::kernel {
-
-/// Which implementation `quantize` uses for a format.
-enum class QuantizePath : std::uint8_t {
-  simd,       // xsimd vector loop, threaded
-  scalar,     // the scalar reference per element, threaded
-  reference,  // Format::quantize (tensor-level reference), single thread
-};
-
-inline std::string_view to_string(QuantizePath p) {
-  switch (p) {
-    case QuantizePath::simd:
-      return "simd";
-    case QuantizePath::scalar:
-      return "scalar";
-    case QuantizePath::reference:
-      return "reference";
-  }
-  return "?";
-}
+inline namespace QNUM_KERNEL_ISA_NS {
 
 namespace detail {
 
@@ -209,13 +198,13 @@ template <class A>
 inline bi<A> clamp_i(const bi<A>& v, std::int32_t lo, std::int32_t hi) {
 #if XSIMD_WITH_AVX512F && defined(__AVX512F__)
   if constexpr (std::is_base_of_v<xsimd::avx512f, A>)
-    return bi<A>(_mm512_min_epi32(_mm512_max_epi32(static_cast<__m512i>(v), _mm512_set1_epi32(lo)),
-                                  _mm512_set1_epi32(hi)));
+    return bi<A>(
+        _mm512_min_epi32(_mm512_max_epi32(static_cast<__m512i>(v), _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi)));
 #endif
 #if XSIMD_WITH_AVX2 && defined(__AVX2__)
   if constexpr (std::is_base_of_v<xsimd::avx2, A>)
-    return bi<A>(_mm256_min_epi32(_mm256_max_epi32(static_cast<__m256i>(v), _mm256_set1_epi32(lo)),
-                                  _mm256_set1_epi32(hi)));
+    return bi<A>(
+        _mm256_min_epi32(_mm256_max_epi32(static_cast<__m256i>(v), _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi)));
 #endif
   bi<A> r = select_i<A>(v < bi<A>(lo), bi<A>(lo), v);
   return select_i<A>(r > bi<A>(hi), bi<A>(hi), r);
@@ -397,9 +386,9 @@ template <class Spec>
 struct GridKernel {
   Spec spec;
   Policy policy;
-  std::int32_t shift;       // float mantissa bits dropped in the normal range: 24 - precision
-  std::int32_t emin_bits;   // bits of 2^emin
-  float magic;              // 2^(emin - precision + 24): rounds onto the subnormal step
+  std::int32_t shift;      // float mantissa bits dropped in the normal range: 24 - precision
+  std::int32_t emin_bits;  // bits of 2^emin
+  float magic;             // 2^(emin - precision + 24): rounds onto the subnormal step
   float maxf, min_normal;
   bool inf_code, overflow_inf, flush;
 
@@ -535,8 +524,8 @@ struct LogKernel {
     if (mase) lk = Log2Lookup(Log2Op::nearest, emin, emax);
   }
   static bool supported(const LogSpec& s, const Policy& p) {
-    return s.emin() >= -126 && (p.is_mase() || p.rounding == Rounding::nearest_even ||
-                                p.rounding == Rounding::nearest_away);
+    return s.emin() >= -126 &&
+           (p.is_mase() || p.rounding == Rounding::nearest_even || p.rounding == Rounding::nearest_away);
   }
 
   template <class A>
@@ -650,11 +639,13 @@ void plan(const Format& f, OnSimd&& simd, OnScalar&& scalar, OnRef&& reference) 
 
 }  // namespace detail
 
+}  // namespace QNUM_KERNEL_ISA_NS
 }  // namespace qnum::kernel
 
 #include "qnum/kernel/quantize_block.hpp"  // block_fp / MX kernels (use the helpers above)
 
 namespace qnum::kernel {
+inline namespace QNUM_KERNEL_ISA_NS {
 
 /// Which path `quantize` takes for `f` on a tensor of `shape` (for reports and benchmarks).
 inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}) {
@@ -687,8 +678,7 @@ void quantize_arch(const Format& f, std::span<const float> in, std::span<float> 
     if (const auto* s = std::get_if<MXFPSpec>(&f.spec)) {
       s->validate();
       qnum::detail::require_exact_mxfp(*s);
-      return detail::mx_quantize_simd<Arch>(s->element(), s->scale_exp_bits, f.policy, in, out, shape,
-                                            s->block_size);
+      return detail::mx_quantize_simd<Arch>(s->element(), s->scale_exp_bits, f.policy, in, out, shape, s->block_size);
     }
   }
   detail::plan(
@@ -706,4 +696,5 @@ inline void quantize(const Format& f, std::span<const float> in, std::span<float
 /// Name of the instruction set `quantize` uses.
 inline std::string_view simd_arch_name() { return xsimd::default_arch::name(); }
 
+}  // namespace QNUM_KERNEL_ISA_NS
 }  // namespace qnum::kernel

@@ -15,7 +15,9 @@
 #include "qnum/format/block_fp.hpp"
 #include "qnum/format/mx.hpp"
 
-namespace qnum::kernel::detail {
+namespace qnum::kernel {
+inline namespace QNUM_KERNEL_ISA_NS {
+namespace detail {
 
 /// Which blocked formats the vector path covers (exact semantics, RNE, blocks along the
 /// last axis of a tensor of rank >= 1).
@@ -78,14 +80,14 @@ struct BlockParams {
 /// then the elements. A row's last, partial block runs through a zero-padded buffer (zeros
 /// never change a block's max).
 template <class A, class Prep, class Apply>
-void for_each_row_block(std::span<const float> in, std::span<float> out, std::int64_t row, std::int64_t bs,
-                        Prep&& prep, Apply&& apply) {
+void for_each_row_block(std::span<const float> in, std::span<float> out, std::int64_t row, std::int64_t bs, Prep&& prep,
+                        Apply&& apply) {
   constexpr std::int64_t N = bf<A>::size;
   constexpr std::int64_t G = 8;
   if (row <= 0 || in.empty()) return;
   const std::int64_t rows = static_cast<std::int64_t>(in.size()) / row;
-  const std::int64_t per_row = (row + bs - 1) / bs;              // blocks per row
-  const std::int64_t full = bs % N == 0 ? row / bs : 0;          // of which on the grouped path
+  const std::int64_t per_row = (row + bs - 1) / bs;      // blocks per row
+  const std::int64_t full = bs % N == 0 ? row / bs : 0;  // of which on the grouped path
   const float* src = in.data();
   float* dst = out.data();
   parallel_for(rows * per_row, std::max<std::int64_t>(1, kQuantizeGrain / bs), [&](std::int64_t b0, std::int64_t b1) {
@@ -138,8 +140,8 @@ void mx_quantize_simd(const MXElement& e, int scale_bits, const Policy& p, std::
   const auto kmin = static_cast<float>(e.kmin()), kmax = static_cast<float>(e.kmax());
   auto prep = [&](std::int32_t mb) -> BlockParams {
     if (mb >= 0x7f800000) return {1, 0.0f, 0.0f};  // NaN or Inf: NaN scale, the whole block is NaN
-    const int sexp =
-        qnum::detail::mx_exact_scale_exp(e, scale_bits, static_cast<double>(bits_float(static_cast<std::uint32_t>(mb))));
+    const int sexp = qnum::detail::mx_exact_scale_exp(e, scale_bits,
+                                                      static_cast<double>(bits_float(static_cast<std::uint32_t>(mb))));
     return {0, qnum::detail::pow2f(-sexp), qnum::detail::pow2f(sexp)};
   };
   auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
@@ -206,7 +208,8 @@ void block_fp_quantize_simd(const BlockFPSpec& s, const Policy& p, std::span<con
     if (M - e > 127) return {2, 0.0f, 0.0f};  // 2^(M-e) is no float (blocks below 2^-104)
     // Carry: some element reaches 2^M at step 2^(e-M); rounding is monotone, so it is the
     // max that does (Inf blocks keep e = emax and saturate).
-    if (!has_inf && e < emax && rne_nonneg(bits_float(static_cast<std::uint32_t>(mb)) * qnum::detail::pow2f(M - e)) > kmax)
+    if (!has_inf && e < emax &&
+        rne_nonneg(bits_float(static_cast<std::uint32_t>(mb)) * qnum::detail::pow2f(M - e)) > kmax)
       ++e;
     // |x| 2^(M-e) is exact in float, or below 2^-126, which rounds to 0 either way; 2^(M-e)
     // and 2^(e-M) are exact floats (M - e in [-127, 127], e - M >= -149 by validation).
@@ -227,4 +230,6 @@ void block_fp_quantize_simd(const BlockFPSpec& s, const Policy& p, std::span<con
   for_each_row_block<A>(in, out, row, bs, prep, apply);
 }
 
-}  // namespace qnum::kernel::detail
+}  // namespace detail
+}  // namespace QNUM_KERNEL_ISA_NS
+}  // namespace qnum::kernel
