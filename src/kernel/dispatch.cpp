@@ -115,6 +115,8 @@ void quantize_isa(Isa isa, const Format& f, std::span<const float> in, std::span
   entry(isa).quantize(f, in, out, shape, role);
 }
 
-QuantizePath quantize_path(const Format& f, const Shape& shape) { return entry(Isa::baseline).path(f, shape); }
+QuantizePath quantize_path(const Format& f, const Shape& shape, Role role) {
+  return entry(Isa::baseline).path(f, shape, role);
+}
 
 }  // namespace qnum::kernel::dispatch

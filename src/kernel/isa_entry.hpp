@@ -20,7 +20,7 @@ namespace qnum::kernel::dispatch::detail {
 
 struct IsaEntry {
   void (*quantize)(const Format&, std::span<const float>, std::span<float>, const Shape&, Role);
-  QuantizePath (*path)(const Format&, const Shape&);
+  QuantizePath (*path)(const Format&, const Shape&, Role);
   std::string_view (*arch_name)();
 };
 

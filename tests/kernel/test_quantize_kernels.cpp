@@ -178,13 +178,13 @@ int check_arch(const Format& f, const std::vector<float>& in, const std::vector<
 
 /// Every run-time dispatch level this CPU can run, on a tensor of `shape`.
 int check_dispatch_levels(const Format& f, const std::vector<float>& in, const std::vector<float>& ref,
-                          const qnum::Shape& shape) {
+                          const qnum::Shape& shape, qnum::Role role = qnum::Role::weight) {
   namespace dispatch = qnum::kernel::dispatch;
   int bad = 0;
   for (dispatch::Isa isa : dispatch::compiled_isas()) {
     if (!dispatch::isa_supported(isa)) continue;
     std::vector<float> out(in.size(), 12345.0f);
-    dispatch::quantize_isa(isa, f, in, out, shape);
+    dispatch::quantize_isa(isa, f, in, out, shape, role);
     bad += count_mismatch(f, in, ref, out, std::string("dispatch:").append(dispatch::to_string(isa)));
   }
   return bad;
@@ -464,7 +464,7 @@ TEST_CASE("kernel quantize: block_fp and MX exact (OCP), blocks along the last a
       for (const auto* data : {&in, &shuffled, &finite}) check_blocked(f, *data, cols, true);
   }
   for (const char* spec : {"block_fp:block_size=4x8", "mxint:width=8,block_dim=0", "mxint:width=8,quantile_search=true",
-                           "block_fp:rounding=stochastic", "mxint:width=8,mode=mase_compat"})
+                           "block_fp:rounding=stochastic", "mxint:width=8,quantile_search=true,mode=mase_compat"})
     check_blocked(fmt(spec), finite, 32, false);
   for (const char* spec :
        {"mxint8", "mxint:width=4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1"}) {
@@ -547,4 +547,93 @@ TEST_CASE("kernel dispatch: levels, selection and names") {
   dispatch::quantize(f, in, out, {10});
   CHECK(out[3] == 1.0f);
   CHECK(dispatch::quantize_path(f) == qnum::kernel::QuantizePath::simd);
+}
+
+namespace {
+
+/// Every compiled architecture and dispatch level against the reference on one shaped tensor.
+void check_shaped(const Format& f, const std::vector<float>& x, const qnum::Shape& shape, qnum::Role role,
+                  bool expect_simd) {
+  CAPTURE(f.to_string());
+  CAPTURE(qnum::to_string(shape));
+  CAPTURE(qnum::to_string(role));
+  CHECK((qnum::kernel::quantize_path(f, shape, role) == qnum::kernel::QuantizePath::simd) == expect_simd);
+  const auto ref = f.quantize(x, shape, role);
+  std::vector<float> out(x.size(), 123.0f);
+  int bad = 0;
+  auto run = [&]<class A>(A) {
+    qnum::kernel::quantize_arch<A>(f, x, out, shape, role);
+    bad += count_mismatch(f, x, ref, out, A::name());
+  };
+  [&]<class... A>(Archs<A...>) { (run(A{}), ...); }(TestedArchs{});
+  bad += check_dispatch_levels(f, x, ref, shape, role);
+  CHECK(bad == 0);
+}
+
+/// Inputs for MASE's blocked formats: random values with specials, whole zero blocks (MASE's
+/// zero-block rule), values at and below its 1e-8 pass-through, and exact ties of the element
+/// grid 2^(e-M) (k + 1/2) for a spread of block scales.
+std::vector<float> mase_block_inputs(std::size_t n, std::uint64_t seed, bool specials) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::uniform_int_distribution<int> pick(0, 99), kd(0, 127), ed(-20, 20);
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int p = pick(gen);
+    if (p < 60)
+      x[i] = normal(gen);
+    else if (p < 75)
+      x[i] = std::ldexp(static_cast<float>(kd(gen)) + 0.5f, ed(gen) - 7);  // ties at many scales
+    else if (p < 80)
+      x[i] = (p % 2 ? 1.0f : -1.0f) * (p < 78 ? 1e-8f : 9.99e-9f);
+    else if (p < 85)
+      x[i] = -0.0f;
+    else
+      x[i] = normal(gen) * 1e-6f;
+  }
+  for (std::size_t i = 0; i < std::min<std::size_t>(n, 96); ++i) x[i] = 0.0f;  // zero blocks
+  for (std::size_t i = 128; i < std::min<std::size_t>(n, 160); ++i)            // a subnormal block
+    x[i] = std::ldexp(static_cast<float>(i % 7) - 3.0f, -140);
+  if (specials && n > 500) {
+    x[300] = std::numeric_limits<float>::infinity();
+    x[420] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("kernel quantize: mase block_fp and mxint in vector registers, every MASE tile") {
+  using qnum::Role;
+  for (const char* spec : {"block_fp", "block_fp:block_size=16", "block_fp:block_size=4x8", "block_fp:block_size=7",
+                           "block_fp:width=4,exponent_width=3", "block_fp:width=16,exponent_width=8,block_size=1x16",
+                           "block_fp:width=8,exponent_width=5,block_size=-1"}) {
+    const Format f = fmt(spec, qnum::mase_compat);
+    for (bool specials : {false, true}) {
+      check_shaped(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight, true);
+      check_shaped(f, mase_block_inputs(37 * 50, 2, specials), {37, 50}, Role::weight, true);
+      check_shaped(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation, true);
+      check_shaped(f, mase_block_inputs(3 * 20 * 33, 4, specials), {3, 20, 33}, Role::activation, true);
+    }
+    // all-zero tensor (every block takes max 1) and MASE's errors through the reference
+    check_shaped(f, std::vector<float>(64, 0.0f), {8, 8}, Role::weight, true);
+    std::vector<float> out(1000);
+    CHECK_THROWS_AS(qnum::kernel::quantize(f, mase_block_inputs(1000, 5, false), out, {1000}, Role::activation),
+                    qnum::Error);
+  }
+  for (const char* spec : {"mxint:width=8", "mxint:width=4", "mxint:width=8,block_size=5",
+                           "mxint:width=8,block_size=16", "mxint:width=6,scale_bits=4", "mxint:width=8,block_dim=1"}) {
+    const Format f = fmt(spec, qnum::mase_compat);
+    for (bool specials : {false, true}) {
+      check_shaped(f, mase_block_inputs(64 * 80, 6, specials), {64, 80}, Role::weight, true);
+      check_shaped(f, mase_block_inputs(2 * 5 * 80, 7, specials), {2, 5, 80}, Role::activation,
+                   f.to_string().find("block_dim") == std::string::npos);
+    }
+    // the element count not divisible by the block size: MASE's assert, from the reference
+    std::vector<float> out(33);
+    CHECK(qnum::kernel::quantize_path(f, {33}) == qnum::kernel::QuantizePath::reference);
+    CHECK_THROWS_AS(qnum::kernel::quantize(f, mase_block_inputs(33, 8, false), out, {33}), qnum::Error);
+  }
+  check_shaped(fmt("mxint:width=8,quantile_search=true", qnum::mase_compat), mase_block_inputs(64 * 32, 9, false),
+               {64, 32}, Role::weight, false);
 }

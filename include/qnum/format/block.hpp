@@ -236,6 +236,24 @@ inline float mase_sign(float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f); 
 /// torch.isclose(x, 0) with default tolerances: |x| <= 1e-8 (float32 compare).
 inline bool mase_close_to_zero(float x) { return x == 0.0f || std::fabs(x) <= 1e-8f; }
 
+/// MASE's zero-block rule on per-block maxima: all 0 -> all 1; otherwise a 0 takes the
+/// smallest non-zero maximum (a NaN maximum counts as the smallest).
+inline void mase_fix_zero_blocks(std::vector<float>& m) {
+  bool all_zero = true, have = false;
+  float smallest = 0.0f;
+  for (float v : m) {
+    if (v == 0.0f) continue;
+    all_zero = false;
+    if (!have || v != v || (smallest == smallest && v < smallest)) smallest = v;
+    have = true;
+  }
+  for (float& v : m)
+    if (all_zero)
+      v = 1.0f;
+    else if (v == 0.0f)
+      v = smallest;
+}
+
 /// Per-block max |x| as torch computes it (NaN anywhere in the block -> NaN), then MASE's
 /// zero-block rule: all maxima 0 -> all 1; otherwise a zero max takes the smallest non-zero
 /// max of the tensor (torch.min propagates NaN, so one NaN block poisons every zero block).
@@ -253,19 +271,7 @@ inline std::vector<float> mase_block_maxima(const BlockLayout& L, std::span<cons
     }
     m[static_cast<std::size_t>(b)] = mx;
   });
-  bool all_zero = true, have = false;
-  float smallest = 0.0f;
-  for (float v : m) {
-    if (v == 0.0f) continue;
-    all_zero = false;
-    if (!have || v != v || (smallest == smallest && v < smallest)) smallest = v;
-    have = true;
-  }
-  for (float& v : m)
-    if (all_zero)
-      v = 1.0f;
-    else if (v == 0.0f)
-      v = smallest;
+  mase_fix_zero_blocks(m);
   return m;
 }
 

@@ -82,6 +82,23 @@ namespace detail {
 
 // ---- MASE emulation ----------------------------------------------------------------------
 
+/// MASE block_fp's block scale 2^e, e = clamp(ceil(log2 max), emin, emax) in float32
+/// (2^128 = inf makes such blocks NaN, as in MASE).
+inline float mase_block_fp_scale(float block_max, float emin, float emax) {
+  return mase_exp2(mase_clamp(std::ceil(mase_log2(block_max)), emin, emax));
+}
+
+/// One element of a MASE block_fp block with scale p (shift = 2^M, kmax = 2^M - 1).
+inline float mase_block_fp_element(float x, float p, float shift, float kmax, bool fold) {
+  const float sign = mase_sign(x + 1e-9f);
+  const float v = std::fabs(x) + 1e-9f;
+  const float k = mase_clamp(mase_round(v / p * shift), 0.0f, kmax);
+  float q = sign * p * (k / shift);
+  if (fold) q = 0.0f + q;
+  const float c = mase_close_to_zero(x) ? 1.0f : 0.0f;
+  return (1.0f - c) * q + c * x;
+}
+
 /// MASE's block_fp on a whole tensor, step for step in float32 (spec §2.6): shared
 /// e = clamp(ceil(log2 max)); s = sign(x+1e-9); k = clamp(round((|x|+1e-9)/2^e*2^M)); the
 /// fold paths add +0; finally |x| <= 1e-8 passes through as (1-c)*q + c*x.
@@ -92,18 +109,10 @@ inline void block_fp_quantize_mase(const BlockFPSpec& s, std::span<const float> 
   const float emin = static_cast<float>(s.emin()), emax = static_cast<float>(s.emax());
   const float shift = pow2f(s.mantissa_bits()), kmax = shift - 1.0f;
   for_each_tile(L, [&](std::int64_t b, std::span<const std::int64_t> idx) {
-    const float e = mase_clamp(std::ceil(mase_log2(maxima[static_cast<std::size_t>(b)])), emin, emax);
-    const float p = mase_exp2(e);  // 2^128 = inf makes such blocks NaN, as in MASE
-    for (auto i : idx) {
-      const float x = in[static_cast<std::size_t>(i)];
-      const float sign = mase_sign(x + 1e-9f);
-      const float v = std::fabs(x) + 1e-9f;
-      const float k = mase_clamp(mase_round(v / p * shift), 0.0f, kmax);
-      float q = sign * p * (k / shift);
-      if (L.mase_fold) q = 0.0f + q;
-      const float c = mase_close_to_zero(x) ? 1.0f : 0.0f;
-      out[static_cast<std::size_t>(i)] = (1.0f - c) * q + c * x;
-    }
+    const float p = mase_block_fp_scale(maxima[static_cast<std::size_t>(b)], emin, emax);
+    for (auto i : idx)
+      out[static_cast<std::size_t>(i)] =
+          mase_block_fp_element(in[static_cast<std::size_t>(i)], p, shift, kmax, L.mase_fold);
   });
 }
 

@@ -307,27 +307,42 @@ inline float mx_torch_quantile(std::vector<float>& v, float q) {
   return mx_torch_lerp(v[below], v[above], w);
 }
 
-/// MASE mxint candidate for one block (extract_mxint_components + compose) given the clip value.
-inline void mase_mxint_block(const MXIntSpec& s, float clip, std::span<const float> xs, float* out) {
-  const float tiny = std::numeric_limits<float>::min();
-  if (clip < tiny) clip = tiny;  // clamp(min=tiny); NaN stays NaN
-  const float sc = std::ceil(mx_mase_log2f(clip));
-  const float p2 = mx_mase_exp2f(sc);
+/// MASE mxint's per-block constants (extract_mxint_components) for a clip value: the divisor
+/// 2^ceil(log2 clip), the element range and the output scale 2^(clamped S - bias).
+struct MaseMXIntParams {
+  float p2, mul, lo, hi, outscale;
+};
+
+/// The same from the block's exponent sc = ceil(log2(max(clip, tiny))).
+inline MaseMXIntParams mase_mxint_params_at(const MXIntSpec& s, float sc) {
   const float mul = pow2f(s.width - 1);
-  const float lo = -mul, hi = mul - 1.0f;
   const int bias = mx_scale_bias(s.scale_bits);
   float S = sc + static_cast<float>(bias);
   const float smax = static_cast<float>((1 << s.scale_bits) - 1);
   if (S < 0.0f) S = 0.0f;
   if (S > smax) S = smax;
-  const float outscale = mx_mase_exp2f(S - static_cast<float>(bias));
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    const float y = xs[i] / p2;
-    float m = std::nearbyint(y * mul);  // torch.round: half to even, keeps -0
-    if (m < lo) m = lo;
-    if (m > hi) m = hi;
-    out[i] = m / mul * outscale;
-  }
+  return {mx_mase_exp2f(sc), mul, -mul, mul - 1.0f, mx_mase_exp2f(S - static_cast<float>(bias))};
+}
+
+inline MaseMXIntParams mase_mxint_params(const MXIntSpec& s, float clip) {
+  const float tiny = std::numeric_limits<float>::min();
+  if (clip < tiny) clip = tiny;  // clamp(min=tiny); NaN stays NaN
+  return mase_mxint_params_at(s, std::ceil(mx_mase_log2f(clip)));
+}
+
+/// One element of a MASE mxint block (compose(extract(x))) in float32.
+inline float mase_mxint_element(const MaseMXIntParams& q, float x) {
+  const float y = x / q.p2;
+  float m = std::nearbyint(y * q.mul);  // torch.round: half to even, keeps -0
+  if (m < q.lo) m = q.lo;
+  if (m > q.hi) m = q.hi;
+  return m / q.mul * q.outscale;
+}
+
+/// MASE mxint candidate for one block (extract_mxint_components + compose) given the clip value.
+inline void mase_mxint_block(const MXIntSpec& s, float clip, std::span<const float> xs, float* out) {
+  const MaseMXIntParams q = mase_mxint_params(s, clip);
+  for (std::size_t i = 0; i < xs.size(); ++i) out[i] = mase_mxint_element(q, xs[i]);
 }
 
 /// MASE mxfp components of one block for a given quantile: the scale byte and the element codes.

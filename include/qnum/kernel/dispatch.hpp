@@ -54,6 +54,6 @@ void quantize_isa(Isa isa, const Format& f, std::span<const float> in, std::span
                   Role role = Role::weight);
 
 /// Which implementation quantize runs for `f` on a tensor of `shape` (the same on every level).
-QuantizePath quantize_path(const Format& f, const Shape& shape = {1});
+QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Role role = Role::weight);
 
 }  // namespace qnum::kernel::dispatch

@@ -15,11 +15,14 @@
 //      binary         bipolar deterministic (both semantics).
 //      block_fp       exact, nearest_even, 1-D blocks along the last axis (quantize_block.hpp).
 //      mxint, mxfp    exact (OCP), nearest_even, blocks along the last axis, no quantile_search.
+//      block_fp       mase: every MASE tile (1-D bias, 2-D weight/activation, 3-D activation).
+//      mxint          mase: blocks along the last axis, no quantile_search.
 //  - scalar: the same elementwise families under a policy the vector code does not cover
 //    (stochastic and other directed roundings, wrap, extreme biases), and binarize: the scalar
 //    reference per element, keyed by the flat index, still split across threads.
-//  - reference: every other family or setting (mase blocks/MX, 2-D tiles, block_minifloat,
-//    block_log, per-channel, residual/ternary, scale_integer, stochastic or scaled binary):
+//  - reference: every other family or setting (mase mxfp and quantile search, exact 2-D tiles,
+//    block_minifloat, block_log, per-channel, residual/ternary, scale_integer, stochastic or
+//    scaled binary):
 //    `Format::quantize` itself, single-threaded.
 //
 // How float32 reproduces the double-precision exact reference:
@@ -648,8 +651,8 @@ namespace qnum::kernel {
 inline namespace QNUM_KERNEL_ISA_NS {
 
 /// Which path `quantize` takes for `f` on a tensor of `shape` (for reports and benchmarks).
-inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}) {
-  if (detail::block_supported(f, shape)) return QuantizePath::simd;
+inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Role role = Role::weight) {
+  if (detail::block_supported(f, shape) || detail::mase_block_supported(f, shape, role)) return QuantizePath::simd;
   QuantizePath r = QuantizePath::reference;
   detail::plan(
       f, [&](const auto&) { r = QuantizePath::simd; }, [&](const auto&) { r = QuantizePath::scalar; },
@@ -679,6 +682,16 @@ void quantize_arch(const Format& f, std::span<const float> in, std::span<float> 
       s->validate();
       qnum::detail::require_exact_mxfp(*s);
       return detail::mx_quantize_simd<Arch>(s->element(), s->scale_exp_bits, f.policy, in, out, shape, s->block_size);
+    }
+  }
+  if (detail::mase_block_supported(f, shape, role)) {
+    if (const auto* s = std::get_if<BlockFPSpec>(&f.spec)) {
+      s->validate();
+      return detail::block_fp_mase_simd<Arch>(*s, in, out, shape, role);
+    }
+    if (const auto* s = std::get_if<MXIntSpec>(&f.spec)) {
+      s->validate();
+      return detail::mxint_mase_simd<Arch>(*s, in, out);
     }
   }
   detail::plan(

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -228,6 +229,196 @@ void block_fp_quantize_simd(const BlockFPSpec& s, const Policy& p, std::span<con
     }
   };
   for_each_row_block<A>(in, out, row, bs, prep, apply);
+}
+
+// ---- mase mode ------------------------------------------------------------------------------
+// The same float32 steps as the references in block_fp.hpp / mx.hpp (shared per-element
+// functions for the tails), on whole vectors; block maxima as integer maxima of |x|'s bits
+// (NaN > Inf > finite), which give the same float as the reference's max for every non-NaN
+// block and a NaN for a NaN block.
+
+/// Which mase-mode blocked formats the vector path covers: block_fp (any MASE tile) and
+/// mxint without quantile search, blocked along the last axis. Cases MASE rejects stay on the
+/// reference, which raises its error.
+inline bool mase_block_supported(const Format& f, const Shape& shape, Role role) {
+  if (!f.policy.is_mase() || shape.empty()) return false;
+  if (std::holds_alternative<BlockFPSpec>(f.spec)) {
+    const bool activation = role == Role::activation;
+    return (shape.size() == 1 && !activation) || shape.size() == 2 || (shape.size() == 3 && activation);
+  }
+  if (const auto* s = std::get_if<MXIntSpec>(&f.spec)) {
+    const int rank = static_cast<int>(shape.size());
+    return !s->quantile_search && s->block_size >= 1 && (s->block_dim == -1 || s->block_dim == rank - 1) &&
+           numel(shape) % s->block_size == 0;
+  }
+  return false;
+}
+
+/// ceil(float32 log2(m)) for a positive normal float m given by its bits `mb`, exactly as the
+/// references compute it (float(log2(double m)), then ceil), from the per-binade thresholds.
+inline float ceil_log2_normal(std::int32_t mb) {
+  static const Log2Thresholds& t = log2_thresholds(Log2Op::ceil);
+  const std::int32_t f = mb >> 23;
+  return static_cast<float>(f - 127 + (mb >= t.t[static_cast<std::size_t>(f)] ? 1 : 0));
+}
+
+/// Max of the magnitude bits of x[0, len) (any len).
+template <class A>
+inline std::int32_t max_abs_bits(const float* x, std::int64_t len) {
+  constexpr std::int64_t N = bf<A>::size;
+  const std::int64_t vec = len / N * N;
+  std::int32_t r = vec > 0 ? block_max_bits<A>(x, vec) : 0;
+  for (std::int64_t i = vec; i < len; ++i)
+    r = std::max(r, static_cast<std::int32_t>(qnum::detail::float_bits(x[i]) & 0x7fffffffu));
+  return r;
+}
+
+/// One run of a MASE block_fp block with scale p: the reference's float32 steps on vectors.
+template <class A>
+inline void mase_block_fp_run(const float* x, float* y, std::int64_t len, float p, float shift, float kmax, bool fold) {
+  constexpr std::int64_t N = bf<A>::size;
+  // Dividing by a power of two p is multiplying by 1/p whenever 1/p is a float (p >= 2^-127,
+  // Inf, NaN, 0 included): both round the same exact quotient once. Also k / shift.
+  const bool reciprocal = !(p > 0.0f && p < 0x1p-127f);
+  const bf<A> P(p), R(1.0f / p), SHIFT(shift), INV_SHIFT(1.0f / shift), ONE(1.0f), ZERO(0.0f);
+  std::int64_t i = 0;
+  for (; i + N <= len; i += N) {
+    const bf<A> v = bf<A>::load_unaligned(x + i);
+    const bf<A> sign = sign_t<A>(v + bf<A>(1e-9f));
+    const bf<A> a = xsimd::abs(v) + bf<A>(1e-9f);
+    const bf<A> k = clamp_t<A>(xsimd::nearbyint((reciprocal ? a * R : a / P) * SHIFT), 0.0f, kmax);
+    bf<A> q = sign * P * (k * INV_SHIFT);
+    if (fold) q = ZERO + q;
+    const bf<A> c = xsimd::select((v == ZERO) | (xsimd::abs(v) <= bf<A>(1e-8f)), ONE, ZERO);
+    ((ONE - c) * q + c * v).store_unaligned(y + i);
+  }
+  for (; i < len; ++i) y[i] = qnum::detail::mase_block_fp_element(x[i], p, shift, kmax, fold);
+}
+
+/// MASE block_fp. Tiles inside one row (bias, activations) take one pass with the grouped
+/// row-block loop: an all-zero block's outputs are +0 whatever its borrowed scale (0 * q + x)
+/// unless that scale is NaN or Inf (a NaN block exists, or the smallest block max maps to
+/// 2^128), which is known only at the end and then fixed in a second look at the zero blocks.
+/// Tiles spanning rows (2-D weights) take two passes: block maxima, then the elements.
+template <class A>
+void block_fp_mase_simd(const BlockFPSpec& s, std::span<const float> in, std::span<float> out, const Shape& shape,
+                        Role role) {
+  const BlockLayout L = mase_block_layout(s.name, shape, s.block_size, role);
+  const std::int64_t n = numel(shape);
+  if (n == 0) return;
+  const std::int64_t C = shape.back(), rows = n / C, tc = std::max<std::int64_t>(L.tile.back(), 1);
+  const std::int64_t per_row = (C + tc - 1) / tc;
+  const float emin = static_cast<float>(s.emin()), emax = static_cast<float>(s.emax());
+  const float shift = qnum::detail::pow2f(s.mantissa_bits()), kmax = shift - 1.0f;
+  const bool fold = L.mase_fold;
+  const float* src = in.data();
+  float* dst = out.data();
+  auto scale_of = [&](float block_max) { return qnum::detail::mase_block_fp_scale(block_max, emin, emax); };
+  auto scale_of_bits = [&](std::int32_t mb) {  // the same, without libm's log2 for normal maxima
+    if (mb >= 0x00800000 && mb < 0x7f800000)
+      return qnum::detail::mase_exp2(qnum::detail::mase_clamp(ceil_log2_normal(mb), emin, emax));
+    return scale_of(bits_float(static_cast<std::uint32_t>(mb)));
+  };
+
+  bool row_local = true;
+  for (std::size_t d = 0; d + 1 < L.rank(); ++d) row_local &= L.tile[d] == 1;
+  if (row_local) {
+    std::atomic<std::int32_t> min_bits{INT32_MAX};  // smallest non-zero block max (bits)
+    std::atomic<bool> saw_nan{false}, saw_zero{false};
+    auto prep = [&](std::int32_t mb) -> BlockParams {
+      if (mb == 0) {
+        if (!saw_zero.load(std::memory_order_relaxed)) saw_zero.store(true, std::memory_order_relaxed);
+        return {3, 0.0f, 0.0f};
+      }
+      if (mb > 0x7f800000) {
+        saw_nan.store(true, std::memory_order_relaxed);
+        return {1, 0.0f, 0.0f};
+      }
+      for (std::int32_t m = min_bits.load(std::memory_order_relaxed);
+           mb < m && !min_bits.compare_exchange_weak(m, mb, std::memory_order_relaxed);) {
+      }
+      return {0, scale_of_bits(mb), 0.0f};
+    };
+    auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+      if (bp.kind == 1) return fill_nan(y, len);
+      if (bp.kind == 3) return std::fill(y, y + len, 0.0f);
+      mase_block_fp_run<A>(x, y, len, bp.a, shift, kmax, fold);
+    };
+    for_each_row_block<A>(in, out, C, tc, prep, apply);
+    if (saw_zero && min_bits != INT32_MAX) {
+      const float p_zero =
+          saw_nan ? qnum::detail::kNaN : scale_of(bits_float(static_cast<std::uint32_t>(min_bits.load())));
+      if (!std::isfinite(p_zero)) {
+        // rare: recompute those blocks with their real (NaN or Inf) scale
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < per_row; ++j) {
+            const std::int64_t off = r * C + j * tc, len = std::min(tc, C - j * tc);
+            if (max_abs_bits<A>(src + off, len) == 0)
+              mase_block_fp_run<A>(src + off, dst + off, len, p_zero, shift, kmax, fold);
+          }
+      }
+    }
+    return;
+  }
+
+  const std::int64_t grain = std::max<std::int64_t>(1, kQuantizeGrain / C);
+  std::vector<std::int32_t> run_max(static_cast<std::size_t>(rows * per_row));
+  parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t j = 0; j < per_row; ++j)
+        run_max[static_cast<std::size_t>(r * per_row + j)] =
+            max_abs_bits<A>(src + r * C + j * tc, std::min(tc, C - j * tc));
+  });
+  // a row's blocks are consecutive ids (the last axis is the fastest in block order)
+  std::vector<std::int64_t> row_block(static_cast<std::size_t>(rows));
+  std::vector<std::int32_t> block_bits(static_cast<std::size_t>(L.num_blocks()), 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    row_block[static_cast<std::size_t>(r)] = L.block_of(r * C);
+    for (std::int64_t j = 0; j < per_row; ++j) {
+      auto& m = block_bits[static_cast<std::size_t>(row_block[static_cast<std::size_t>(r)] + j)];
+      m = std::max(m, run_max[static_cast<std::size_t>(r * per_row + j)]);
+    }
+  }
+  std::vector<float> scale(block_bits.size());
+  for (std::size_t b = 0; b < scale.size(); ++b) scale[b] = bits_float(static_cast<std::uint32_t>(block_bits[b]));
+  qnum::detail::mase_fix_zero_blocks(scale);
+  for (float& v : scale) v = scale_of_bits(static_cast<std::int32_t>(qnum::detail::float_bits(v) & 0x7fffffffu));
+  parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t j = 0; j < per_row; ++j) {
+        const std::int64_t off = r * C + j * tc;
+        const float p = scale[static_cast<std::size_t>(row_block[static_cast<std::size_t>(r)] + j)];
+        mase_block_fp_run<A>(src + off, dst + off, std::min(tc, C - j * tc), p, shift, kmax, fold);
+      }
+  });
+}
+
+/// MASE mxint (no quantile search) along the last axis: blocks of B consecutive elements of
+/// the flattened tensor (they may straddle rows, as in MASE).
+template <class A>
+void mxint_mase_simd(const MXIntSpec& s, std::span<const float> in, std::span<float> out) {
+  constexpr std::int64_t N = bf<A>::size;
+  const auto base = qnum::detail::mase_mxint_params(s, 1.0f);  // mul, lo, hi: the same for every block
+  auto prep = [&](std::int32_t mb) -> BlockParams {
+    if (mb >= 0x7f800000) return {1, 0.0f, 0.0f};  // torch.quantile of a block with NaN or Inf is NaN
+    // clip = max(block max, tiny): its exponent without libm's log2
+    const float sc = mb < 0x00800000 ? -126.0f : ceil_log2_normal(mb);
+    const auto q = qnum::detail::mase_mxint_params_at(s, sc);
+    return {0, q.p2, q.outscale};
+  };
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+    if (bp.kind == 1) return fill_nan(y, len);
+    // p = 2^sc with sc in [-126, 128] and mul = 2^(w-1): their reciprocals are floats (or 0
+    // for 2^128 = Inf), so multiplying rounds exactly as the reference's divisions do.
+    const bf<A> R(1.0f / bp.a), OUT(bp.b), MUL(base.mul), INV_MUL(1.0f / base.mul), LO(base.lo), HI(base.hi);
+    for (std::int64_t i = 0; i < len; i += N) {
+      bf<A> m = xsimd::nearbyint(bf<A>::load_unaligned(x + i) * R * MUL);
+      m = xsimd::select(m < LO, LO, m);
+      m = xsimd::select(m > HI, HI, m);
+      (m * INV_MUL * OUT).store_unaligned(y + i);
+    }
+  };
+  for_each_row_block<A>(in, out, static_cast<std::int64_t>(in.size()), s.block_size, prep, apply);
 }
 
 }  // namespace detail
