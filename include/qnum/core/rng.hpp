@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 namespace qnum {
@@ -31,6 +32,15 @@ class CounterRng {
   /// Uniform float in [0, 1) with 24 random bits, for element `counter`.
   constexpr float uniform(std::uint64_t counter) const {
     return static_cast<float>(draw(counter)[0] >> 8) * (1.0f / 16777216.0f);
+  }
+
+  /// Standard normal float for element `counter` (Box-Muller on two words of its draw, in
+  /// double; the same on every thread count).
+  float normal(std::uint64_t counter) const {
+    const auto w = draw(counter, 1);                                // stream 1: independent of uniform()'s draws
+    const double u1 = (static_cast<double>(w[0]) + 1.0) * 0x1p-32;  // (0, 1]
+    const double u2 = static_cast<double>(w[1]) * 0x1p-32;          // [0, 1)
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
   }
 
  private:

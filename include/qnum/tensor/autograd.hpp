@@ -1,0 +1,161 @@
+// Reverse-mode autograd on a dynamic tape.
+//
+// Every differentiable op computes its value, then (when grad mode is on and an input
+// requires grad) attaches a Node to the result: the inputs to propagate to and a backward
+// function that, given d(loss)/d(result), returns d(loss)/d(input) for each of them.
+// `Tensor::backward` orders the nodes reachable from the root topologically (by creation
+// sequence, which is one) and runs them last to first, accumulating into leaves.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <unordered_set>
+#include <vector>
+
+#include "qnum/tensor/tensor.hpp"
+
+namespace qnum {
+
+namespace autograd {
+
+/// Gradients for the inputs of one op, given the gradient of its output. Entry i is for
+/// `inputs[i]`; an empty vector means "no gradient for this input".
+using BackwardFn = std::function<std::vector<std::vector<float>>(std::span<const float> grad_output)>;
+
+struct Node {
+  std::vector<std::shared_ptr<qnum::detail::TensorImpl>> inputs;  // the op's tensor inputs, in order
+  BackwardFn backward;
+  std::uint64_t sequence = 0;  // creation order: a topological order of the tape
+  const char* name = "";       // the op, for error messages
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  /// Releases the tape behind this node iteratively: a chain of thousands of ops would
+  /// otherwise be destroyed by recursion deep enough to overflow the stack.
+  ~Node() {
+    std::vector<std::shared_ptr<Node>> pending;
+    auto release = [&pending](Node& n) {
+      n.backward = nullptr;  // drops the tensors the closure saved
+      for (auto& in : n.inputs)
+        if (in && in.use_count() == 1 && in->grad_fn) pending.push_back(std::move(in->grad_fn));
+      n.inputs.clear();
+    };
+    release(*this);
+    while (!pending.empty()) {
+      std::shared_ptr<Node> n = std::move(pending.back());
+      pending.pop_back();
+      if (n.use_count() == 1) release(*n);
+    }
+  }
+};
+
+namespace detail {
+inline bool& grad_mode() {
+  thread_local bool enabled = true;
+  return enabled;
+}
+inline std::uint64_t next_sequence() {
+  static std::atomic<std::uint64_t> n{0};
+  return ++n;
+}
+}  // namespace detail
+
+/// Whether ops record the tape on this thread.
+inline bool grad_enabled() { return detail::grad_mode(); }
+
+/// Turns tape recording off for its lifetime (inference, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard() : saved_(detail::grad_mode()) { detail::grad_mode() = false; }
+  ~NoGradGuard() { detail::grad_mode() = saved_; }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool saved_;
+};
+
+/// The result of an op: a tensor of `shape` with `values`; when recording and some input
+/// requires grad, it requires grad too and carries a Node with `backward`.
+inline Tensor make_result(const char* name, Shape shape, std::vector<float> values,
+                          std::initializer_list<Tensor> inputs, BackwardFn backward) {
+  Tensor out(std::move(shape), std::move(values));
+  if (!grad_enabled()) return out;
+  bool any = false;
+  for (const Tensor& t : inputs) any |= t.defined() && t.requires_grad();
+  if (!any) return out;
+  auto node = std::make_shared<Node>();
+  for (const Tensor& t : inputs) node->inputs.push_back(t.defined() ? t.impl_ptr() : nullptr);
+  node->backward = std::move(backward);
+  node->sequence = detail::next_sequence();
+  node->name = name;
+  auto impl = out.impl_ptr();
+  impl->requires_grad = true;
+  impl->grad_fn = std::move(node);
+  return out;
+}
+
+/// Adds `g` into t's gradient (allocated as zeros on first use).
+inline void accumulate_grad(qnum::detail::TensorImpl& t, std::span<const float> g) {
+  if (t.grad.empty()) t.grad.assign(t.storage->size(), 0.0f);
+  qnum::detail::require(g.size() == t.grad.size(), "autograd: gradient of ", g.size(), " values for a tensor of ",
+                        t.grad.size());
+  for (std::size_t i = 0; i < g.size(); ++i) t.grad[i] += g[i];
+}
+
+}  // namespace autograd
+
+inline void Tensor::backward(const Tensor& grad_output) const {
+  auto root = impl_ptr();
+  qnum::detail::require(root != nullptr, "backward: undefined tensor");
+  qnum::detail::require(root->requires_grad, "backward: the tensor does not require grad (no parameter reaches it)");
+  std::vector<float> seed;
+  if (grad_output.defined()) {
+    qnum::detail::require(grad_output.shape() == shape(), "backward: grad_output shape ",
+                          to_string(grad_output.shape()), " differs from the tensor's ", to_string(shape()));
+    seed = grad_output.to_vector();
+  } else {
+    qnum::detail::require(numel() == 1, "backward: a tensor of shape ", to_string(shape()),
+                          " needs grad_output (only one-element tensors get an implicit 1)");
+    seed = {1.0f};
+  }
+  // Collect the tape reachable from the root (iteratively: deep models make long chains).
+  // Owning handles: releasing a node below may drop the last other reference to its inputs.
+  std::vector<std::shared_ptr<detail::TensorImpl>> nodes;
+  std::unordered_set<const detail::TensorImpl*> seen;
+  std::vector<std::shared_ptr<detail::TensorImpl>> stack{root};
+  while (!stack.empty()) {
+    std::shared_ptr<detail::TensorImpl> t = std::move(stack.back());
+    stack.pop_back();
+    if (!t->grad_fn || !seen.insert(t.get()).second) continue;
+    for (const auto& in : t->grad_fn->inputs)
+      if (in && in->requires_grad) stack.push_back(in);
+    nodes.push_back(std::move(t));
+  }
+  std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
+    return a->grad_fn->sequence > b->grad_fn->sequence;  // outputs before the ops that made their inputs
+  });
+  autograd::accumulate_grad(*root, seed);
+  for (const auto& t : nodes) {
+    if (t->grad.empty()) continue;  // nothing flowed into this branch
+    const std::shared_ptr<autograd::Node> node = t->grad_fn;
+    auto grads = node->backward(t->grad);
+    qnum::detail::require(grads.size() == node->inputs.size(), "autograd: ", node->name, " returned ", grads.size(),
+                          " gradients for ", node->inputs.size(), " inputs");
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const auto& in = node->inputs[i];
+      if (in && in->requires_grad && !grads[i].empty()) autograd::accumulate_grad(*in, grads[i]);
+    }
+    // Release the tape: intermediate gradients and the node (saved activations) go now.
+    if (t != root) t->grad.clear();
+    t->grad_fn.reset();
+  }
+}
+
+}  // namespace qnum

@@ -1,0 +1,207 @@
+// Elementwise ops with NumPy broadcasting (add, sub, mul, div), scalar forms, and unary
+// functions (neg, exp, log, relu, gelu with exact erf, tanh, sigmoid), each differentiable.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "qnum/tensor/autograd.hpp"
+
+namespace qnum {
+
+namespace detail {
+
+/// The broadcast shape of a and b (NumPy rules: align right, sizes equal or 1).
+inline Shape broadcast_shape(const Shape& a, const Shape& b, const char* op) {
+  const std::size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const std::int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const std::int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    require(da == db || da == 1 || db == 1, op, ": shapes ", to_string(a), " and ", to_string(b),
+            " do not broadcast (dimension ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+/// For every element of `out` (C order), the flat index of the element of `in` it reads
+/// under broadcasting (in's shape right-aligned to out's).
+inline std::vector<std::int64_t> broadcast_index(const Shape& in, const Shape& out) {
+  const std::size_t r = out.size(), off = r - in.size();
+  std::vector<std::int64_t> stride(r, 0);
+  std::int64_t s = 1;
+  for (std::size_t i = r; i-- > off;) {
+    const std::int64_t d = in[i - off];
+    stride[i] = d == 1 ? 0 : s;
+    s *= d;
+  }
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(numel(out)));
+  std::vector<std::int64_t> pos(r, 0);
+  std::int64_t flat = 0;
+  for (auto& v : idx) {
+    v = flat;
+    for (std::size_t d = r; d-- > 0;) {  // odometer increment
+      flat += stride[d];
+      if (++pos[d] < out[d]) break;
+      flat -= stride[d] * out[d];
+      pos[d] = 0;
+    }
+  }
+  return idx;
+}
+
+/// Sums a gradient of the broadcast shape back onto an input's shape.
+inline std::vector<float> reduce_to(std::span<const float> g, const std::vector<std::int64_t>& index, std::int64_t n) {
+  std::vector<float> r(static_cast<std::size_t>(n), 0.0f);
+  for (std::size_t i = 0; i < g.size(); ++i) r[static_cast<std::size_t>(index[i])] += g[i];
+  return r;
+}
+
+enum class BinaryOp : std::uint8_t { add, sub, mul, div };
+
+inline Tensor binary_op(const Tensor& a, const Tensor& b, BinaryOp op) {
+  static constexpr const char* names[] = {"add", "sub", "mul", "div"};
+  const char* name = names[static_cast<int>(op)];
+  const Shape shape = broadcast_shape(a.shape(), b.shape(), name);
+  const auto n = static_cast<std::size_t>(numel(shape));
+  const bool same = a.shape() == shape && b.shape() == shape;
+  std::vector<std::int64_t> ia, ib;
+  if (!same) {
+    ia = broadcast_index(a.shape(), shape);
+    ib = broadcast_index(b.shape(), shape);
+  }
+  const float* pa = a.data();
+  const float* pb = b.data();
+  std::vector<float> y(n);
+  auto at = [&](std::size_t i, const float* p, const std::vector<std::int64_t>& ix) { return same ? p[i] : p[ix[i]]; };
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x0 = at(i, pa, ia), x1 = at(i, pb, ib);
+    switch (op) {
+      case BinaryOp::add:
+        y[i] = x0 + x1;
+        break;
+      case BinaryOp::sub:
+        y[i] = x0 - x1;
+        break;
+      case BinaryOp::mul:
+        y[i] = x0 * x1;
+        break;
+      case BinaryOp::div:
+        y[i] = x0 / x1;
+        break;
+    }
+  }
+  const Tensor sa = a, sb = b;  // saved for backward (mul/div need the values)
+  return autograd::make_result(name, shape, std::move(y), {a, b},
+                               [sa, sb, op, same, ia = std::move(ia), ib = std::move(ib), na = a.numel(),
+                                nb = b.numel()](std::span<const float> g) {
+                                 const std::size_t n = g.size();
+                                 std::vector<float> ga(n), gb(n);
+                                 const float* pa = sa.data();
+                                 const float* pb = sb.data();
+                                 for (std::size_t i = 0; i < n; ++i) {
+                                   const float x0 = same ? pa[i] : pa[ia[i]], x1 = same ? pb[i] : pb[ib[i]];
+                                   switch (op) {
+                                     case BinaryOp::add:
+                                       ga[i] = g[i], gb[i] = g[i];
+                                       break;
+                                     case BinaryOp::sub:
+                                       ga[i] = g[i], gb[i] = -g[i];
+                                       break;
+                                     case BinaryOp::mul:
+                                       ga[i] = g[i] * x1, gb[i] = g[i] * x0;
+                                       break;
+                                     case BinaryOp::div:
+                                       ga[i] = g[i] / x1, gb[i] = -g[i] * x0 / (x1 * x1);
+                                       break;
+                                   }
+                                 }
+                                 std::vector<std::vector<float>> r(2);
+                                 if (sa.requires_grad()) r[0] = same ? std::move(ga) : reduce_to(ga, ia, na);
+                                 if (sb.requires_grad()) r[1] = same ? std::move(gb) : reduce_to(gb, ib, nb);
+                                 return r;
+                               });
+}
+
+/// y = f(x) elementwise with dy/dx = df(x, y).
+template <class F, class DF>
+Tensor unary_op(const char* name, const Tensor& x, F f, DF df) {
+  const auto n = static_cast<std::size_t>(x.numel());
+  std::vector<float> y(n);
+  const float* px = x.data();
+  for (std::size_t i = 0; i < n; ++i) y[i] = f(px[i]);
+  const Tensor sx = x;
+  auto sy = std::make_shared<std::vector<float>>(y);
+  return autograd::make_result(name, x.shape(), std::move(y), {x}, [sx, sy, df](std::span<const float> g) {
+    std::vector<float> gx(g.size());
+    const float* px = sx.data();
+    for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * df(px[i], (*sy)[i]);
+    return std::vector<std::vector<float>>{std::move(gx)};
+  });
+}
+
+}  // namespace detail
+
+/// a + b, a - b, a * b, a / b with NumPy broadcasting.
+inline Tensor add(const Tensor& a, const Tensor& b) { return detail::binary_op(a, b, detail::BinaryOp::add); }
+inline Tensor sub(const Tensor& a, const Tensor& b) { return detail::binary_op(a, b, detail::BinaryOp::sub); }
+inline Tensor mul(const Tensor& a, const Tensor& b) { return detail::binary_op(a, b, detail::BinaryOp::mul); }
+inline Tensor div(const Tensor& a, const Tensor& b) { return detail::binary_op(a, b, detail::BinaryOp::div); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+
+/// x + c and x * c for a constant c.
+inline Tensor add_scalar(const Tensor& x, float c) {
+  return detail::unary_op(
+      "add_scalar", x, [c](float v) { return v + c; }, [](float, float) { return 1.0f; });
+}
+inline Tensor mul_scalar(const Tensor& x, float c) {
+  return detail::unary_op(
+      "mul_scalar", x, [c](float v) { return v * c; }, [c](float, float) { return c; });
+}
+inline Tensor neg(const Tensor& x) { return mul_scalar(x, -1.0f); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+
+inline Tensor exp(const Tensor& x) {
+  return detail::unary_op(
+      "exp", x, [](float v) { return std::exp(v); }, [](float, float y) { return y; });
+}
+/// Natural log (NaN below 0, -inf at 0, as std::log).
+inline Tensor log(const Tensor& x) {
+  return detail::unary_op(
+      "log", x, [](float v) { return std::log(v); }, [](float v, float) { return 1.0f / v; });
+}
+/// max(x, 0); the gradient at 0 is 0 (as PyTorch).
+inline Tensor relu(const Tensor& x) {
+  return detail::unary_op(
+      "relu", x, [](float v) { return v > 0.0f ? v : 0.0f; }, [](float v, float) { return v > 0.0f ? 1.0f : 0.0f; });
+}
+/// GELU with the exact erf form: x/2 (1 + erf(x / sqrt 2)) (PyTorch's default, BERT's).
+inline Tensor gelu(const Tensor& x) {
+  constexpr double kInvSqrt2 = 0.70710678118654752440, kInvSqrt2Pi = 0.39894228040143267794;
+  return detail::unary_op(
+      "gelu", x,
+      [](float v) {
+        const double d = v;
+        return static_cast<float>(0.5 * d * (1.0 + std::erf(d * kInvSqrt2)));
+      },
+      [](float v, float) {
+        const double d = v;
+        return static_cast<float>(0.5 * (1.0 + std::erf(d * kInvSqrt2)) + d * kInvSqrt2Pi * std::exp(-0.5 * d * d));
+      });
+}
+inline Tensor tanh(const Tensor& x) {
+  return detail::unary_op(
+      "tanh", x, [](float v) { return std::tanh(v); }, [](float, float y) { return 1.0f - y * y; });
+}
+inline Tensor sigmoid(const Tensor& x) {
+  return detail::unary_op(
+      "sigmoid", x, [](float v) { return 1.0f / (1.0f + std::exp(-v)); },
+      [](float, float y) { return y * (1.0f - y); });
+}
+
+}  // namespace qnum

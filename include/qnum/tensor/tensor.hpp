@@ -1,0 +1,168 @@
+// Tensor: a handle to float32, contiguous, C-order storage with a shape (rank 0 to 4), an
+// optional gradient and the autograd node that produced it (autograd.hpp).
+//
+// Copies of a Tensor share everything (like torch.Tensor); `clone()` copies the values.
+// `reshape`-style views share the storage, so an optimizer step that updates a parameter
+// in place is seen by every view. Kept small on purpose: float32 only, always contiguous,
+// CPU; it exists to train the models of the MASE labs, not to be a general framework.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qnum/core/error.hpp"
+#include "qnum/core/rng.hpp"
+#include "qnum/core/shape.hpp"
+
+namespace qnum {
+
+inline constexpr std::size_t kMaxTensorRank = 4;
+
+namespace autograd {
+struct Node;
+}
+
+namespace detail {
+
+/// The shared state behind a Tensor handle.
+struct TensorImpl {
+  Shape shape;
+  std::shared_ptr<std::vector<float>> storage;  // numel(shape) values (views share it)
+  std::vector<float> grad;                      // empty until a gradient arrives
+  bool requires_grad = false;
+  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves and for results without grad
+
+  std::span<float> values() { return {storage->data(), storage->size()}; }
+  std::span<const float> values() const { return {storage->data(), storage->size()}; }
+};
+
+inline void check_tensor_shape(const Shape& shape) {
+  require(shape.size() <= kMaxTensorRank, "Tensor: rank ", shape.size(), " of shape ", to_string(shape),
+          " is above the supported ", kMaxTensorRank);
+  for (auto d : shape) require(d >= 0, "Tensor: negative dimension in shape ", to_string(shape));
+}
+
+}  // namespace detail
+
+class Tensor {
+ public:
+  /// An undefined tensor (`defined()` is false); most operations reject it.
+  Tensor() = default;
+
+  /// A tensor of `shape` holding `values` (numel(shape) of them, C order).
+  Tensor(Shape shape, std::vector<float> values, bool requires_grad = false) {
+    detail::check_tensor_shape(shape);
+    detail::require(static_cast<std::int64_t>(values.size()) == qnum::numel(shape), "Tensor: ", values.size(),
+                    " values for shape ", to_string(shape), " (", qnum::numel(shape), " elements)");
+    impl_ = std::make_shared<detail::TensorImpl>();
+    impl_->shape = std::move(shape);
+    impl_->storage = std::make_shared<std::vector<float>>(std::move(values));
+    impl_->requires_grad = requires_grad;
+  }
+
+  static Tensor full(Shape shape, float value, bool requires_grad = false) {
+    detail::check_tensor_shape(shape);
+    const auto n = static_cast<std::size_t>(qnum::numel(shape));
+    return Tensor(std::move(shape), std::vector<float>(n, value), requires_grad);
+  }
+  static Tensor zeros(Shape shape, bool requires_grad = false) { return full(std::move(shape), 0.0f, requires_grad); }
+  static Tensor ones(Shape shape, bool requires_grad = false) { return full(std::move(shape), 1.0f, requires_grad); }
+  /// A rank-0 tensor.
+  static Tensor scalar(float value, bool requires_grad = false) { return Tensor({}, {value}, requires_grad); }
+  /// Normal(mean, std) values from a counter-based generator keyed by (seed, index): the same
+  /// seed gives the same tensor on every machine and thread count.
+  static Tensor randn(Shape shape, std::uint64_t seed, float mean = 0.0f, float std = 1.0f,
+                      bool requires_grad = false) {
+    detail::check_tensor_shape(shape);
+    std::vector<float> v(static_cast<std::size_t>(qnum::numel(shape)));
+    const CounterRng rng(seed);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = mean + std * rng.normal(i);
+    return Tensor(std::move(shape), std::move(v), requires_grad);
+  }
+  /// Uniform [lo, hi) values keyed by (seed, index).
+  static Tensor uniform(Shape shape, std::uint64_t seed, float lo, float hi, bool requires_grad = false) {
+    detail::check_tensor_shape(shape);
+    std::vector<float> v(static_cast<std::size_t>(qnum::numel(shape)));
+    const CounterRng rng(seed);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = lo + (hi - lo) * rng.uniform(i);
+    return Tensor(std::move(shape), std::move(v), requires_grad);
+  }
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  std::size_t rank() const { return shape().size(); }
+  /// Size of dimension d; negative d counts from the end.
+  std::int64_t size(int d) const {
+    const int r = static_cast<int>(rank());
+    detail::require(d >= -r && d < r, "Tensor::size: dimension ", d, " out of range for shape ", to_string(shape()));
+    return shape()[static_cast<std::size_t>(d < 0 ? d + r : d)];
+  }
+  std::int64_t numel() const { return qnum::numel(shape()); }
+
+  std::span<float> values() { return impl().values(); }
+  std::span<const float> values() const { return impl().values(); }
+  float* data() { return impl().storage->data(); }
+  const float* data() const { return impl().storage->data(); }
+  std::vector<float> to_vector() const { return {values().begin(), values().end()}; }
+  /// The single value of a one-element tensor.
+  float item() const {
+    detail::require(numel() == 1, "Tensor::item: tensor of shape ", to_string(shape()), " has ", numel(),
+                    " elements, not 1");
+    return values()[0];
+  }
+
+  bool requires_grad() const { return impl().requires_grad; }
+  /// Marks a leaf as a parameter to differentiate (or not).
+  Tensor& set_requires_grad(bool on) {
+    detail::require(!impl().grad_fn || on, "Tensor::set_requires_grad(false) on a non-leaf; use detach()");
+    impl().requires_grad = on;
+    return *this;
+  }
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  /// The accumulated gradient (empty span until backward reached this tensor).
+  std::span<const float> grad() const { return impl().grad; }
+  std::span<float> grad_mut() { return impl().grad; }
+  bool has_grad() const { return !impl().grad.empty(); }
+  /// The gradient as a tensor (zeros when none has arrived), detached.
+  Tensor grad_tensor() const { return has_grad() ? Tensor(shape(), impl().grad) : Tensor::zeros(shape()); }
+  void zero_grad() { impl().grad.clear(); }
+
+  /// A new leaf sharing the values, cut from the tape.
+  Tensor detach() const {
+    Tensor t;
+    t.impl_ = std::make_shared<detail::TensorImpl>();
+    t.impl_->shape = shape();
+    t.impl_->storage = impl().storage;
+    return t;
+  }
+  /// A new leaf with its own copy of the values.
+  Tensor clone() const { return Tensor(shape(), to_vector()); }
+
+  /// Backpropagates from this tensor: a one-element tensor gets d(self)/d(self) = 1; any
+  /// other shape needs `grad_output` of the same shape. Gradients accumulate into every leaf
+  /// that requires them (zero them between steps); the tape behind this tensor is released.
+  void backward(const Tensor& grad_output = Tensor()) const;
+
+  /// Identity of the underlying state (two handles to one tensor compare equal).
+  const detail::TensorImpl* id() const { return impl_.get(); }
+  std::shared_ptr<detail::TensorImpl> impl_ptr() const { return impl_; }
+  static Tensor from_impl(std::shared_ptr<detail::TensorImpl> p) {
+    Tensor t;
+    t.impl_ = std::move(p);
+    return t;
+  }
+
+ private:
+  detail::TensorImpl& impl() const {
+    detail::require(impl_ != nullptr, "Tensor: operation on an undefined tensor");
+    return *impl_;
+  }
+  std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+}  // namespace qnum
