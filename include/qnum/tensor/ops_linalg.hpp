@@ -1,0 +1,170 @@
+// Matrix products, each differentiable, on the library's fp32 GEMM (kernel/gemm.hpp):
+// matmul (2-D x 2-D; batched [..., M, K] x [..., K, N] with equal batch dimensions; and
+// [..., M, K] x [K, N] with b shared by the batch) and linear (y = x·Wᵀ + b, PyTorch's
+// weight layout [out, in]). Backward: dA = dC·Bᵀ and dB = Aᵀ·dC, also on the GEMM.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "qnum/kernel/gemm.hpp"
+#include "qnum/tensor/autograd.hpp"
+
+namespace qnum {
+
+namespace detail {
+
+/// C[M,N] = A[M,K]·B[N,K]ᵀ for any sizes (the kernel wants positive ones; K = 0 gives zeros).
+inline void mm_nt(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    std::fill_n(C, M * N, 0.0f);
+    return;
+  }
+  gemm_f32_nt(A, B, C, M, N, K);
+}
+
+/// C[M,N] = A[M,K]·B[K,N] for any sizes.
+inline void mm_nn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    std::fill_n(C, M * N, 0.0f);
+    return;
+  }
+  gemm_f32_nn(A, B, C, M, N, K);
+}
+
+/// The transpose [cols, rows] of a row-major [rows, cols] matrix, in cache-sized tiles.
+inline std::vector<float> transpose_matrix(const float* src, std::int64_t rows, std::int64_t cols) {
+  constexpr std::int64_t kTile = 32;
+  std::vector<float> dst(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (std::int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+        for (std::int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+          dst[static_cast<std::size_t>(c * rows + r)] = src[r * cols + c];
+  return dst;
+}
+
+/// C[M,N] = A[K,M]ᵀ·B[K,N] for any sizes.
+inline void mm_tn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  if (M == 0 || N == 0) return;
+  const std::vector<float> at = transpose_matrix(A, K, M);
+  mm_nn(at.data(), B, C, M, N, K);
+}
+
+/// How matmul maps its operands onto GEMMs: `batch` products of [M,K]·[K,N]; b advances by
+/// K·N per product unless it is shared (a 2-D b; then the batch is folded into M).
+struct MatmulPlan {
+  std::int64_t batch = 1, M = 0, K = 0, N = 0;
+  bool b_batched = false;
+  Shape out;
+};
+
+inline MatmulPlan plan_matmul(const Shape& a, const Shape& b) {
+  const auto fail_shapes = [&](auto&&... why) { fail("matmul: ", to_string(a), " x ", to_string(b), ": ", why...); };
+  if (a.size() < 2 || b.size() < 2)
+    fail_shapes("both operands need rank 2 or more (got ", a.size(), " and ", b.size(), ")");
+  const std::int64_t ka = a[a.size() - 1], kb = b[b.size() - 2];
+  if (ka != kb) fail_shapes("inner dimensions ", ka, " and ", kb, " differ");
+  const Shape a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
+  MatmulPlan p;
+  p.K = ka;
+  p.N = b.back();
+  p.M = a[a.size() - 2];
+  p.b_batched = !b_batch.empty();
+  if (p.b_batched) {
+    if (a_batch != b_batch)
+      fail_shapes("batch dimensions ", to_string(a_batch), " and ", to_string(b_batch),
+                  " differ (supported: equal batch dimensions, or a 2-D b shared by the batch)");
+    p.batch = numel(a_batch);
+  } else {
+    p.M *= numel(a_batch);  // a [..., M, K] x b [K, N]: one GEMM over all rows
+  }
+  p.out = a;
+  p.out.back() = p.N;
+  return p;
+}
+
+/// The rows of x [..., in] (the product of its leading dimensions).
+inline std::int64_t leading_rows(const Shape& x) {
+  std::int64_t r = 1;
+  for (std::size_t i = 0; i + 1 < x.size(); ++i) r *= x[i];
+  return r;
+}
+
+inline void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  require(weight.rank() == 2, "linear: weight ", to_string(weight.shape()), " must be 2-D [out, in]");
+  require(x.rank() >= 1 && x.shape().back() == weight.shape()[1], "linear: input ", to_string(x.shape()),
+          " and weight ", to_string(weight.shape()), ": the input's last dimension must be in = ", weight.shape()[1]);
+  require(!bias.defined() || bias.shape() == Shape{weight.shape()[0]}, "linear: bias ",
+          bias.defined() ? to_string(bias.shape()) : "", " does not match weight ", to_string(weight.shape()),
+          " (expected [", weight.shape()[0], "])");
+}
+
+}  // namespace detail
+
+/// The matrix product of a [..., M, K] and b: b [..., K, N] with the same batch dimensions
+/// (ranks 2 to 4), or b [K, N] applied to every matrix of a. Result [..., M, N]. Shape errors
+/// name both shapes ("matmul: [2, 3] x [4, 5]: inner dimensions 3 and 4 differ").
+inline Tensor matmul(const Tensor& a, const Tensor& b) {
+  const detail::MatmulPlan p = detail::plan_matmul(a.shape(), b.shape());
+  std::vector<float> y(static_cast<std::size_t>(numel(p.out)));
+  const std::int64_t sa = p.M * p.K, sb = p.b_batched ? p.K * p.N : 0, sc = p.M * p.N;
+  for (std::int64_t i = 0; i < p.batch; ++i)
+    detail::mm_nn(a.data() + i * sa, b.data() + i * sb, y.data() + i * sc, p.M, p.N, p.K);
+  return autograd::make_result("matmul", p.out, std::move(y), {a, b}, [a, b, p](std::span<const float> g) {
+    const std::int64_t sa = p.M * p.K, sb = p.b_batched ? p.K * p.N : 0, sc = p.M * p.N;
+    std::vector<std::vector<float>> r(2);
+    if (a.requires_grad()) {  // dA = dC·Bᵀ
+      r[0].resize(static_cast<std::size_t>(a.numel()));
+      for (std::int64_t i = 0; i < p.batch; ++i)
+        detail::mm_nt(g.data() + i * sc, b.data() + i * sb, r[0].data() + i * sa, p.M, p.K, p.N);
+    }
+    if (b.requires_grad()) {  // dB = Aᵀ·dC (summed over the batch when b is shared)
+      r[1].resize(static_cast<std::size_t>(b.numel()));
+      for (std::int64_t i = 0; i < p.batch; ++i)
+        detail::mm_tn(a.data() + i * sa, g.data() + i * sc, r[1].data() + i * sb, p.K, p.N, p.M);
+    }
+    return r;
+  });
+}
+
+/// y = x·weightᵀ + bias for x [..., in], weight [out, in] (PyTorch's layout) and bias [out]
+/// or an undefined Tensor (no bias). Result [..., out].
+inline Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor()) {
+  detail::check_linear(x, weight, bias);
+  const std::int64_t rows = detail::leading_rows(x.shape()), in = weight.shape()[1], out = weight.shape()[0];
+  Shape shape = x.shape();
+  shape.back() = out;
+  std::vector<float> y(static_cast<std::size_t>(rows * out));
+  detail::mm_nt(x.data(), weight.data(), y.data(), rows, out, in);
+  if (bias.defined()) {
+    const float* pb = bias.data();
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < out; ++j) y[static_cast<std::size_t>(r * out + j)] += pb[j];
+  }
+  return autograd::make_result("linear", std::move(shape), std::move(y), {x, weight, bias},
+                               [x, weight, bias, rows, in, out](std::span<const float> g) {
+                                 std::vector<std::vector<float>> r(3);
+                                 if (x.requires_grad()) {  // dx = dy·W
+                                   r[0].resize(static_cast<std::size_t>(rows * in));
+                                   detail::mm_nn(g.data(), weight.data(), r[0].data(), rows, in, out);
+                                 }
+                                 if (weight.requires_grad()) {  // dW = dyᵀ·x
+                                   r[1].resize(static_cast<std::size_t>(out * in));
+                                   detail::mm_tn(g.data(), x.data(), r[1].data(), out, in, rows);
+                                 }
+                                 if (bias.defined() && bias.requires_grad()) {  // db = Σ_rows dy
+                                   std::vector<double> acc(static_cast<std::size_t>(out), 0.0);
+                                   for (std::int64_t i = 0; i < rows; ++i)
+                                     for (std::int64_t j = 0; j < out; ++j)
+                                       acc[static_cast<std::size_t>(j)] += g[static_cast<std::size_t>(i * out + j)];
+                                   r[2].assign(acc.begin(), acc.end());
+                                 }
+                                 return r;
+                               });
+}
+
+}  // namespace qnum

@@ -1,0 +1,463 @@
+// Neural-network ops: softmax and log_softmax along a dimension, layer_norm, batch_norm
+// (with running statistics), embedding lookup, seeded dropout, and the losses cross_entropy
+// and mse_loss. Each computes its values eagerly (sums in double) and is differentiable
+// through autograd::make_result; semantics follow PyTorch's torch.nn.functional.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "qnum/tensor/autograd.hpp"
+
+namespace qnum {
+
+namespace detail {
+
+using Grads = std::vector<std::vector<float>>;
+
+/// `dim` (negative counts from the end) as an index into a shape of rank `rank`.
+inline std::size_t normalize_dim(int dim, std::size_t rank, const char* op) {
+  const int r = static_cast<int>(rank);
+  require(dim >= -r && dim < r, op, ": dimension ", dim, " out of range for rank ", rank);
+  return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
+}
+
+/// A tensor seen as [outer, n, inner] around one dimension: element (o, k, i) is at
+/// o * n * inner + k * inner + i.
+struct DimView {
+  std::int64_t outer = 1, n = 1, inner = 1;
+  std::size_t at(std::int64_t o, std::int64_t k, std::int64_t i) const {
+    return static_cast<std::size_t>((o * n + k) * inner + i);
+  }
+};
+
+inline DimView dim_view(const Shape& shape, std::size_t d) {
+  DimView v;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i < d) v.outer *= shape[i];
+    if (i == d) v.n = shape[i];
+    if (i > d) v.inner *= shape[i];
+  }
+  return v;
+}
+
+/// Calls f(o, i) for every line along the view's dimension.
+template <class F>
+void for_each_line(const DimView& v, F f) {
+  for (std::int64_t o = 0; o < v.outer; ++o)
+    for (std::int64_t i = 0; i < v.inner; ++i) f(o, i);
+}
+
+/// softmax (log_space false) or log_softmax (true) of x along dimension d, stable.
+inline std::vector<float> softmax_values(std::span<const float> x, const DimView& v, bool log_space) {
+  std::vector<float> y(x.size());
+  for_each_line(v, [&](std::int64_t o, std::int64_t i) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (std::int64_t k = 0; k < v.n; ++k) m = std::max(m, x[v.at(o, k, i)]);
+    double s = 0;
+    for (std::int64_t k = 0; k < v.n; ++k) s += std::exp(static_cast<double>(x[v.at(o, k, i)]) - m);
+    const double log_s = std::log(s);
+    for (std::int64_t k = 0; k < v.n; ++k) {
+      const double z = static_cast<double>(x[v.at(o, k, i)]) - m;
+      y[v.at(o, k, i)] = static_cast<float>(log_space ? z - log_s : std::exp(z) / s);
+    }
+  });
+  return y;
+}
+
+/// d/dx of softmax: y * (g - sum(g * y)) along each line.
+inline std::vector<float> softmax_backward(std::span<const float> g, std::span<const float> y, const DimView& v) {
+  std::vector<float> gx(g.size());
+  for_each_line(v, [&](std::int64_t o, std::int64_t i) {
+    double dot = 0;
+    for (std::int64_t k = 0; k < v.n; ++k) dot += static_cast<double>(g[v.at(o, k, i)]) * y[v.at(o, k, i)];
+    for (std::int64_t k = 0; k < v.n; ++k) {
+      const std::size_t j = v.at(o, k, i);
+      gx[j] = static_cast<float>(y[j] * (g[j] - dot));
+    }
+  });
+  return gx;
+}
+
+/// d/dx of log_softmax: g - exp(y) * sum(g) along each line.
+inline std::vector<float> log_softmax_backward(std::span<const float> g, std::span<const float> y, const DimView& v) {
+  std::vector<float> gx(g.size());
+  for_each_line(v, [&](std::int64_t o, std::int64_t i) {
+    double sum = 0;
+    for (std::int64_t k = 0; k < v.n; ++k) sum += g[v.at(o, k, i)];
+    for (std::int64_t k = 0; k < v.n; ++k) {
+      const std::size_t j = v.at(o, k, i);
+      gx[j] = static_cast<float>(g[j] - std::exp(static_cast<double>(y[j])) * sum);
+    }
+  });
+  return gx;
+}
+
+inline Tensor softmax_impl(const Tensor& x, int dim, bool log_space) {
+  const char* name = log_space ? "log_softmax" : "softmax";
+  require(x.rank() >= 1, name, ": needs a tensor of rank >= 1, got shape ", to_string(x.shape()));
+  const DimView v = dim_view(x.shape(), normalize_dim(dim, x.rank(), name));
+  std::vector<float> y = softmax_values(x.values(), v, log_space);
+  auto sy = std::make_shared<const std::vector<float>>(y);
+  return autograd::make_result(name, x.shape(), std::move(y), {x}, [sy, v, log_space](std::span<const float> g) {
+    return Grads{log_space ? log_softmax_backward(g, *sy, v) : softmax_backward(g, *sy, v)};
+  });
+}
+
+/// Checks that an optional per-channel parameter is undefined or of shape [c].
+inline void check_channel_param(const Tensor& t, std::int64_t c, const char* op, const char* what) {
+  if (!t.defined()) return;
+  require(t.shape() == Shape{c}, op, ": ", what, " has shape ", to_string(t.shape()), ", expected [", c, "]");
+}
+
+inline float param_or(const Tensor& t, std::size_t c, float fallback) { return t.defined() ? t.values()[c] : fallback; }
+
+/// Mean and biased variance of `count` values x[index(k)].
+template <class Index>
+std::pair<double, double> mean_var(std::span<const float> x, std::int64_t count, Index index) {
+  double m = 0;
+  for (std::int64_t k = 0; k < count; ++k) m += x[index(k)];
+  m /= static_cast<double>(count);
+  double v = 0;
+  for (std::int64_t k = 0; k < count; ++k) {
+    const double d = x[index(k)] - m;
+    v += d * d;
+  }
+  return {m, v / static_cast<double>(count)};
+}
+
+/// Backward through xhat = (x - mean) * rstd for one group whose mean and variance came from
+/// the group itself: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), where
+/// dxhat(j) = dL/dxhat_j and index(k) lists the group's flat indices.
+template <class Index, class DXhat>
+void norm_group_backward(const std::vector<float>& xhat, double rstd, std::int64_t count, Index index, DXhat dxhat,
+                         std::vector<float>& gx) {
+  double m1 = 0, m2 = 0;
+  for (std::int64_t k = 0; k < count; ++k) {
+    const std::size_t j = index(k);
+    m1 += dxhat(j);
+    m2 += dxhat(j) * xhat[j];
+  }
+  m1 /= static_cast<double>(count);
+  m2 /= static_cast<double>(count);
+  for (std::int64_t k = 0; k < count; ++k) {
+    const std::size_t j = index(k);
+    gx[j] = static_cast<float>(rstd * (dxhat(j) - m1 - xhat[j] * m2));
+  }
+}
+
+/// Gradients of y = xhat * w + b for the affine parameters: gw[c] = sum g * xhat,
+/// gb[c] = sum g over the elements of channel c (channel_of(j) gives it).
+template <class ChannelOf>
+std::pair<std::vector<float>, std::vector<float>> affine_param_grads(std::span<const float> g,
+                                                                     const std::vector<float>& xhat,
+                                                                     std::int64_t channels, ChannelOf channel_of) {
+  std::vector<double> gw(static_cast<std::size_t>(channels), 0.0), gb(gw);
+  for (std::size_t j = 0; j < g.size(); ++j) {
+    const std::size_t c = channel_of(j);
+    gw[c] += static_cast<double>(g[j]) * xhat[j];
+    gb[c] += g[j];
+  }
+  return {std::vector<float>(gw.begin(), gw.end()), std::vector<float>(gb.begin(), gb.end())};
+}
+
+/// The gradient list [x, weight, bias] of a normalisation, leaving out inputs without grad.
+inline Grads norm_grads(std::vector<float> gx, std::pair<std::vector<float>, std::vector<float>> gwb, const Tensor& x,
+                        const Tensor& w, const Tensor& b) {
+  Grads r(3);
+  if (x.requires_grad()) r[0] = std::move(gx);
+  if (w.defined() && w.requires_grad()) r[1] = std::move(gwb.first);
+  if (b.defined() && b.requires_grad()) r[2] = std::move(gwb.second);
+  return r;
+}
+
+// ---- batch_norm pieces -----------------------------------------------------------------
+
+/// x as [N, C, L] (L = 1 for rank 2).
+struct BatchView {
+  std::int64_t n = 0, c = 0, l = 1;
+  std::int64_t count() const { return n * l; }  // elements per channel
+  /// Flat index of the k-th element (k in [0, n*l)) of channel ch.
+  std::size_t at(std::int64_t ch, std::int64_t k) const {
+    return static_cast<std::size_t>(((k / l) * c + ch) * l + k % l);
+  }
+  std::size_t channel_of(std::size_t j) const {
+    return static_cast<std::size_t>((static_cast<std::int64_t>(j) / l) % c);
+  }
+};
+
+inline BatchView batch_view(const Tensor& x) {
+  require(x.rank() == 2 || x.rank() == 3, "batch_norm: input must be [N, C] or [N, C, L], got ", to_string(x.shape()));
+  return {x.shape()[0], x.shape()[1], x.rank() == 3 ? x.shape()[2] : 1};
+}
+
+inline void check_running_stat(const Tensor& t, std::int64_t c, const char* what, bool needed) {
+  if (!t.defined()) {
+    require(!needed, "batch_norm: ", what, " is needed in eval mode (training=false)");
+    return;
+  }
+  check_channel_param(t, c, "batch_norm", what);
+  require(!t.requires_grad(), "batch_norm: ", what, " is a buffer updated in place and must not require grad");
+}
+
+/// PyTorch's update (rm and rv are handles: the buffers change in place): running = (1 - momentum) * running + momentum
+/// * batch statistic, with the unbiased variance (count / (count - 1) times the biased one).
+inline void update_running(Tensor rm, Tensor rv, std::span<const double> mean, std::span<const double> var,
+                           std::int64_t count, float momentum) {
+  const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+  for (std::size_t c = 0; c < mean.size(); ++c) {
+    if (rm.defined()) rm.values()[c] = static_cast<float>((1.0 - momentum) * rm.values()[c] + momentum * mean[c]);
+    if (rv.defined())
+      rv.values()[c] = static_cast<float>((1.0 - momentum) * rv.values()[c] + momentum * var[c] * unbias);
+  }
+}
+
+// ---- cross_entropy pieces --------------------------------------------------------------
+
+/// Checks targets against [0, C) (ignore_index exempt) and counts the rows that count.
+inline std::int64_t check_targets(std::span<const std::int64_t> targets, std::int64_t n, std::int64_t c,
+                                  std::int64_t ignore_index) {
+  require(static_cast<std::int64_t>(targets.size()) == n, "cross_entropy: ", targets.size(), " targets for ", n,
+          " rows of logits");
+  std::int64_t used = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i] == ignore_index) continue;
+    require(targets[i] >= 0 && targets[i] < c, "cross_entropy: target ", targets[i], " of row ", i,
+            " is out of range [0, ", c, ")");
+    ++used;
+  }
+  return used;
+}
+
+}  // namespace detail
+
+/// Softmax along `dim` (negative counts from the end), computed as exp(x - max) / sum so
+/// large inputs do not overflow.
+inline Tensor softmax(const Tensor& x, int dim = -1) { return detail::softmax_impl(x, dim, false); }
+
+/// log(softmax(x)) along `dim`, computed stably as (x - max) - log(sum(exp(x - max))).
+inline Tensor log_softmax(const Tensor& x, int dim = -1) { return detail::softmax_impl(x, dim, true); }
+
+/// Layer normalisation over the last dimension (size C), as torch.nn.functional.layer_norm:
+/// (x - mean) / sqrt(biased var + eps) * weight + bias, per row; weight and bias are [C] or
+/// undefined (then 1 and 0).
+inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                         float eps = 1e-5f) {
+  detail::require(x.rank() >= 1 && x.size(-1) >= 1, "layer_norm: needs a last dimension of size >= 1, got shape ",
+                  to_string(x.shape()));
+  const std::int64_t c = x.size(-1), rows = x.numel() / c;
+  detail::check_channel_param(weight, c, "layer_norm", "weight");
+  detail::check_channel_param(bias, c, "layer_norm", "bias");
+  const auto n = static_cast<std::size_t>(x.numel());
+  auto xhat = std::make_shared<std::vector<float>>(n);
+  auto rstd = std::make_shared<std::vector<double>>(static_cast<std::size_t>(rows));
+  std::vector<float> y(n);
+  const auto xv = x.values();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto [m, var] = detail::mean_var(xv, c, [&](std::int64_t k) { return static_cast<std::size_t>(r * c + k); });
+    const double s = (*rstd)[static_cast<std::size_t>(r)] = 1.0 / std::sqrt(var + eps);
+    for (std::int64_t k = 0; k < c; ++k) {
+      const auto j = static_cast<std::size_t>(r * c + k), ch = static_cast<std::size_t>(k);
+      (*xhat)[j] = static_cast<float>((xv[j] - m) * s);
+      y[j] = (*xhat)[j] * detail::param_or(weight, ch, 1.0f) + detail::param_or(bias, ch, 0.0f);
+    }
+  }
+  auto channel_of = [c](std::size_t j) { return j % static_cast<std::size_t>(c); };
+  return autograd::make_result(
+      "layer_norm", x.shape(), std::move(y), {x, weight, bias},
+      [xhat, rstd, x, weight, bias, c, rows, channel_of](std::span<const float> g) {
+        std::vector<float> gx(x.requires_grad() ? g.size() : 0);
+        auto dxhat = [&](std::size_t j) {
+          return static_cast<double>(g[j]) * detail::param_or(weight, channel_of(j), 1.0f);
+        };
+        for (std::int64_t r = 0; r < rows && !gx.empty(); ++r)
+          detail::norm_group_backward(
+              *xhat, (*rstd)[static_cast<std::size_t>(r)], c,
+              [&](std::int64_t k) { return static_cast<std::size_t>(r * c + k); }, dxhat, gx);
+        return detail::norm_grads(std::move(gx), detail::affine_param_grads(g, *xhat, c, channel_of), x, weight, bias);
+      });
+}
+
+/// Batch normalisation of x [N, C] or [N, C, L] per channel C, as
+/// torch.nn.functional.batch_norm. Training: normalises with the batch mean and biased
+/// variance over N*L values, and (when defined) updates running_mean / running_var in place
+/// with running = (1 - momentum) * running + momentum * batch statistic, the variance
+/// unbiased (N*L / (N*L - 1)); N*L == 1 is an error. Eval: normalises with the running
+/// statistics (both required). running_* are buffers of shape [C] that must not require
+/// grad; weight and bias are [C] or undefined.
+inline Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                         const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
+                         float momentum = 0.1f, float eps = 1e-5f) {
+  const detail::BatchView bv = detail::batch_view(x);
+  detail::check_running_stat(running_mean, bv.c, "running_mean", !training);
+  detail::check_running_stat(running_var, bv.c, "running_var", !training);
+  detail::check_channel_param(weight, bv.c, "batch_norm", "weight");
+  detail::check_channel_param(bias, bv.c, "batch_norm", "bias");
+  detail::require(!training || bv.count() > 1, "batch_norm: training needs more than one value per channel, input ",
+                  to_string(x.shape()), " has N*L = ", bv.count());
+  const auto xv = x.values();
+  const auto channels = static_cast<std::size_t>(bv.c);
+  std::vector<double> mean(channels), var(channels);
+  for (std::size_t ch = 0; ch < channels; ++ch) {
+    if (training) {
+      const auto i = static_cast<std::int64_t>(ch);
+      std::tie(mean[ch], var[ch]) = detail::mean_var(xv, bv.count(), [&](std::int64_t k) { return bv.at(i, k); });
+    } else {
+      mean[ch] = running_mean.values()[ch], var[ch] = running_var.values()[ch];
+    }
+  }
+  auto rstd = std::make_shared<std::vector<double>>(channels);
+  for (std::size_t ch = 0; ch < channels; ++ch) (*rstd)[ch] = 1.0 / std::sqrt(var[ch] + eps);
+  auto xhat = std::make_shared<std::vector<float>>(xv.size());
+  std::vector<float> y(xv.size());
+  for (std::size_t j = 0; j < xv.size(); ++j) {
+    const std::size_t ch = bv.channel_of(j);
+    (*xhat)[j] = static_cast<float>((xv[j] - mean[ch]) * (*rstd)[ch]);
+    y[j] = (*xhat)[j] * detail::param_or(weight, ch, 1.0f) + detail::param_or(bias, ch, 0.0f);
+  }
+  if (training) detail::update_running(running_mean, running_var, mean, var, bv.count(), momentum);
+  return autograd::make_result("batch_norm", x.shape(), std::move(y), {x, weight, bias},
+                               [xhat, rstd, x, weight, bias, bv, training](std::span<const float> g) {
+                                 std::vector<float> gx(x.requires_grad() ? g.size() : 0);
+                                 auto dxhat = [&](std::size_t j) {
+                                   return static_cast<double>(g[j]) * detail::param_or(weight, bv.channel_of(j), 1.0f);
+                                 };
+                                 for (std::int64_t ch = 0; ch < bv.c && !gx.empty(); ++ch) {
+                                   auto index = [&](std::int64_t k) { return bv.at(ch, k); };
+                                   const double s = (*rstd)[static_cast<std::size_t>(ch)];
+                                   if (training) {
+                                     detail::norm_group_backward(*xhat, s, bv.count(), index, dxhat, gx);
+                                   } else {
+                                     for (std::int64_t k = 0; k < bv.count(); ++k)
+                                       gx[index(k)] = static_cast<float>(dxhat(index(k)) * s);
+                                   }
+                                 }
+                                 auto gwb = detail::affine_param_grads(g, *xhat, bv.c,
+                                                                       [&](std::size_t j) { return bv.channel_of(j); });
+                                 return detail::norm_grads(std::move(gx), std::move(gwb), x, weight, bias);
+                               });
+}
+
+/// Rows of `weight` [V, D] picked by `indices` (numel(index_shape) of them, C order): the
+/// result has shape index_shape + [D]. The gradient is scattered (summed) into the picked
+/// rows of weight. An index outside [0, V) is an error naming it.
+inline Tensor embedding(std::span<const std::int64_t> indices, const Shape& index_shape, const Tensor& weight) {
+  detail::require(weight.rank() == 2, "embedding: weight must be [V, D], got ", to_string(weight.shape()));
+  detail::require(static_cast<std::int64_t>(indices.size()) == numel(index_shape), "embedding: ", indices.size(),
+                  " indices for index shape ", to_string(index_shape));
+  detail::require(index_shape.size() < kMaxTensorRank, "embedding: index shape ", to_string(index_shape), " has rank ",
+                  index_shape.size(), "; the result's rank must stay <= ", kMaxTensorRank);
+  const std::int64_t v = weight.shape()[0], d = weight.shape()[1];
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    detail::require(indices[i] >= 0 && indices[i] < v, "embedding: index ", indices[i], " at position ", i,
+                    " is out of range [0, ", v, ")");
+  std::vector<float> y(indices.size() * static_cast<std::size_t>(d));
+  const float* w = weight.data();
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    std::copy(w + indices[i] * d, w + (indices[i] + 1) * d, y.begin() + static_cast<std::ptrdiff_t>(i) * d);
+  Shape shape = index_shape;
+  shape.push_back(d);
+  auto idx = std::make_shared<const std::vector<std::int64_t>>(indices.begin(), indices.end());
+  return autograd::make_result("embedding", std::move(shape), std::move(y), {weight},
+                               [idx, n = weight.numel(), d](std::span<const float> g) {
+                                 std::vector<float> gw(static_cast<std::size_t>(n), 0.0f);
+                                 for (std::size_t i = 0; i < idx->size(); ++i)
+                                   for (std::int64_t k = 0; k < d; ++k)
+                                     gw[static_cast<std::size_t>((*idx)[i] * d + k)] +=
+                                         g[i * static_cast<std::size_t>(d) + static_cast<std::size_t>(k)];
+                                 return detail::Grads{std::move(gw)};
+                               });
+}
+
+/// Inverted dropout: element i is kept when CounterRng(seed).uniform(i) >= p and scaled by
+/// 1 / (1 - p), else zeroed (so the same seed gives the same mask on every machine). Returns
+/// x itself when !training or p == 0; p outside [0, 1) is an error.
+inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
+  detail::require(p >= 0.0f && p < 1.0f, "dropout: probability ", p, " must be in [0, 1)");
+  if (!training || p == 0.0f) return x;
+  const float scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
+  const CounterRng rng(seed);
+  auto mask = std::make_shared<std::vector<float>>(static_cast<std::size_t>(x.numel()));
+  std::vector<float> y(mask->size());
+  const float* px = x.data();
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    (*mask)[i] = rng.uniform(i) >= p ? scale : 0.0f;
+    y[i] = px[i] * (*mask)[i];
+  }
+  return autograd::make_result("dropout", x.shape(), std::move(y), {x}, [mask](std::span<const float> g) {
+    std::vector<float> gx(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * (*mask)[i];
+    return detail::Grads{std::move(gx)};
+  });
+}
+
+/// Cross-entropy of logits [N, C] against class indices `targets` (N of them): the mean of
+/// -log_softmax(logits)[i, targets[i]] over the rows whose target is not `ignore_index`, as
+/// torch.nn.functional.cross_entropy. When every row is ignored the loss is NaN (0 / 0, as
+/// PyTorch) and the gradient is zero. A target outside [0, C) (other than ignore_index) is
+/// an error. Returns a rank-0 tensor.
+inline Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets,
+                            std::int64_t ignore_index = -100) {
+  detail::require(logits.rank() == 2, "cross_entropy: logits must be [N, C], got ", to_string(logits.shape()));
+  const std::int64_t n = logits.shape()[0], c = logits.shape()[1];
+  const std::int64_t used = detail::check_targets(targets, n, c, ignore_index);
+  const detail::DimView v = detail::dim_view(logits.shape(), 1);
+  auto lp = std::make_shared<const std::vector<float>>(detail::softmax_values(logits.values(), v, true));
+  double sum = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (targets[static_cast<std::size_t>(i)] != ignore_index)
+      sum -= (*lp)[v.at(i, targets[static_cast<std::size_t>(i)], 0)];
+  const float loss =
+      used == 0 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sum / static_cast<double>(used));
+  auto t = std::make_shared<const std::vector<std::int64_t>>(targets.begin(), targets.end());
+  return autograd::make_result(
+      "cross_entropy", {}, {loss}, {logits}, [lp, t, v, used, ignore_index](std::span<const float> g) {
+        std::vector<float> gx(lp->size(), 0.0f);
+        const double scale = used == 0 ? 0.0 : static_cast<double>(g[0]) / static_cast<double>(used);
+        for (std::int64_t i = 0; i < v.outer; ++i) {
+          const std::int64_t ti = (*t)[static_cast<std::size_t>(i)];
+          if (ti == ignore_index) continue;
+          for (std::int64_t k = 0; k < v.n; ++k) {
+            const std::size_t j = v.at(i, k, 0);
+            gx[j] = static_cast<float>(scale * (std::exp(static_cast<double>((*lp)[j])) - (k == ti ? 1.0 : 0.0)));
+          }
+        }
+        return detail::Grads{std::move(gx)};
+      });
+}
+
+/// Mean squared error mean((a - b)^2) over all elements; a and b must have the same shape.
+/// Returns a rank-0 tensor (NaN for empty inputs, as PyTorch).
+inline Tensor mse_loss(const Tensor& a, const Tensor& b) {
+  detail::require(a.shape() == b.shape(), "mse_loss: shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
+                  " differ");
+  const auto av = a.values(), bv = b.values();
+  double sum = 0;
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    const double d = static_cast<double>(av[i]) - bv[i];
+    sum += d * d;
+  }
+  const float loss = static_cast<float>(sum / static_cast<double>(av.size()));
+  return autograd::make_result("mse_loss", {}, {loss}, {a, b}, [a, b](std::span<const float> g) {
+    const auto av = a.values(), bv = b.values();
+    const double k = 2.0 * static_cast<double>(g[0]) / static_cast<double>(av.size());
+    std::vector<float> ga(av.size()), gb(av.size());
+    for (std::size_t i = 0; i < av.size(); ++i) {
+      ga[i] = static_cast<float>(k * (static_cast<double>(av[i]) - bv[i]));
+      gb[i] = -ga[i];
+    }
+    detail::Grads r(2);
+    if (a.requires_grad()) r[0] = std::move(ga);
+    if (b.requires_grad()) r[1] = std::move(gb);
+    return r;
+  });
+}
+
+}  // namespace qnum

@@ -1,0 +1,77 @@
+// Quantization-aware training op: fake_quantize(x, format) rounds x onto a qnum::Format in
+// the forward pass (kernel::quantize, bit-identical to Format::quantize) and passes the
+// gradient back through the straight-through estimator chosen by the format's policy.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "qnum/format/format.hpp"
+#include "qnum/kernel/quantize.hpp"
+#include "qnum/tensor/autograd.hpp"
+
+namespace qnum {
+
+/// The closed interval of inputs the clipped straight-through estimator passes gradients for.
+struct SteRange {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool contains(float x) const { return x >= lo && x <= hi; }  // false for NaN
+};
+
+/// The representable range [min, max] of `f`: max is info().max; min is the most negative
+/// value (-max for sign-symmetric families, k_min * 2^-F for two's-complement fixed point,
+/// 0 for unsigned fixed point). Families that scale each row by its own maximum
+/// (scale_integer) never saturate, so their range is unbounded. Block and data-scaled
+/// families (block_fp, mx*, binary, ternary) use their global nominal range from info().
+inline SteRange ste_range(const Format& f) {
+  if (std::holds_alternative<ScaleIntegerSpec>(f.spec)) return {};
+  const double hi = f.info().max;
+  if (const auto* s = std::get_if<FixedSpec>(&f.spec))
+    return {detail::scale2(static_cast<double>(s->kmin()), -s->frac_width), hi};
+  return {-hi, hi};
+}
+
+namespace detail {
+
+/// Where the clipped straight-through estimator passes the gradient (1) or blocks it (0):
+/// inside / outside ste_range(f).
+inline std::vector<std::uint8_t> ste_keep(const Format& f, std::span<const float> x) {
+  const SteRange r = ste_range(f);
+  std::vector<std::uint8_t> keep(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) keep[i] = r.contains(x[i]) ? 1 : 0;
+  return keep;
+}
+
+}  // namespace detail
+
+/// Fake quantization: the values of `f.quantize(x, shape, role)` (computed by
+/// kernel::quantize, bit for bit the same) with the straight-through gradient of
+/// f.policy.ste: `identity` passes the gradient unchanged, `clipped` passes it where x lies
+/// in ste_range(f) and zeroes it elsewhere. Formats whose output shape differs from the
+/// input's (residual_sign) are an error. A rank-0 tensor is quantized as shape [1].
+inline Tensor fake_quantize(const Tensor& x, const Format& f, Role role = Role::activation) {
+  f.validate();
+  const Shape qshape = x.rank() == 0 ? Shape{1} : x.shape();
+  detail::require(f.output_shape(qshape) == qshape, "fake_quantize: format '", f.to_string(),
+                  "' changes the tensor's shape (", to_string(qshape), " -> ", to_string(f.output_shape(qshape)),
+                  "); only shape-preserving formats can be fake-quantized");
+  std::vector<float> y(static_cast<std::size_t>(x.numel()));
+  kernel::quantize(f, x.values(), y, qshape, role);
+  if (!autograd::grad_enabled() || !x.requires_grad()) return Tensor(x.shape(), std::move(y));
+  std::shared_ptr<const std::vector<std::uint8_t>> keep;  // null: identity STE
+  if (f.policy.ste == Ste::clipped)
+    keep = std::make_shared<const std::vector<std::uint8_t>>(detail::ste_keep(f, x.values()));
+  return autograd::make_result("fake_quantize", x.shape(), std::move(y), {x}, [keep](std::span<const float> g) {
+    std::vector<float> gx(g.begin(), g.end());
+    if (keep)
+      for (std::size_t i = 0; i < gx.size(); ++i) gx[i] = (*keep)[i] ? gx[i] : 0.0f;  // exact zero, even for inf/NaN g
+    return std::vector<std::vector<float>>{std::move(gx)};
+  });
+}
+
+}  // namespace qnum

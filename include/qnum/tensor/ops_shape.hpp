@@ -1,0 +1,151 @@
+// Shape ops, each differentiable: reshape (one -1 inferred) and flatten, which are views that
+// share the input's storage (as tensor.hpp promises for reshape-style ops), and transpose /
+// permute, which copy the values into the new order (tensors are always contiguous).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qnum/tensor/autograd.hpp"
+
+namespace qnum {
+
+namespace detail {
+
+/// Dimension d of `shape` as 0..rank-1 (negative d counts from the end).
+inline std::size_t resolve_dim(const char* op, int d, const Shape& shape) {
+  const int r = static_cast<int>(shape.size());
+  require(d >= -r && d < r, op, ": dimension ", d, " out of range for shape ", to_string(shape), " (rank ", r, ")");
+  return static_cast<std::size_t>(d < 0 ? d + r : d);
+}
+
+/// `to` with its one -1 (if any) replaced so that it holds as many elements as `from`.
+inline Shape infer_reshape(const Shape& from, Shape to) {
+  const std::int64_t n = numel(from);
+  std::int64_t known = 1;
+  std::size_t inferred = to.size();
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    if (to[i] == -1) {
+      require(inferred == to.size(), "reshape: more than one -1 in ", to_string(to));
+      inferred = i;
+    } else {
+      require(to[i] >= 0, "reshape: invalid dimension ", to[i], " in ", to_string(to));
+      known *= to[i];
+    }
+  }
+  if (inferred < to.size()) {
+    require(known != 0 && n % known == 0, "reshape: cannot reshape ", to_string(from), " (", n, " elements) into ",
+            to_string(to));
+    to[inferred] = n / known;
+  }
+  require(numel(to) == n, "reshape: cannot reshape ", to_string(from), " (", n, " elements) into ", to_string(to), " (",
+          numel(to), " elements)");
+  return to;
+}
+
+/// The values of a tensor of shape `in` (C order) rearranged so that output dimension i is
+/// input dimension perm[i].
+inline std::vector<float> permute_values(const float* src, const Shape& in, const std::vector<std::size_t>& perm) {
+  const std::size_t r = in.size();
+  std::vector<std::int64_t> in_stride(r), stride(r);
+  std::int64_t s = 1;
+  for (std::size_t i = r; i-- > 0;) in_stride[i] = s, s *= in[i];
+  Shape out(r);
+  for (std::size_t i = 0; i < r; ++i) out[i] = in[perm[i]], stride[i] = in_stride[perm[i]];
+  std::vector<float> y(static_cast<std::size_t>(numel(in)));
+  std::vector<std::int64_t> pos(r, 0);
+  std::int64_t flat = 0;
+  for (float& v : y) {
+    v = src[flat];
+    for (std::size_t d = r; d-- > 0;) {  // odometer increment over the output
+      flat += stride[d];
+      if (++pos[d] < out[d]) break;
+      flat -= stride[d] * out[d];
+      pos[d] = 0;
+    }
+  }
+  return y;
+}
+
+/// `dims` resolved against `shape`, checked to be a permutation of its dimensions.
+inline std::vector<std::size_t> resolve_permutation(const Shape& shape, const std::vector<int>& dims) {
+  auto describe = [&dims] {
+    std::string s = "(";
+    for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + ")";
+  };
+  require(dims.size() == shape.size(), "permute: dims ", describe(), " has ", dims.size(), " entries for shape ",
+          to_string(shape), " (rank ", shape.size(), ")");
+  std::vector<std::size_t> perm(dims.size());
+  std::vector<bool> used(dims.size(), false);
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    perm[i] = resolve_dim("permute", dims[i], shape);
+    require(!used[perm[i]], "permute: dims ", describe(), " repeat dimension ", perm[i], " of shape ",
+            to_string(shape));
+    used[perm[i]] = true;
+  }
+  return perm;
+}
+
+/// The permutation op itself (named for the tape).
+inline Tensor permute_op(const char* name, const Tensor& x, std::vector<std::size_t> perm) {
+  Shape out(perm.size());
+  std::vector<std::size_t> inverse(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) out[i] = x.shape()[perm[i]], inverse[perm[i]] = i;
+  return autograd::make_result(name, out, permute_values(x.data(), x.shape(), perm), {x},
+                               [out, inverse](std::span<const float> g) {
+                                 return std::vector<std::vector<float>>{permute_values(g.data(), out, inverse)};
+                               });
+}
+
+}  // namespace detail
+
+/// x with a new shape of the same element count; one dimension may be -1 (inferred). The
+/// result is a view: it shares x's storage (an in-place change of one is seen by the other).
+inline Tensor reshape(const Tensor& x, Shape shape) {
+  Shape to = detail::infer_reshape(x.shape(), std::move(shape));
+  detail::check_tensor_shape(to);
+  Tensor out = autograd::make_result("reshape", to, std::vector<float>(static_cast<std::size_t>(x.numel())), {x},
+                                     [](std::span<const float> g) {
+                                       return std::vector<std::vector<float>>{{g.begin(), g.end()}};
+                                     });
+  out.impl_ptr()->storage = x.impl_ptr()->storage;  // a view: the very same values
+  return out;
+}
+
+/// Dimensions start_dim..end_dim of x merged into one (negative dims count from the end); a
+/// view like reshape. The default keeps the first (batch) dimension: [B, C, H, W] -> [B, CHW].
+/// A rank-0 tensor becomes [1].
+inline Tensor flatten(const Tensor& x, int start_dim = 1, int end_dim = -1) {
+  if (x.rank() == 0) return reshape(x, {1});
+  const std::size_t s = detail::resolve_dim("flatten", start_dim, x.shape());
+  const std::size_t e = detail::resolve_dim("flatten", end_dim, x.shape());
+  detail::require(s <= e, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim, " in shape ",
+                  to_string(x.shape()));
+  Shape to(x.shape().begin(), x.shape().begin() + static_cast<std::ptrdiff_t>(s));
+  std::int64_t merged = 1;
+  for (std::size_t i = s; i <= e; ++i) merged *= x.shape()[i];
+  to.push_back(merged);
+  to.insert(to.end(), x.shape().begin() + static_cast<std::ptrdiff_t>(e + 1), x.shape().end());
+  return reshape(x, std::move(to));
+}
+
+/// x with its dimensions reordered: output dimension i is x's dimension dims[i] (negative
+/// entries count from the end); dims must be a permutation of 0..rank-1. Copies the values.
+inline Tensor permute(const Tensor& x, const std::vector<int>& dims) {
+  return detail::permute_op("permute", x, detail::resolve_permutation(x.shape(), dims));
+}
+
+/// x with dimensions d0 and d1 swapped (negative dims count from the end). Copies the values.
+inline Tensor transpose(const Tensor& x, int d0, int d1) {
+  const std::size_t a = detail::resolve_dim("transpose", d0, x.shape());
+  const std::size_t b = detail::resolve_dim("transpose", d1, x.shape());
+  std::vector<std::size_t> perm(x.rank());
+  for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = i;
+  std::swap(perm[a], perm[b]);
+  return detail::permute_op("transpose", x, std::move(perm));
+}
+
+}  // namespace qnum
