@@ -11,6 +11,7 @@ Prints one JSON object per line:
   {"bench": "attention", "seq": .., "fused_ms": .., "naive_ms": ..}        SDPA vs explicit softmax(QK^T)V
 
 Usage: python3 bench/torch_baseline.py [--threads 1] [--size 4194304] [--quick]
+                                      [--only quantize,gemm,attention]
 """
 import argparse
 import json
@@ -140,13 +141,18 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--size", type=int, default=4 * 1024 * 1024)
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
+    ap.add_argument("--only", default="quantize,gemm,attention", help="comma-separated subset of the benchmarks")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     torch.set_num_threads(args.threads)
     print(json.dumps({"bench": "info", "torch": torch.__version__, "threads": args.threads,
                       "mkldnn": torch.backends.mkldnn.is_available()}), flush=True)
-    bench_quantize(args.size)
-    bench_gemm([(1024, 1024, 1024)] if args.quick else [(256, 256, 256), (1024, 1024, 1024), (512, 768, 3072)])
-    bench_attention([512] if args.quick else [128, 512, 1024])
+    if "quantize" in only:
+        bench_quantize(args.size)
+    if "gemm" in only:
+        bench_gemm([(1024, 1024, 1024)] if args.quick else [(256, 256, 256), (1024, 1024, 1024), (512, 768, 3072)])
+    if "attention" in only:
+        bench_attention([512] if args.quick else [128, 512, 1024])
 
 
 if __name__ == "__main__":

@@ -325,6 +325,51 @@ TEST_CASE("kernel attention: masked keys get zero weight and fully masked rows g
   }
 }
 
+TEST_CASE("kernel attention: fused handles key blocks that are wholly masked and odd tile edges") {
+  // The fused kernel takes keys in blocks of 8 score tiles (256 keys with AVX-512) and query
+  // rows in groups (14 with AVX-512): masks that remove whole blocks first or last, rows
+  // whose first block is fully masked, and sizes one past the block and group edges.
+  for (auto s : {qnum::AttentionShape{4, 2, 29, 600, 64}, qnum::AttentionShape{4, 1, 43, 257, 48},
+                 qnum::AttentionShape{4, 1, 15, 513, 16}, qnum::AttentionShape{4, 1, 1, 256, 96}}) {
+    Problem p(s, 51);
+    p.mask.assign(static_cast<std::size_t>(s.batch * s.seq_k), 0.0f);
+    for (std::int64_t j = 0; j < s.seq_k; ++j) {
+      if (j < s.seq_k / 2) p.mask[j] = -kInf;                 // batch 0: first half masked
+      if (j >= s.seq_k / 2) p.mask[s.seq_k + j] = -kInf;      // batch 1: second half masked
+      if (j % 2) p.mask[2 * s.seq_k + j] = -kInf;             // batch 2: every other key
+      if (j != s.seq_k - 1) p.mask[3 * s.seq_k + j] = -kInf;  // batch 3: only the last key
+    }
+    const auto ref = reference_attention(p.q, p.k, p.v, p.m(), s);
+    INFO("seq_q ", s.seq_q, " seq_k ", s.seq_k, " d ", s.head_dim);
+    CHECK(max_rel_error(p.fused(), ref, p.v, s) <= 1e-5);
+    CHECK(max_rel_error(p.naive(), ref, p.v, s) <= 1e-5);
+  }
+}
+
+TEST_CASE("kernel softmax: exp_nonpositive matches exp_batch on x <= 0") {
+  std::int64_t worst = 0;
+  std::vector<float> xs;
+  for (std::uint32_t u = 0; u < 0x42e00000u; u += 97) xs.push_back(-std::bit_cast<float>(u));  // [-112, 0]
+  xs.push_back(-kInf);
+  while (xs.size() % qnum::detail::kFloatLanes) xs.push_back(0.0f);
+  for (std::size_t i = 0; i < xs.size(); i += qnum::detail::kFloatLanes) {
+    alignas(64) float a[qnum::detail::kFloatLanes], b[qnum::detail::kFloatLanes];
+    const auto x = qnum::detail::FloatBatch::load_unaligned(xs.data() + i);
+    qnum::detail::exp_nonpositive(x).store_aligned(a);
+    qnum::detail::exp_batch(x).store_aligned(b);
+    for (std::int64_t l = 0; l < qnum::detail::kFloatLanes; ++l) {
+      if (xs[i + l] < -103.98f || b[l] == 0.0f) {
+        REQUIRE(a[l] <= std::numeric_limits<float>::denorm_min());  // underflow to 0 (or the last subnormal)
+        continue;
+      }
+      worst = std::max(worst, ulp_distance(a[l], b[l]));
+    }
+  }
+  CHECK(worst <= 1);
+  CHECK(qnum::detail::exp_nonpositive(qnum::detail::FloatBatch(0.0f)).get(0) == 1.0f);
+  CHECK(qnum::detail::exp_nonpositive(qnum::detail::FloatBatch(-kInf)).get(0) == 0.0f);
+}
+
 TEST_CASE("kernel attention: results are bit-identical for 1, 2 and 3 threads") {
   ThreadGuard guard;
   for (auto s : {qnum::AttentionShape{2, 3, 100, 100, 64}, qnum::AttentionShape{1, 1, 300, 300, 80}}) {

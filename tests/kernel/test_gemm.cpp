@@ -17,7 +17,8 @@ struct Shape3 {
   std::int64_t m, n, k;
 };
 const std::vector<Shape3> kShapes = {{1, 1, 1},      {7, 13, 29},   {64, 64, 64},
-                                     {100, 37, 257}, {13, 70, 300}, {50, 300, 1100}};  // last: several K chunks and column tiles
+                                     {100, 37, 257}, {13, 70, 300}, {50, 300, 1100},  // several K chunks, column tiles
+                                     {15, 33, 1},    {29, 65, 17},  {141, 97, 513}};  // K = 1; one past tile edges
 
 std::vector<float> randn(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
   std::mt19937 g(seed);
@@ -268,6 +269,25 @@ TEST_CASE("kernel gemm: binary XNOR-popcount exact, padding bits ignored, identi
   }
 }
 
+TEST_CASE("kernel gemm: fp32 for every row count of the last strip and every K tail") {
+  // M = 1..30 covers each short last strip of the 14-row (AVX-512) register tile twice;
+  // N = 47 a full and a partial 32-column panel; K = 16 + 15 the transposed-packing tail.
+  for (std::int64_t m = 1; m <= 30; ++m)
+    for (std::int64_t k : {1, 15, 16, 31, 260}) {
+      const std::int64_t n = 47;
+      CAPTURE(m);
+      CAPTURE(k);
+      const auto a = randn(static_cast<std::size_t>(m * k), 20), b = randn(static_cast<std::size_t>(n * k), 21);
+      std::vector<double> ref, absref;
+      ref_nt(a, b, m, n, k, ref, absref);
+      std::vector<float> c(static_cast<std::size_t>(m * n), -7.0f);
+      qnum::gemm_f32_nt(a.data(), b.data(), c.data(), m, n, k);
+      int bad = 0;
+      for (std::size_t i = 0; i < c.size(); ++i) bad += std::fabs(c[i] - ref[i]) > gamma(k + 1) * absref[i] + 1e-30;
+      CHECK(bad == 0);
+    }
+}
+
 TEST_CASE("kernel gemm: unaligned pointers give the same results") {
   const std::int64_t M = 9, N = 17, K = 70;
   const auto a = randn(static_cast<std::size_t>(M * K), 10), b = randn(static_cast<std::size_t>(N * K), 11);
@@ -279,6 +299,23 @@ TEST_CASE("kernel gemm: unaligned pointers give the same results") {
   std::memcpy(bbuf.data() + 3, b.data(), b.size() * 4);
   qnum::gemm_f32_nt(abuf.data() + 1, bbuf.data() + 3, cbuf.data() + 1, M, N, K);
   CHECK(std::memcmp(c.data(), cbuf.data() + 1, c.size() * 4) == 0);
+  {  // big enough for full panels and register transposes of B, then the NN form
+    const std::int64_t m2 = 20, n2 = 70, k2 = 300;
+    const auto a2 = randn(static_cast<std::size_t>(m2 * k2), 14), b2 = randn(static_cast<std::size_t>(n2 * k2), 15);
+    std::vector<float> c2(static_cast<std::size_t>(m2 * n2)), a2s(a2.size() + 3), b2s(b2.size() + 1),
+        c2s(c2.size() + 2);
+    qnum::gemm_f32_nt(a2.data(), b2.data(), c2.data(), m2, n2, k2);
+    std::memcpy(a2s.data() + 3, a2.data(), a2.size() * 4);
+    std::memcpy(b2s.data() + 1, b2.data(), b2.size() * 4);
+    qnum::gemm_f32_nt(a2s.data() + 3, b2s.data() + 1, c2s.data() + 2, m2, n2, k2);
+    CHECK(std::memcmp(c2.data(), c2s.data() + 2, c2.size() * 4) == 0);
+    std::vector<float> bt(b2.size() + 1);
+    for (std::int64_t j = 0; j < n2; ++j)
+      for (std::int64_t t = 0; t < k2; ++t)
+        bt[static_cast<std::size_t>(t * n2 + j) + 1] = b2[static_cast<std::size_t>(j * k2 + t)];
+    qnum::gemm_f32_nn(a2s.data() + 3, bt.data() + 1, c2s.data() + 2, m2, n2, k2);
+    CHECK(std::memcmp(c2.data(), c2s.data() + 2, c2.size() * 4) == 0);
+  }
   const auto ia = rand_s8(static_cast<std::size_t>(M * K), 12), ib = rand_s8(static_cast<std::size_t>(N * K), 13);
   std::vector<std::int8_t> iabuf(ia.size() + 3), ibbuf(ib.size() + 1);
   std::memcpy(iabuf.data() + 3, ia.data(), ia.size());

@@ -3,13 +3,18 @@
 //   attention_naive  materialises the scores, as eager PyTorch does: S = scale * Q Kᵀ for all
 //                    (batch, head) [Eigen GEMM], S += mask, softmax rows, O = P V [Eigen GEMM]
 //                    — four passes over a [batch, heads, seq_q, seq_k] buffer.
-//   attention_fused  flash-style: each task is one (batch, head, tile of 48 queries; 16 below
-//                    AVX-512). It walks key tiles of 4 SIMD widths, keeps a running row max
-//                    m and sum l, rescales the output accumulator by exp(m_old - m_new) when
-//                    the max grows, and never holds more than 6 x 64 scores. Inner loops are
-//                    xsimd register-blocked micro-kernels (6 query rows x 4 vectors with
-//                    AVX-512, 2 x 4 below). K and V are first packed once per (batch, head)
-//                    into aligned per-thread scratch (Kᵀ per key tile, V with padded rows).
+//   attention_fused  flash-style: each task is one (batch, head, tile of 42 queries = 3 row
+//                    groups of 14; 18 = 3 x 6 below AVX-512). Keys are taken 256 at a time
+//                    (8 tiles of 2 SIMD widths): the scores of a row group come from a
+//                    GEMM-style 14 x 32 register tile (query rows broadcast from a transposed
+//                    copy, Kᵀ tiles streamed), then one online-softmax step per block (block
+//                    row max, the rescale factors exp(m_old - m_new) of all 14 rows as one
+//                    vector exp, exp of the scores, per-lane row sums), then O = O·corr + P V
+//                    with the same register tile over pairs of vectors of the head dimension,
+//                    so the output rows are reloaded and rescaled once per 256 keys. It never
+//                    holds more than 14 x 256 scores. A task packs the K and V of its
+//                    (batch, head) into aligned per-thread scratch first (Kᵀ per key tile, V
+//                    with padded rows), so they stay in L2 while its query tiles use them.
 //
 // Layout: Q [batch, heads, seq_q, head_dim], K and V [batch, heads, seq_k, head_dim], output
 // [batch, heads, seq_q, head_dim], all contiguous row-major float32, any alignment. mask
@@ -24,13 +29,15 @@
 //
 // Accuracy (tested): for finite inputs both variants are within 1e-5 * max|V| (per (batch,
 // head)) of a double-precision reference, and |fused - naive| <= 1e-5 * max|V| elementwise
-// (measured worst over the test shapes, scores up to ~±40: 1.1e-6). Outputs are convex
+// (measured worst over the test shapes, scores up to ~±40: 9.0e-7). Outputs are convex
 // combinations of V rows, so max|V| is their natural scale; the differences come from
 // float32 summation order (Q Kᵀ dot products, row sums, P V) and the 1-ulp exp — the online
 // rescaling factors multiply the accumulator and the row sum alike, so their error cancels in
-// the final ratio. Exception: a row masked entirely with a finite value (BERT's -10000) has
-// scores rounded to ulp(10000) ~ 1e-3, so there the variants agree only to ~2e-3 * max|V|
-// (that row is ill-conditioned by construction; use -inf masks for a defined zero row).
+// the final ratio. The fused path's exp (exp_nonpositive: its inputs are scores minus the
+// running max) has the same polynomial as softmax's exp_batch. Exception: a row masked
+// entirely with a finite value (BERT's -10000) has scores rounded to ulp(10000) ~ 1e-3, so
+// there the variants agree only to ~2e-3 * max|V| (that row is ill-conditioned by
+// construction; use -inf masks for a defined zero row).
 // Inputs holding NaN or +inf give unspecified (typically NaN) rows.
 //
 // Threads (qnum::set_num_threads): results are bit-identical for any thread count — each
@@ -131,91 +138,173 @@ class EigenSerial {
 
 using AlignedFloats = std::vector<float, xsimd::aligned_allocator<float>>;
 
-inline std::int64_t round_up(std::int64_t n, std::int64_t m) { return (n + m - 1) / m * m; }
+constexpr std::int64_t round_up(std::int64_t n, std::int64_t m) { return (n + m - 1) / m * m; }
 
-// Fused kernel geometry.
-// Query rows per micro-kernel: kRows x 4 accumulators plus 4 loaded vectors and a broadcast
-// must fit the register file (32 vector registers with AVX-512, 16 below).
-inline constexpr std::int64_t kRows = kFloatLanes >= 16 ? 6 : 2;
-inline constexpr std::int64_t kKeyTile = 4 * kFloatLanes;  // keys per tile
-inline constexpr std::int64_t kQueryTile = 8 * kRows;      // query rows per task
+// Fused kernel geometry: GEMM-style register tiles of kRows query rows x kVecs vectors (14 x 2
+// with AVX-512's 32 registers, 6 x 2 below). Keys are taken kKeyBlock at a time per online-
+// softmax step, so the row max, the rescale of the output rows and their reload happen once
+// per block, not per tile.
+inline constexpr std::int64_t kRows = kFloatLanes >= 16 ? 14 : 6;
+inline constexpr int kVecs = 2;
+inline constexpr std::int64_t kKeyTile = kVecs * kFloatLanes;  // keys per score micro-tile
+inline constexpr std::int64_t kKeyBlock = 8 * kKeyTile;        // keys per online-softmax step
+inline constexpr std::int64_t kQueryTile = 3 * kRows;          // query rows per tile
 
-/// Scores for kRows query rows x one key tile: acc[r][c] = sum_d q[r][d] * kt[d][c*W ..].
-/// q: kRows rows of stride d; kt: [d][ldk] transposed keys at the tile.
-[[gnu::always_inline]] inline void score_tile(const float* q, std::int64_t d, const float* kt, std::int64_t ldk,
-                                              FloatBatch (&acc)[kRows][4]) {
-#pragma GCC unroll 8
+/// Scores for kRows query rows x one key tile: acc[r][c] = Σ_t q[t][r] · kt[t][c·W ..].
+/// q: the row group transposed, [d][kRows]; kt: [d][kKeyTile] transposed keys (aligned).
+[[gnu::always_inline]] inline void score_tile(const float* q, std::int64_t d, const float* kt,
+                                              FloatBatch (&acc)[kRows][kVecs]) {
+#pragma GCC unroll 16
   for (std::int64_t r = 0; r < kRows; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < 4; ++c) acc[r][c] = FloatBatch(0.0f);
+#pragma GCC unroll 4
+    for (int c = 0; c < kVecs; ++c) acc[r][c] = FloatBatch(0.0f);
   for (std::int64_t t = 0; t < d; ++t) {
-    const float* kr = kt + t * ldk;
-    const FloatBatch k0 = FloatBatch::load_aligned(kr);
-    const FloatBatch k1 = FloatBatch::load_aligned(kr + kFloatLanes);
-    const FloatBatch k2 = FloatBatch::load_aligned(kr + 2 * kFloatLanes);
-    const FloatBatch k3 = FloatBatch::load_aligned(kr + 3 * kFloatLanes);
-#pragma GCC unroll 8
+    const float* kr = kt + t * kKeyTile;
+#pragma GCC unroll 4
+    for (int c = 0; c < kVecs; ++c) __builtin_prefetch(kr + 16 * kKeyTile + c * kFloatLanes);  // Kᵀ streams from L2
+    FloatBatch kv[kVecs];
+#pragma GCC unroll 4
+    for (int c = 0; c < kVecs; ++c) kv[c] = FloatBatch::load_aligned(kr + c * kFloatLanes);
+#pragma GCC unroll 16
     for (std::int64_t r = 0; r < kRows; ++r) {
-      const FloatBatch qb(q[r * d + t]);
-      acc[r][0] = xsimd::fma(qb, k0, acc[r][0]);
-      acc[r][1] = xsimd::fma(qb, k1, acc[r][1]);
-      acc[r][2] = xsimd::fma(qb, k2, acc[r][2]);
-      acc[r][3] = xsimd::fma(qb, k3, acc[r][3]);
+      const FloatBatch qb(q[t * kRows + r]);
+#pragma GCC unroll 4
+      for (int c = 0; c < kVecs; ++c) acc[r][c] = fmadd(qb, kv[c], acc[r][c]);
     }
   }
 }
 
-/// o[r][c..c+NV) = o * corr[r] + sum_{j < nk} p[r][j] * v[j][c..]: kRows rows, NV vectors of
-/// the packed (aligned) V.
+/// s[r][j] = (q·k)·scale + mask for kRows rows and the nb keys (a multiple of kKeyTile) of
+/// one block; s has row stride kKeyBlock. kt and mb start at the block.
+inline void score_block(const float* q, std::int64_t d, const float* kt, const float* mb, std::int64_t nb, float scale,
+                        float* s) {
+  const FloatBatch vscale(scale);
+  for (std::int64_t j = 0; j < nb; j += kKeyTile) {
+    FloatBatch acc[kRows][kVecs];
+    score_tile(q, d, kt + j * d, acc);
+    FloatBatch mk[kVecs];
+#pragma GCC unroll 4
+    for (int c = 0; c < kVecs; ++c) mk[c] = FloatBatch::load_aligned(mb + j + c * kFloatLanes);
+#pragma GCC unroll 16
+    for (std::int64_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (int c = 0; c < kVecs; ++c)
+        fmadd(acc[r][c], vscale, mk[c]).store_aligned(s + r * kKeyBlock + j + c * kFloatLanes);
+  }
+}
+
+/// Row-group state (running max m, rescale factor corr) is kept kRowPad floats per group,
+/// so it is updated a vector at a time.
+inline constexpr std::int64_t kRowPad = round_up(kRows, kFloatLanes);
+
+/// Max of n aligned floats, n a multiple of two vectors (two chains: max has a 4-cycle latency).
+inline float block_max(const float* s, std::int64_t n) {
+  FloatBatch v0(-std::numeric_limits<float>::infinity()), v1 = v0;
+  for (std::int64_t j = 0; j < n; j += 2 * kFloatLanes) {
+    v0 = xsimd::max(v0, FloatBatch::load_aligned(s + j));
+    v1 = xsimd::max(v1, FloatBatch::load_aligned(s + j + kFloatLanes));
+  }
+  return hmax(xsimd::max(v0, v1));
+}
+
+/// One online-softmax step of a row group over nb keys (a multiple of kKeyTile): the scores s
+/// ([kRows][kKeyBlock]) become weights, the running maxima m and per-lane row sums l
+/// ([kRows][lanes]) are updated, and corr[r] = exp(m_old - m_new) is the factor that
+/// rescales row r's earlier accumulations (1 when its max did not grow). Branch free: the
+/// new maxima and factors of all rows are one vector computation.
+inline void softmax_block(float* s, std::int64_t nb, float* m, float* l, float* corr) {
+  constexpr float ninf = -std::numeric_limits<float>::infinity();
+  alignas(64) float bm[kRowPad], shift[kRowPad];
+  for (std::int64_t r = 0; r < kRowPad; ++r) bm[r] = r < kRows ? block_max(s + r * kKeyBlock, nb) : ninf;
+  for (std::int64_t c = 0; c < kRowPad; c += kFloatLanes) {
+    const FloatBatch mo = FloatBatch::load_aligned(m + c);
+    const FloatBatch mn = xsimd::max(mo, FloatBatch::load_aligned(bm + c));
+    const auto none = mn == FloatBatch(ninf);  // every key so far masked: weights stay 0
+    exp_nonpositive(xsimd::select(none, FloatBatch(0.0f), mo - mn)).store_aligned(corr + c);
+    mn.store_aligned(m + c);
+    xsimd::select(none, FloatBatch(0.0f), mn).store_aligned(shift + c);
+  }
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    const FloatBatch vm(shift[r]);
+    float* sr = s + r * kKeyBlock;
+    FloatBatch sum0(0.0f), sum1(0.0f);
+    for (std::int64_t j = 0; j < nb; j += 2 * kFloatLanes) {
+      const FloatBatch e0 = exp_nonpositive(FloatBatch::load_aligned(sr + j) - vm);
+      const FloatBatch e1 = exp_nonpositive(FloatBatch::load_aligned(sr + j + kFloatLanes) - vm);
+      e0.store_aligned(sr + j);
+      e1.store_aligned(sr + j + kFloatLanes);
+      sum0 += e0;
+      sum1 += e1;
+    }
+    // Row sums stay one per lane until the end (one horizontal add per row).
+    float* lr = l + r * kFloatLanes;
+    fmadd(FloatBatch::load_aligned(lr), FloatBatch(corr[r]), sum0 + sum1).store_aligned(lr);
+  }
+}
+
+/// o[r][c..c+NV) = o * corr[r] + Σ_{j < nk} p[r][j] · v[j][c..]: kRows rows, NV vectors of
+/// the packed (aligned) V; p has row stride kKeyBlock.
 template <int NV>
 [[gnu::always_inline]] inline void pv_tile(const float* p, std::int64_t nk, const float* v, std::int64_t ldv, float* o,
                                            std::int64_t ldo, const float* corr) {
   FloatBatch acc[kRows][NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (std::int64_t r = 0; r < kRows; ++r) {
     const FloatBatch cr(corr[r]);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int c = 0; c < NV; ++c) acc[r][c] = FloatBatch::load_aligned(o + r * ldo + c * kFloatLanes) * cr;
   }
   for (std::int64_t j = 0; j < nk; ++j) {
+#pragma GCC unroll 4
+    for (int c = 0; c < NV; ++c) __builtin_prefetch(v + (j + 16) * ldv + c * kFloatLanes);  // V streams from L2
     FloatBatch vb[NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int c = 0; c < NV; ++c) vb[c] = FloatBatch::load_aligned(v + j * ldv + c * kFloatLanes);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (std::int64_t r = 0; r < kRows; ++r) {
-      const FloatBatch pb(p[r * kKeyTile + j]);
-#pragma GCC unroll 8
-      for (int c = 0; c < NV; ++c) acc[r][c] = xsimd::fma(pb, vb[c], acc[r][c]);
+      const FloatBatch pb(p[r * kKeyBlock + j]);
+#pragma GCC unroll 4
+      for (int c = 0; c < NV; ++c) acc[r][c] = fmadd(pb, vb[c], acc[r][c]);
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (std::int64_t r = 0; r < kRows; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int c = 0; c < NV; ++c) acc[r][c].store_aligned(o + r * ldo + c * kFloatLanes);
 }
 
-/// pv_tile over nv vectors of the head dimension.
+/// pv_tile over the nv vectors of the head dimension, kVecs at a time.
 inline void pv_tile_all(const float* p, std::int64_t nk, const float* v, std::int64_t ldv, std::int64_t nv, float* o,
                         std::int64_t ldo, const float* corr) {
   std::int64_t c = 0;
-  for (; c + 4 <= nv; c += 4) pv_tile<4>(p, nk, v + c * kFloatLanes, ldv, o + c * kFloatLanes, ldo, corr);
-  switch (nv - c) {
-    case 3:
-      pv_tile<3>(p, nk, v + c * kFloatLanes, ldv, o + c * kFloatLanes, ldo, corr);
-      break;
-    case 2:
-      pv_tile<2>(p, nk, v + c * kFloatLanes, ldv, o + c * kFloatLanes, ldo, corr);
-      break;
-    case 1:
-      pv_tile<1>(p, nk, v + c * kFloatLanes, ldv, o + c * kFloatLanes, ldo, corr);
-      break;
-    default:
-      break;
+  for (; c + kVecs <= nv; c += kVecs) pv_tile<kVecs>(p, nk, v + c * kFloatLanes, ldv, o + c * kFloatLanes, ldo, corr);
+  if (c < nv) pv_tile<1>(p, nk, v + c * kFloatLanes, ldv, o + c * kFloatLanes, ldo, corr);
+}
+
+/// K [sk][d] -> Kᵀ tiles [skp / kKeyTile][d][kKeyTile], keys past sk zero. Each key tile is
+/// one contiguous block (a strided layout would map a tile's rows onto a few L1 sets).
+inline void pack_keys(const float* k, std::int64_t sk, std::int64_t d, float* kt) {
+  const std::int64_t skp = round_up(sk, kKeyTile);
+  for (std::int64_t j0 = 0; j0 < skp; j0 += kKeyTile) {
+    float* tile = kt + j0 * d;
+    const std::int64_t n = std::min(kKeyTile, sk - j0);
+    for (std::int64_t t = 0; t < d; ++t)
+      for (std::int64_t j = 0; j < kKeyTile; ++j) tile[t * kKeyTile + j] = j < n ? k[(j0 + j) * d + t] : 0.0f;
+  }
+}
+
+/// nrows query rows [nrows][d] -> row groups transposed, [prows / kRows][d][kRows], so the
+/// score tile broadcasts from fixed offsets; rows past nrows are zero.
+inline void pack_queries(const float* q, std::int64_t nrows, std::int64_t prows, std::int64_t d, float* qs) {
+  for (std::int64_t r0 = 0; r0 < prows; r0 += kRows) {
+    float* g = qs + r0 * d;
+    for (std::int64_t r = 0; r < kRows; ++r)
+      for (std::int64_t t = 0; t < d; ++t) g[t * kRows + r] = r0 + r < nrows ? q[(r0 + r) * d + t] : 0.0f;
   }
 }
 
 /// Per-thread scratch reused across calls (slots 0..7), so repeated calls do not page-fault.
-/// attention_fused uses slots 0-2 on the calling thread and 3-6 in each task; attention_naive
+/// attention_fused uses slot 2 on the calling thread and 0, 1, 3-6 in each task; attention_naive
 /// slot 7 on the calling thread.
 inline AlignedFloats* scratch_slots() {
   thread_local AlignedFloats bufs[8];
@@ -233,6 +322,68 @@ inline void trim_scratch() {
   for (int i = 0; i < 8; ++i) {
     AlignedFloats& b = scratch_slots()[i];
     if (b.size() > (std::size_t{64} << 20) / sizeof(float)) AlignedFloats().swap(b);
+  }
+}
+
+/// V [sk][d] -> [sk][dp], columns past d zero (aligned rows for the PV tiles).
+inline void pack_values(const float* v, std::int64_t sk, std::int64_t d, float* vp) {
+  const std::int64_t dp = round_up(d, kFloatLanes);
+  for (std::int64_t j = 0; j < sk; ++j) {
+    std::copy(v + j * d, v + (j + 1) * d, vp + j * dp);
+    std::fill(vp + j * dp + d, vp + (j + 1) * dp, 0.0f);
+  }
+}
+
+/// A fused-attention task's buffers in its thread's scratch (slots 0, 1, 3-6): packed Kᵀ and
+/// V of one head, the transposed query tile, the output accumulator, the score block and
+/// the row state (m and corr per row group [groups][kRowPad], l per row [rows][lanes]).
+struct FusedScratch {
+  static constexpr std::int64_t kGroups = kQueryTile / kRows;
+  float *kt, *vp, *qs, *acc, *sb, *m, *corr, *l;
+  FusedScratch(std::int64_t sk, std::int64_t d) {
+    const std::int64_t skp = round_up(sk, kKeyTile), dp = round_up(d, kFloatLanes);
+    kt = scratch(0, static_cast<std::size_t>(d * skp)).data();
+    vp = scratch(1, static_cast<std::size_t>(sk * dp)).data();
+    qs = scratch(3, static_cast<std::size_t>(kQueryTile * d)).data();
+    acc = scratch(4, static_cast<std::size_t>(kQueryTile * dp)).data();
+    sb = scratch(5, static_cast<std::size_t>(kRows * kKeyBlock)).data();
+    m = scratch(6, static_cast<std::size_t>((2 * kRowPad + kRows * kFloatLanes) * kGroups)).data();
+    corr = m + kRowPad * kGroups;
+    l = corr + kRowPad * kGroups;
+  }
+};
+
+/// One query tile of nrows <= kQueryTile rows q [nrows][d] against the head packed in w:
+/// online softmax over the key blocks, then out [nrows][d] = acc / l (0 for rows whose every
+/// key is masked). mb: the batch's padded mask.
+inline void fused_query_tile(const float* q, std::int64_t nrows, std::int64_t sk, std::int64_t d, const float* mb,
+                             const FusedScratch& w, float* out) {
+  constexpr float ninf = -std::numeric_limits<float>::infinity();
+  const std::int64_t skp = round_up(sk, kKeyTile), dp = round_up(d, kFloatLanes), prows = round_up(nrows, kRows);
+  const float scale = attention_scale(d);
+  pack_queries(q, nrows, prows, d, w.qs);
+  std::fill(w.acc, w.acc + prows * dp, 0.0f);
+  std::fill(w.m, w.m + kRowPad * FusedScratch::kGroups, ninf);
+  std::fill(w.l, w.l + kQueryTile * kFloatLanes, 0.0f);
+  for (std::int64_t j0 = 0; j0 < skp; j0 += kKeyBlock) {
+    const std::int64_t nb = std::min(kKeyBlock, skp - j0), nk = std::min(nb, sk - j0);
+    for (std::int64_t r0 = 0; r0 < prows; r0 += kRows) {
+      float* mg = w.m + r0 / kRows * kRowPad;
+      float* cg = w.corr + r0 / kRows * kRowPad;
+      score_block(w.qs + r0 * d, d, w.kt + j0 * d, mb + j0, nb, scale, w.sb);
+      softmax_block(w.sb, nb, mg, w.l + r0 * kFloatLanes, cg);
+      if (std::any_of(mg, mg + kRows, [=](float x) { return x != ninf; }))
+        pv_tile_all(w.sb, nk, w.vp + j0 * dp, dp, dp / kFloatLanes, w.acc + r0 * dp, dp, cg);
+    }
+  }
+  for (std::int64_t r = 0; r < nrows; ++r) {
+    const float lr = xsimd::hadd(FloatBatch::load_aligned(w.l + r * kFloatLanes));
+    const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+    const FloatBatch vinv(inv);
+    std::int64_t t = 0;
+    for (; t + kFloatLanes <= d; t += kFloatLanes)
+      (FloatBatch::load_aligned(w.acc + r * dp + t) * vinv).store_unaligned(out + r * d + t);
+    for (; t < d; ++t) out[r * d + t] = w.acc[r * dp + t] * inv;
   }
 }
 
@@ -289,122 +440,30 @@ inline void attention_fused(const float* q, const float* k, const float* v, cons
   check_attention("attention_fused", s, q, k, v, out);
   constexpr float ninf = -std::numeric_limits<float>::infinity();
   const std::int64_t bh = s.batch * s.heads, sq = s.seq_q, sk = s.seq_k, d = s.head_dim;
-  const std::int64_t skp = round_up(sk, kKeyTile), dp = round_up(d, kFloatLanes);
-  const float scale = attention_scale(d);
-
-  // Pack once per (batch, head), into aligned per-thread scratch: Kᵀ as
-  // [skp / kKeyTile][d][kKeyTile] (zero padded keys), V as [sk][dp] (zero padded columns),
-  // and the mask per batch as [skp] with -inf on the padding keys.
-  const std::int64_t ldv = dp;
-  float* kt = scratch(0, static_cast<std::size_t>(bh * d * skp)).data();
-  float* vp = scratch(1, static_cast<std::size_t>(bh * sk * dp)).data();
+  const std::int64_t skp = round_up(sk, kKeyTile);
+  // The mask per batch as [skp], -inf on the padding keys.
   float* mp = scratch(2, static_cast<std::size_t>(s.batch * skp)).data();
   for (std::int64_t b = 0; b < s.batch; ++b)
     for (std::int64_t j = 0; j < skp; ++j) mp[b * skp + j] = j < sk ? (mask ? mask[b * sk + j] : 0.0f) : ninf;
-  parallel_for(bh, 1, [&](std::int64_t b0, std::int64_t b1) {
-    for (std::int64_t i = b0; i < b1; ++i) {
-      const float* ki = k + i * sk * d;
-      float* kti = kt + i * d * skp;
-      // Each key tile is one contiguous [d][kKeyTile] block (a strided layout would map a
-      // tile's rows onto a few L1 sets).
-      for (std::int64_t j0 = 0; j0 < skp; j0 += kFloatLanes) {
-        float* tile = kti + (j0 / kKeyTile) * d * kKeyTile + j0 % kKeyTile;
-        if (j0 + kFloatLanes <= sk) {
-          for (std::int64_t t = 0; t < d; ++t)
-            for (std::int64_t j = 0; j < kFloatLanes; ++j) tile[t * kKeyTile + j] = ki[(j0 + j) * d + t];
-        } else {
-          for (std::int64_t t = 0; t < d; ++t)
-            for (std::int64_t j = 0; j < kFloatLanes; ++j)
-              tile[t * kKeyTile + j] = j0 + j < sk ? ki[(j0 + j) * d + t] : 0.0f;
-        }
-      }
-      const float* vi = v + i * sk * d;
-      float* vpi = vp + i * sk * dp;
-      for (std::int64_t j = 0; j < sk; ++j) {
-        std::copy(vi + j * d, vi + (j + 1) * d, vpi + j * dp);
-        std::fill(vpi + j * dp + d, vpi + (j + 1) * dp, 0.0f);
-      }
-    }
-  });
 
+  // A task is one (batch, head) and a run of its query tiles: it packs K and V into its
+  // thread's scratch, so they are in L2 while its tiles stream them. Heads are split into
+  // runs only when there are too few heads to keep the threads busy (each row's result
+  // does not depend on the split).
   const std::int64_t qtiles = (sq + kQueryTile - 1) / kQueryTile;
-  parallel_for(bh * qtiles, 1, [&](std::int64_t t0, std::int64_t t1) {
-    float* qs = scratch(3, static_cast<std::size_t>(kQueryTile * d)).data();
-    float* acc = scratch(4, static_cast<std::size_t>(kQueryTile * dp)).data();
-    float* ptile = scratch(5, static_cast<std::size_t>(kRows * kKeyTile)).data();
-    float* m = scratch(6, static_cast<std::size_t>((2 + kFloatLanes) * kQueryTile)).data();
-    float* corr = m + kQueryTile;
-    float* l = corr + kQueryTile;  // [kQueryTile][lanes], aligned
+  const std::int64_t runs = std::min(qtiles, (2 * num_threads() + bh - 1) / bh);
+  const std::int64_t per_run = (qtiles + runs - 1) / runs;
+  parallel_for(bh * runs, 1, [&](std::int64_t t0, std::int64_t t1) {
+    FusedScratch w(sk, d);
     for (std::int64_t task = t0; task < t1; ++task) {
-      const std::int64_t i = task / qtiles, row0 = (task % qtiles) * kQueryTile;
-      const std::int64_t nrows = std::min(kQueryTile, sq - row0);
-      const std::int64_t prows = round_up(nrows, kRows);
-      const float* qi = q + (i * sq + row0) * d;
-      std::copy(qi, qi + nrows * d, qs);
-      std::fill(qs + nrows * d, qs + prows * d, 0.0f);
-      std::fill(acc, acc + prows * dp, 0.0f);
-      std::fill(m, m + kQueryTile, ninf);
-      std::fill(l, l + kQueryTile * kFloatLanes, 0.0f);
-      const float* kti = kt + i * d * skp;
-      const float* vi = vp + i * sk * dp;
-      const float* mb = mp + (i / s.heads) * skp;
-      const FloatBatch vscale(scale);
-      for (std::int64_t j0 = 0; j0 < skp; j0 += kKeyTile) {
-        const FloatBatch mk[4] = {FloatBatch::load_aligned(mb + j0), FloatBatch::load_aligned(mb + j0 + kFloatLanes),
-                                  FloatBatch::load_aligned(mb + j0 + 2 * kFloatLanes),
-                                  FloatBatch::load_aligned(mb + j0 + 3 * kFloatLanes)};
-        for (std::int64_t r0 = 0; r0 < prows; r0 += kRows) {
-          FloatBatch sc[kRows][4];
-          score_tile(qs + r0 * d, d, kti + j0 * d, kKeyTile, sc);
-          bool any = false;
-#pragma GCC unroll 8
-          for (std::int64_t r = 0; r < kRows; ++r) {
-            // (q.k) * scale + mask, rounded as in the naive path.
-#pragma GCC unroll 8
-            for (int c = 0; c < 4; ++c) sc[r][c] = sc[r][c] * vscale + mk[c];
-            const FloatBatch vmax = xsimd::max(xsimd::max(sc[r][0], sc[r][1]), xsimd::max(sc[r][2], sc[r][3]));
-            const float mold = m[r0 + r];
-            float* pr = ptile + r * kKeyTile;
-            float cr = 1.0f;
-            // The horizontal max is needed only when some score exceeds the running max.
-            if (xsimd::any(vmax > FloatBatch(mold))) {
-              const float mnew = std::max(mold, hmax(vmax));
-              cr = exp_scalar(mold - mnew);  // 0 when mold is -inf
-              m[r0 + r] = mnew;
-            } else if (mold == ninf) {  // every key so far masked: weights stay zero
-              corr[r0 + r] = 1.0f;
-#pragma GCC unroll 8
-              for (int c = 0; c < 4; ++c) FloatBatch(0.0f).store_aligned(pr + c * kFloatLanes);
-              continue;
-            }
-            any = true;
-            corr[r0 + r] = cr;
-            const FloatBatch vm(m[r0 + r]);
-            FloatBatch sum(0.0f);
-#pragma GCC unroll 8
-            for (int c = 0; c < 4; ++c) {
-              const FloatBatch e = exp_batch(sc[r][c] - vm);
-              e.store_aligned(pr + c * kFloatLanes);
-              sum += e;
-            }
-            // Row sums stay one per lane until the end (one horizontal add per row).
-            float* lr = l + (r0 + r) * kFloatLanes;
-            xsimd::fma(FloatBatch::load_aligned(lr), FloatBatch(cr), sum).store_aligned(lr);
-          }
-          if (any)
-            pv_tile_all(ptile, std::min(kKeyTile, sk - j0), vi + j0 * ldv, ldv, dp / kFloatLanes, acc + r0 * dp, dp,
-                        corr + r0);
-        }
-      }
-      float* oi = out + (i * sq + row0) * d;
-      for (std::int64_t r = 0; r < nrows; ++r) {
-        const float lr = xsimd::hadd(FloatBatch::load_aligned(l + r * kFloatLanes));
-        const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
-        const FloatBatch vinv(inv);
-        std::int64_t t = 0;
-        for (; t + kFloatLanes <= d; t += kFloatLanes)
-          (FloatBatch::load_aligned(acc + r * dp + t) * vinv).store_unaligned(oi + r * d + t);
-        for (; t < d; ++t) oi[r * d + t] = acc[r * dp + t] * inv;
+      const std::int64_t i = task / runs, qt0 = (task % runs) * per_run;
+      if (qt0 >= qtiles) continue;
+      pack_keys(k + i * sk * d, sk, d, w.kt);
+      pack_values(v + i * sk * d, sk, d, w.vp);
+      for (std::int64_t qt = qt0; qt < std::min(qtiles, qt0 + per_run); ++qt) {
+        const std::int64_t row0 = qt * kQueryTile;
+        fused_query_tile(q + (i * sq + row0) * d, std::min(kQueryTile, sq - row0), sk, d, mp + (i / s.heads) * skp, w,
+                         out + (i * sq + row0) * d);
       }
     }
   });

@@ -11,10 +11,12 @@
 // any qnum::set_num_threads. Integer paths are exact, so their order does not matter.
 //
 // Instruction sets (chosen at compile time): fp32 uses GCC vector extensions (AVX-512: a
-// 14x32 register tile, B packed into 32-column panels with gathers, A strips of 14 rows kept in
-// L1 while B panels stream from L2; AVX: 6x16; otherwise 4x8). It is the library's fp32 GEMM:
-// at 1024^3 it measured within run-to-run noise of Eigen 3.4 on one thread (Eigen ~3-5% ahead),
-// ahead of it on two, and unlike Eigen its bits do not depend on the thread count.
+// 14x32 register tile; B packed once into 64-byte aligned 32-column panels by 16x16 register
+// transposes; each A strip of up to 14 rows copied right before use, so it sits in L1 while B
+// panels stream from L2 with software prefetch; short last strips use a narrower tile; AVX:
+// 6x16; otherwise 4x8). It is the library's fp32 GEMM: at 1024^3 on one thread it measured
+// ~1.1x Eigen 3.4 and ~0.97x torch.matmul (MKL) (docs/perf.md), and unlike Eigen its bits do
+// not depend on the thread count.
 // int8 and MXINT8 use AVX512-VNNI (vpdpbusd with the u8 offset trick: (a+128)·b - 128·Σb, exact
 // in wrap-around int32) when compiled with it; otherwise an AVX2 dot product (int8 sign-extended
 // to int16, vpmaddwd; SSE2 likewise: maddubs is not used because its int16 pair sums saturate for
@@ -25,16 +27,20 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "qnum/core/error.hpp"
 #include "qnum/format/tensor_io.hpp"  // before mx: mx_element.hpp needs stochastic_draw
+
 #include "qnum/format/mx.hpp"
 #include "qnum/kernel/threading.hpp"
 
@@ -100,17 +106,15 @@ inline constexpr int kFNR = kFV * kFNV;
 #define QNUM_GEMM_NCS 32
 #endif
 inline constexpr std::int64_t kKC = QNUM_GEMM_KC;  // K chunk: the FMA chain length per chunk
-inline constexpr std::int64_t kPrefetch = 32;  // B prefetch distance in k steps
+inline constexpr std::int64_t kPrefetch = 32;      // B prefetch distance in k steps
 typedef float fvec __attribute__((vector_size(kFV * 4)));
 
 /// a·b + c with one rounding where the target has FMA (ISO C++ mode does not contract).
 inline fvec vfma(fvec a, fvec b, fvec c) {
 #if defined(__AVX512F__)
-  return (fvec)(_mm512_fmadd_ps((__m512)(a), (__m512)(b),
-                                                (__m512)(c)));
+  return (fvec)(_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)));
 #elif defined(__AVX__) && defined(__FMA__)
-  return (fvec)(_mm256_fmadd_ps((__m256)(a), (__m256)(b),
-                                                (__m256)(c)));
+  return (fvec)(_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)));
 #else
   return a * b + c;
 #endif
@@ -131,115 +135,170 @@ inline fvec vbcast(const float* x) {
 #endif
 }
 
+/// Minimal 64-byte aligned allocator: packed panels start on a cache line, so no vector load
+/// of the micro-kernel splits across two lines.
+template <class T>
+struct CacheAligned {
+  using value_type = T;
+  CacheAligned() = default;
+  template <class U>
+  CacheAligned(const CacheAligned<U>&) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, std::size_t) { ::operator delete (p, std::align_val_t{64}); }
+  template <class U>
+  bool operator==(const CacheAligned<U>&) const {
+    return true;
+  }
+};
+using AlignedF32 = std::vector<float, CacheAligned<float>>;
+
+#if defined(__AVX512F__)
+/// dst[c·ldd + r] = src[r·lds + c] for a 16x16 block, in registers (a gather per row would
+/// touch 16 pages per instruction).
+inline void transpose16(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    t[2 * j] = _mm512_unpacklo_ps(r[2 * j], r[2 * j + 1]);
+    t[2 * j + 1] = _mm512_unpackhi_ps(r[2 * j], r[2 * j + 1]);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {  // r[4j+e], 128-bit lane L: rows 4j..4j+3 of column 4L+e
+    r[4 * j] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0x44);
+    r[4 * j + 1] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0xEE);
+    r[4 * j + 2] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0x44);
+    r[4 * j + 3] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    const __m512 v0 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0x88), w0 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0xDD);
+    const __m512 v1 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0xDD);
+    _mm512_storeu_ps(dst + e * ldd, _mm512_shuffle_f32x4(v0, v1, 0x88));
+    _mm512_storeu_ps(dst + (4 + e) * ldd, _mm512_shuffle_f32x4(w0, w1, 0x88));
+    _mm512_storeu_ps(dst + (8 + e) * ldd, _mm512_shuffle_f32x4(v0, v1, 0xDD));
+    _mm512_storeu_ps(dst + (12 + e) * ldd, _mm512_shuffle_f32x4(w0, w1, 0xDD));
+  }
+}
+#endif
+
+/// One NT panel: d[k][j] = src[j·K + k] for nj <= kFNR rows of B (the rest zero).
+inline void pack_b_panel_nt(const float* src, std::int64_t nj, std::int64_t K, float* d) {
+  std::int64_t k0 = 0;
+#if defined(__AVX512F__)
+  if (nj == kFNR)
+    for (; k0 + 16 <= K; k0 += 16)
+      for (int v = 0; v < kFNV; ++v) transpose16(src + v * kFV * K + k0, K, d + k0 * kFNR + v * kFV, kFNR);
+#endif
+  for (; k0 < K; k0 += 16)  // 16 k at a time: nj read streams, 16 write lines
+    for (std::int64_t j = 0; j < kFNR; ++j)
+      for (std::int64_t k = k0; k < std::min(K, k0 + 16); ++k) d[k * kFNR + j] = j < nj ? src[j * K + k] : 0.0f;
+}
+
 /// B [N,K] (NT) or [K,N] (NN) -> panels of kFNR columns, each [K][kFNR], zero padded.
-inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, std::vector<float>& p) {
+inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, AlignedF32& p) {
   const std::int64_t panels = ceil_div(N, kFNR);
   p.resize(static_cast<std::size_t>(panels * K * kFNR));
-  if (N % kFNR) std::fill(p.end() - K * kFNR, p.end(), 0.0f);  // the padded columns of the last panel
-  parallel_for(panels, 4, [&](std::int64_t pb, std::int64_t pe) {
+  float* pd = p.data();
+  parallel_for(panels, 4, [=](std::int64_t pb, std::int64_t pe) {
     for (std::int64_t q = pb; q < pe; ++q) {
-      float* d = p.data() + q * K * kFNR;
+      float* d = pd + q * K * kFNR;
       const std::int64_t j0 = q * kFNR, nj = std::min<std::int64_t>(kFNR, N - j0);
       if (nt) {
-        const float* src = B + j0 * K;
-#if defined(__AVX512F__)
-        if (nj == kFNR && K < (std::int64_t{1} << 24)) {  // gathers: 16 rows at one k per instruction
-          const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                 _mm512_set1_epi32(static_cast<int>(K)));
-          for (std::int64_t k = 0; k < K; ++k)
-            for (int v = 0; v < kFNV; ++v)
-              _mm512_storeu_ps(d + k * kFNR + v * kFV, _mm512_i32gather_ps(idx, src + v * kFV * K + k, 4));
-          continue;
-        }
-#endif
-        for (std::int64_t k0 = 0; k0 < K; k0 += 16)  // 16 k at a time: 32 read streams, 16 write lines
-          for (std::int64_t j = 0; j < nj; ++j)
-            for (std::int64_t k = k0; k < std::min(K, k0 + 16); ++k) d[k * kFNR + j] = src[j * K + k];
-      } else if (nj == kFNR) {
-        for (std::int64_t k = 0; k < K; ++k) std::memcpy(d + k * kFNR, B + k * N + j0, sizeof(float) * kFNR);
+        pack_b_panel_nt(B + j0 * K, nj, K, d);
       } else {
-        for (std::int64_t k = 0; k < K; ++k)
-          for (std::int64_t j = 0; j < nj; ++j) d[k * kFNR + j] = B[k * N + j0 + j];
+        for (std::int64_t k = 0; k < K; ++k) {
+          std::memcpy(d + k * kFNR, B + k * N + j0, sizeof(float) * static_cast<std::size_t>(nj));
+          std::fill(d + k * kFNR + nj, d + (k + 1) * kFNR, 0.0f);
+        }
       }
     }
   });
 }
 
-/// The register tile: acc[kFMR][kFNR] = Σ_k a[k][i] b[k][j] over kc steps, then C (+)= acc.
-inline void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_t kc, float* c,
-                      std::int64_t ldc, int mr, int nr, bool accumulate) {
-  fvec acc[kFMR][kFNV];
+/// The register tile: acc[MR][kFNR] = Σ_k a[i][k] b[k][j] over kc steps, then C (+)= acc.
+/// a: MR rows of stride kKC (the packed A strip, kept in L1); b: [kc][kFNR] (streams from L2).
+template <int MR>
+void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_t kc, float* c, std::int64_t ldc,
+               int nr, bool accumulate) {
+  fvec acc[MR][kFNV];
 #pragma GCC unroll 16
-  for (int i = 0; i < kFMR; ++i)
+  for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < kFNV; ++v) acc[i][v] = fvec{} ;
+    for (int v = 0; v < kFNV; ++v) acc[i][v] = fvec{};
   for (std::int64_t k = 0; k < kc; ++k) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kFNV; ++v) __builtin_prefetch(b + (k + kPrefetch) * kFNR + v * kFV);  // B streams from L2
+    for (int v = 0; v < kFNV; ++v) __builtin_prefetch(b + (k + kPrefetch) * kFNR + v * kFV);
     fvec bv[kFNV];
 #pragma GCC unroll 4
     for (int v = 0; v < kFNV; ++v) std::memcpy(&bv[v], b + k * kFNR + v * kFV, sizeof(fvec));
 #pragma GCC unroll 16
-    for (int i = 0; i < kFMR; ++i) {
-      const fvec s = vbcast(a + k * kFMR + i);
+    for (int i = 0; i < MR; ++i) {
+      const fvec s = vbcast(a + i * kKC + k);
 #pragma GCC unroll 4
       for (int v = 0; v < kFNV; ++v) acc[i][v] = vfma(s, bv[v], acc[i][v]);
     }
   }
-  if (mr == kFMR && nr == kFNR) {
+  if (nr == kFNR) {
 #pragma GCC unroll 16
-    for (int i = 0; i < kFMR; ++i)
+    for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
       for (int v = 0; v < kFNV; ++v) {
         float* p = c + i * ldc + v * kFV;
-        fvec old;
+        fvec out = acc[i][v];
         if (accumulate) {
+          fvec old;
           std::memcpy(&old, p, sizeof(fvec));
-          old += acc[i][v];
-        } else {
-          old = acc[i][v];
+          out = old + out;
         }
-        std::memcpy(p, &old, sizeof(fvec));
+        std::memcpy(p, &out, sizeof(fvec));
       }
     return;
   }
-  alignas(64) float t[kFMR][kFNR];
+  alignas(64) float t[MR][kFNR];
   std::memcpy(t, acc, sizeof(t));
-  for (int i = 0; i < mr; ++i)
+  for (int i = 0; i < MR; ++i)
     for (int j = 0; j < nr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i][j] : t[i][j];
+}
+
+using F32Micro = void (*)(const float*, const float*, std::int64_t, float*, std::int64_t, int, bool);
+
+/// f32_micro<MR> for MR = 1..kFMR: a short last strip costs its own rows, not kFMR.
+template <int... I>
+constexpr std::array<F32Micro, sizeof...(I)> f32_micro_table(std::integer_sequence<int, I...>) {
+  return {&f32_micro<I + 1>...};
+}
+inline constexpr auto kF32Micro = f32_micro_table(std::make_integer_sequence<int, kFMR>{});
+
+/// Rows r0.. r0+mr of A, K columns p0.. p0+kc, into a strip of rows with stride kKC.
+inline void pack_a_strip(const float* A, std::int64_t K, std::int64_t r0, int mr, std::int64_t p0, std::int64_t kc,
+                         float* d) {
+  for (int i = 0; i < mr; ++i)
+    std::memcpy(d + i * kKC, A + (r0 + i) * K + p0, sizeof(float) * static_cast<std::size_t>(kc));
 }
 
 inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K,
                           bool nt) {
-  thread_local std::vector<float> bbuf;  // reused: no page faults per call
+  thread_local AlignedF32 bbuf;  // reused: no page faults per call
   pack_b_f32(B, N, K, nt, bbuf);
   const float* bp = bbuf.data();
   constexpr std::int64_t MC = kFMR * QNUM_GEMM_MCS, NC = kFNR * QNUM_GEMM_NCS;
   gemm_tiles(M, N, MC, NC, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-    thread_local std::vector<float> ap;
-    const std::int64_t strips = ceil_div(i1 - i0, kFMR);
-    ap.assign(static_cast<std::size_t>(strips * kKC * kFMR), 0.0f);
+    thread_local AlignedF32 ap(static_cast<std::size_t>(kFMR * kKC));
     for (std::int64_t p0 = 0; p0 < K; p0 += kKC) {
       const std::int64_t kc = std::min(kKC, K - p0);
-      for (std::int64_t s = 0; s < strips; ++s) {  // pack A: [strip][k][kFMR], zero padded rows
-        float* d = ap.data() + s * kKC * kFMR;
-        for (int i = 0; i < kFMR; ++i) {
-          const std::int64_t r = i0 + s * kFMR + i;
-          if (r < i1)
-            for (std::int64_t k = 0; k < kc; ++k) d[k * kFMR + i] = A[r * K + p0 + k];
-          else
-            for (std::int64_t k = 0; k < kc; ++k) d[k * kFMR + i] = 0.0f;
-        }
-      }
-      // The A strip (broadcast operand, kFMR x kc) stays in L1 while the B panels of the tile
-      // stream from L2 (BLIS's order for a broadcast-from-L1 micro-kernel).
-      for (std::int64_t s = 0; s < strips; ++s) {
-        const std::int64_t r = i0 + s * kFMR;
+      // Each A strip (broadcast operand, mr x kc) is packed right before its use, so it is
+      // still in L1, and stays there while the tile's B panels stream from L2 (BLIS's order
+      // for a broadcast-from-L1 micro-kernel). Packing all strips first measured ~2% slower.
+      for (std::int64_t r = i0; r < i1; r += kFMR) {
         const int mr = static_cast<int>(std::min<std::int64_t>(kFMR, i1 - r));
+        pack_a_strip(A, K, r, mr, p0, kc, ap.data());
         for (std::int64_t j = j0; j < j1; j += kFNR) {
           const float* b = bp + (j / kFNR) * K * kFNR + p0 * kFNR;
           const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
-          f32_micro(ap.data() + s * kKC * kFMR, b, kc, C + r * N + j, N, mr, nr, p0 > 0);
+          kF32Micro[mr - 1](ap.data(), b, kc, C + r * N + j, N, nr, p0 > 0);
         }
       }
     }
@@ -265,8 +324,7 @@ inline void gemm_f32_nn(const float* A, const float* B, float* C, std::int64_t M
 /// Span overloads: sizes checked against the shapes.
 inline void gemm_f32_nt(std::span<const float> A, std::span<const float> B, std::span<float> C, std::int64_t M,
                         std::int64_t N, std::int64_t K) {
-  detail::require(M > 0 && N > 0 && K > 0, "gemm_f32_nt: sizes M=", M, " N=", N, " K=", K,
-                  " must all be positive");
+  detail::require(M > 0 && N > 0 && K > 0, "gemm_f32_nt: sizes M=", M, " N=", N, " K=", K, " must all be positive");
   detail::require(static_cast<std::int64_t>(A.size()) == M * K && static_cast<std::int64_t>(B.size()) == N * K &&
                       static_cast<std::int64_t>(C.size()) == M * N,
                   "gemm_f32_nt: buffers of ", A.size(), ", ", B.size(), ", ", C.size(), " floats do not match M=", M,
@@ -288,7 +346,7 @@ inline constexpr int kIMR = QNUM_GEMM_IMR, kINR = 32;  // VNNI register tile: kI
 #ifndef QNUM_GEMM_KC4
 #define QNUM_GEMM_KC4 128
 #endif
-inline constexpr int kMMR = 4;            // MXINT8: 4 x 32 (int and float accumulators: 16 zmm)
+inline constexpr int kMMR = 4;  // MXINT8: 4 x 32 (int and float accumulators: 16 zmm)
 
 /// A [M,K] int8 -> u8 (a + 128) rows of Kp bytes (Kp = K rounded up to 4; pad = value 0).
 /// d[k] = a[k] + 128 as u8 (arguments by value: u8 stores cannot alias them, so it vectorizes).
@@ -402,8 +460,7 @@ inline constexpr bool kHaveVnni = false;
 inline void gemm_s8_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::int64_t M, std::int64_t N,
                        std::int64_t K) {
   detail::gemm_check("gemm_s8_nt", M, N, K, A, B, C);
-  detail::require(K <= kGemmInt8MaxK, "gemm_s8_nt: K=", K, " must be <= ", kGemmInt8MaxK,
-                  " (int32 accumulators)");
+  detail::require(K <= kGemmInt8MaxK, "gemm_s8_nt: K=", K, " must be <= ", kGemmInt8MaxK, " (int32 accumulators)");
   if constexpr (detail::kHaveVnni) {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
     using namespace detail;
@@ -647,15 +704,15 @@ inline void gemm_mxint8_nt(const MXInt8* A, const MXInt8* B, float* C, std::int6
     const float* sbd = sb.data();
     std::int32_t* ncd = ncomp_buf.data();
     parallel_for(N, kINR, [=](std::int64_t jb, std::int64_t je) {
-    for (std::int64_t j = jb; j < je; ++j) {
-      const std::int64_t q = j / kINR, jj = j % kINR;
-      std::int8_t* d = bpd + q * Kp * kINR + jj * 4;
-      for (std::int64_t b = 0; b < nb; ++b) {
-        ncd[(q * nb + b) * kINR + jj] =
-            -128 * vnni_block(reinterpret_cast<const std::int8_t*>(B[j * nb + b].data), d + b * 32 * kINR);
-        sbpd[(q * nb + b) * kINR + jj] = sbd[j * nb + b];
+      for (std::int64_t j = jb; j < je; ++j) {
+        const std::int64_t q = j / kINR, jj = j % kINR;
+        std::int8_t* d = bpd + q * Kp * kINR + jj * 4;
+        for (std::int64_t b = 0; b < nb; ++b) {
+          ncd[(q * nb + b) * kINR + jj] =
+              -128 * vnni_block(reinterpret_cast<const std::int8_t*>(B[j * nb + b].data), d + b * 32 * kINR);
+          sbpd[(q * nb + b) * kINR + jj] = sbd[j * nb + b];
+        }
       }
-    }
     });
     // Workers see their own thread_locals: hand them the caller's buffers as pointers.
     const std::uint8_t* ap = ap_buf.data();
@@ -685,8 +742,10 @@ inline void gemm_mxint8_nt(const MXInt8* A, const MXInt8* B, float* C, std::int6
 #pragma GCC unroll 8
               for (int i = 0; i < kMMR; ++i) {
                 const __m512 a = _mm512_set1_ps(sap[(r + i) * nb + b]);
-                facc[i][0] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[i][0]), _mm512_mul_ps(a, s0), facc[i][0]);
-                facc[i][1] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[i][1]), _mm512_mul_ps(a, s1), facc[i][1]);
+                facc[i][0] =
+                    _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[i][0]), _mm512_mul_ps(a, s0), facc[i][0]);
+                facc[i][1] =
+                    _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[i][1]), _mm512_mul_ps(a, s1), facc[i][1]);
               }
             }
             for (int i = 0; i < kMMR; ++i) {
@@ -808,8 +867,8 @@ inline void gemm_binary_nt(const std::uint64_t* A, const std::uint64_t* B, std::
 }
 
 /// Float output of gemm_binary_nt (exact: |dot| <= K <= 2^24 is checked).
-inline void gemm_binary_f32_nt(const std::uint64_t* A, const std::uint64_t* B, float* C, std::int64_t M,
-                               std::int64_t N, std::int64_t K) {
+inline void gemm_binary_f32_nt(const std::uint64_t* A, const std::uint64_t* B, float* C, std::int64_t M, std::int64_t N,
+                               std::int64_t K) {
   detail::gemm_check("gemm_binary_f32_nt", M, N, K, A, B, C);
   detail::require(K <= (std::int64_t{1} << 24), "gemm_binary_f32_nt: K=", K, " must be <= 2^24 for exact floats");
   std::vector<std::int32_t> acc(static_cast<std::size_t>(M * N));
