@@ -1,0 +1,216 @@
+// The standard layers as nn::Modules over the tensor ops: Linear, Embedding, LayerNorm,
+// BatchNorm1d, ReLU, GELU, Tanh, Dropout, Identity and Sequential.
+//
+// Parameter and buffer names, shapes and initialisations are PyTorch's, so state_dicts map
+// onto torch.nn checkpoints key for key. Every random initialisation and every dropout mask
+// comes from a seed (CounterRng), so a model built and trained with the same seeds gives
+// the same bits on every machine.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qnum/nn/module.hpp"
+#include "qnum/tensor/ops.hpp"
+
+namespace qnum::nn {
+
+namespace detail {
+
+/// An independent seed for sub-stream `stream` of `seed` (splitmix64 finaliser), so the
+/// weight and bias of a layer, or successive dropout calls, never share random draws.
+inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+inline void require_positive(std::int64_t v, const char* layer, const char* what) {
+  qnum::detail::require(v > 0, layer, ": ", what, " must be > 0, got ", v);
+}
+
+}  // namespace detail
+
+/// y = x·Wᵀ + b with weight [out, in] and bias [out] (torch.nn.Linear). Initialisation as
+/// PyTorch's: kaiming_uniform(a = sqrt 5) for the weight, which is U(-1/sqrt(in), 1/sqrt(in)),
+/// and the same range for the bias; the weight uses `seed`, the bias a seed derived from it.
+class Linear : public Module {
+ public:
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true, std::uint64_t seed = 0)
+      : in_features(in_features), out_features(out_features) {
+    detail::require_positive(in_features, "Linear", "in_features");
+    detail::require_positive(out_features, "Linear", "out_features");
+    const float bound = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in_features)));
+    weight = register_parameter("weight", Tensor::uniform({out_features, in_features}, seed, -bound, bound));
+    if (bias)
+      this->bias =
+          register_parameter("bias", Tensor::uniform({out_features}, detail::derive_seed(seed, 0), -bound, bound));
+  }
+  std::string type_name() const override { return "Linear"; }
+  Tensor forward(const Tensor& x) override { return linear(x, weight, bias); }
+
+  std::int64_t in_features, out_features;
+  Tensor weight;
+  Tensor bias;  ///< undefined when built without bias
+};
+
+/// A lookup table weight [num_embeddings, embedding_dim], initialised N(0, 1) (torch.nn.Embedding).
+class Embedding : public Module {
+ public:
+  Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, std::uint64_t seed = 0)
+      : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {
+    detail::require_positive(num_embeddings, "Embedding", "num_embeddings");
+    detail::require_positive(embedding_dim, "Embedding", "embedding_dim");
+    weight = register_parameter("weight", Tensor::randn({num_embeddings, embedding_dim}, seed));
+  }
+  std::string type_name() const override { return "Embedding"; }
+
+  /// Rows for `indices` laid out as `index_shape`: result index_shape + [embedding_dim].
+  Tensor forward_indices(std::span<const std::int64_t> indices, const Shape& index_shape) {
+    return embedding(indices, index_shape, weight);
+  }
+  /// The same with the indices held as a float tensor of whole numbers (so an Embedding can
+  /// sit in a Sequential); a fractional value is an error. No gradient flows to x.
+  Tensor forward(const Tensor& x) override {
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(x.numel()));
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      const float v = x.values()[i];
+      qnum::detail::require(std::nearbyint(v) == v, "Embedding: index ", v, " at position ", i,
+                            " is not a whole number");
+      idx[i] = static_cast<std::int64_t>(v);
+    }
+    return forward_indices(idx, x.shape());
+  }
+
+  std::int64_t num_embeddings, embedding_dim;
+  Tensor weight;
+};
+
+/// Layer normalisation over the last dimension with weight (ones) and bias (zeros) of
+/// [normalized_shape] (torch.nn.LayerNorm with a single normalised dimension).
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::int64_t normalized_shape, float eps = 1e-5f) : eps(eps) {
+    detail::require_positive(normalized_shape, "LayerNorm", "normalized_shape");
+    weight = register_parameter("weight", Tensor::ones({normalized_shape}));
+    bias = register_parameter("bias", Tensor::zeros({normalized_shape}));
+  }
+  std::string type_name() const override { return "LayerNorm"; }
+  Tensor forward(const Tensor& x) override { return layer_norm(x, weight, bias, eps); }
+
+  float eps;
+  Tensor weight, bias;
+};
+
+/// Batch normalisation of [N, C] or [N, C, L] inputs (torch.nn.BatchNorm1d, affine, tracking
+/// running statistics). Training uses batch statistics and updates running_mean /
+/// running_var with `momentum` and counts num_batches_tracked; eval uses the running ones.
+/// num_batches_tracked is a float32 scalar here (PyTorch: int64), exact up to 2^24 batches.
+class BatchNorm1d : public Module {
+ public:
+  explicit BatchNorm1d(std::int64_t num_features, float eps = 1e-5f, float momentum = 0.1f)
+      : num_features(num_features), eps(eps), momentum(momentum) {
+    detail::require_positive(num_features, "BatchNorm1d", "num_features");
+    qnum::detail::require(momentum >= 0.0f && momentum <= 1.0f, "BatchNorm1d: momentum ", momentum,
+                          " must be in [0, 1]");
+    weight = register_parameter("weight", Tensor::ones({num_features}));
+    bias = register_parameter("bias", Tensor::zeros({num_features}));
+    running_mean = register_buffer("running_mean", Tensor::zeros({num_features}));
+    running_var = register_buffer("running_var", Tensor::ones({num_features}));
+    num_batches_tracked = register_buffer("num_batches_tracked", Tensor::scalar(0.0f));
+  }
+  std::string type_name() const override { return "BatchNorm1d"; }
+  Tensor forward(const Tensor& x) override {
+    Tensor y = batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
+    if (is_training()) num_batches_tracked.values()[0] += 1.0f;
+    return y;
+  }
+
+  std::int64_t num_features;
+  float eps, momentum;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+
+/// max(x, 0).
+class ReLU : public Module {
+ public:
+  std::string type_name() const override { return "ReLU"; }
+  Tensor forward(const Tensor& x) override { return relu(x); }
+};
+
+/// GELU, exact erf form (torch.nn.GELU's default).
+class GELU : public Module {
+ public:
+  std::string type_name() const override { return "GELU"; }
+  Tensor forward(const Tensor& x) override { return gelu(x); }
+};
+
+class Tanh : public Module {
+ public:
+  std::string type_name() const override { return "Tanh"; }
+  Tensor forward(const Tensor& x) override { return qnum::tanh(x); }
+};
+
+/// Inverted dropout with probability p in training mode, the identity in eval mode. Each
+/// training call draws a new mask from derive_seed(seed, calls) and advances `calls`, so a
+/// run is reproducible from the seed; a trainer that resumes restores calls with set_calls.
+class Dropout : public Module {
+ public:
+  explicit Dropout(float p = 0.5f, std::uint64_t seed = 0) : p(p), seed_(seed) {
+    qnum::detail::require(p >= 0.0f && p < 1.0f, "Dropout: probability ", p, " must be in [0, 1)");
+  }
+  std::string type_name() const override { return "Dropout"; }
+  Tensor forward(const Tensor& x) override {
+    if (!is_training() || p == 0.0f) return x;
+    return dropout(x, p, true, detail::derive_seed(seed_, calls_++));
+  }
+  /// How many masks have been drawn so far.
+  std::uint64_t calls() const { return calls_; }
+  void set_calls(std::uint64_t n) { calls_ = n; }
+
+  float p;
+
+ private:
+  std::uint64_t seed_;
+  std::uint64_t calls_ = 0;
+};
+
+/// Returns its input.
+class Identity : public Module {
+ public:
+  std::string type_name() const override { return "Identity"; }
+  Tensor forward(const Tensor& x) override { return x; }
+};
+
+/// Applies its children in order; they are named "0", "1", ... (torch.nn.Sequential).
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::shared_ptr<Module>> layers) {
+    for (auto& m : layers) push_back(std::move(m));
+  }
+  std::string type_name() const override { return "Sequential"; }
+
+  /// Appends a layer under the next index name.
+  void push_back(std::shared_ptr<Module> m) { register_module(std::to_string(children().size()), std::move(m)); }
+  std::size_t size() const { return children().size(); }
+  /// The i-th layer.
+  std::shared_ptr<Module> operator[](std::size_t i) const {
+    qnum::detail::require(i < size(), "Sequential: index ", i, " out of range for ", size(), " layers");
+    return children()[i].second;
+  }
+
+  Tensor forward(const Tensor& x) override {
+    Tensor y = x;
+    for (auto& [name, m] : children()) y = m->forward(y);
+    return y;
+  }
+};
+
+}  // namespace qnum::nn

@@ -1,0 +1,219 @@
+// nn::Module: the tree that layers and models are built from, as torch.nn.Module.
+//
+// A module owns named parameters (trainable leaf tensors), buffers (state that is saved but
+// not trained, e.g. BatchNorm's running statistics) and child modules. Names compose with
+// dots ("layers.0.weight") exactly as PyTorch's, so a state_dict maps one to one onto a
+// PyTorch / safetensors checkpoint. Tensors are handles: the module and an optimizer share
+// the same parameter storage, and load_state_dict copies values in place so that sharing
+// survives a reload.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qnum/core/error.hpp"
+#include "qnum/tensor/tensor.hpp"
+
+namespace qnum::nn {
+
+/// Base class of every layer and model. Not copyable: copies would alias the parameters.
+class Module {
+ public:
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  virtual ~Module() = default;
+
+  /// The layer's name in messages and reports ("Linear", "Sequential", ...).
+  virtual std::string type_name() const { return "Module"; }
+
+  /// The module's computation on one tensor. Modules with other inputs (indices, several
+  /// tensors) offer their own entry points and keep this default, which throws.
+  virtual Tensor forward(const Tensor& /*x*/) { qnum::detail::fail(type_name(), " has no single-tensor forward"); }
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  // ---- registration ---------------------------------------------------------------------
+
+  /// Adds a trainable parameter (a leaf; requires_grad is switched on) and returns it.
+  Tensor register_parameter(const std::string& name, Tensor t) {
+    check_new_name(name, "parameter");
+    qnum::detail::require(t.defined(), type_name(), ": parameter '", name, "' is an undefined tensor");
+    qnum::detail::require(t.is_leaf(), type_name(), ": parameter '", name, "' must be a leaf tensor (detach it first)");
+    t.set_requires_grad(true);
+    params_.emplace_back(name, t);
+    return t;
+  }
+
+  /// Adds a buffer: saved in state_dict, never trained (requires_grad stays off).
+  Tensor register_buffer(const std::string& name, Tensor t) {
+    check_new_name(name, "buffer");
+    qnum::detail::require(t.defined(), type_name(), ": buffer '", name, "' is an undefined tensor");
+    qnum::detail::require(!t.requires_grad(), type_name(), ": buffer '", name, "' must not require grad");
+    buffers_.emplace_back(name, t);
+    return t;
+  }
+
+  /// Adds a child module and returns it with its own type, so layers can keep typed handles.
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    check_new_name(name, "module");
+    qnum::detail::require(m != nullptr, type_name(), ": module '", name, "' is null");
+    children_.emplace_back(name, m);
+    return m;
+  }
+
+  // ---- traversal ------------------------------------------------------------------------
+
+  /// Every parameter of the tree with its dotted name, this module's own first, then each
+  /// child's in registration order (PyTorch's order). A tensor registered twice (tied
+  /// weights) is listed once, under its first name, as PyTorch does.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const { return unique(collect_all(&Module::params_)); }
+  /// Every buffer of the tree with its dotted name (each tensor once).
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const { return unique(collect_all(&Module::buffers_)); }
+  /// This module (named "") and every descendant, depth first, with dotted names.
+  std::vector<std::pair<std::string, Module*>> named_modules() {
+    std::vector<std::pair<std::string, Module*>> out;
+    collect_modules(out, "");
+    return out;
+  }
+  /// The parameters of named_parameters(), for an optimizer.
+  std::vector<Tensor> parameters() const {
+    std::vector<Tensor> out;
+    for (auto& [name, t] : named_parameters()) out.push_back(t);
+    return out;
+  }
+  /// The direct children with their (undotted) names.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+
+  /// Number of parameter values, optionally only those that currently require grad.
+  std::int64_t num_parameters(bool trainable_only = false) const {
+    std::int64_t n = 0;
+    for (auto& [name, t] : named_parameters())
+      if (!trainable_only || t.requires_grad()) n += t.numel();
+    return n;
+  }
+
+  // ---- state ----------------------------------------------------------------------------
+
+  /// Parameters and buffers by dotted name, as detached copies (later training does not
+  /// change a saved state).
+  /// Tied tensors appear under each of their names (PyTorch's state_dict keys).
+  std::map<std::string, Tensor> state_dict() const {
+    std::map<std::string, Tensor> out;
+    for (auto& [name, t] : collect_all(&Module::params_)) out.emplace(name, t.clone());
+    for (auto& [name, t] : collect_all(&Module::buffers_)) out.emplace(name, t.clone());
+    return out;
+  }
+
+  /// Copies `state` into the parameters and buffers in place (their identity, and so any
+  /// optimizer holding them, is kept). Strict: every key must match; otherwise missing and
+  /// unexpected keys are ignored. Shape mismatches are always errors. Nothing is changed
+  /// unless the whole state is accepted; the error lists every problem found.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true) {
+    Named own = collect_all(&Module::params_);
+    for (auto& nb : collect_all(&Module::buffers_)) own.push_back(std::move(nb));
+    std::string missing, unexpected, mismatched;
+    auto append = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
+    std::map<std::string, bool> known;
+    for (auto& [name, t] : own) {
+      known[name] = true;
+      const auto it = state.find(name);
+      if (it == state.end()) {
+        append(missing, name);
+      } else if (!it->second.defined()) {
+        append(mismatched, name + " (undefined tensor)");
+      } else if (it->second.shape() != t.shape()) {
+        append(mismatched,
+               name + " (checkpoint " + to_string(it->second.shape()) + ", model " + to_string(t.shape()) + ")");
+      }
+    }
+    for (auto& [name, t] : state)
+      if (!known.count(name)) append(unexpected, name);
+    std::string why;
+    if (strict && !missing.empty()) why += "; missing keys: " + missing;
+    if (strict && !unexpected.empty()) why += "; unexpected keys: " + unexpected;
+    if (!mismatched.empty()) why += "; shape mismatch: " + mismatched;
+    if (!why.empty()) qnum::detail::fail(type_name(), ".load_state_dict: ", why.substr(2));
+    for (auto& [name, t] : own) {
+      const auto it = state.find(name);
+      if (it == state.end()) continue;
+      const auto src = it->second.values();
+      std::copy(src.begin(), src.end(), t.values().begin());
+    }
+  }
+
+  // ---- modes ----------------------------------------------------------------------------
+
+  /// Training mode (dropout active, batch statistics) for this module and all descendants.
+  Module& train(bool on = true) {
+    for (auto& [name, m] : named_modules()) m->training_ = on;
+    return *this;
+  }
+  /// Evaluation mode: train(false).
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+  /// Stops (freeze) or resumes (unfreeze) training of every parameter of the tree.
+  void freeze() { set_trainable(false); }
+  void unfreeze() { set_trainable(true); }
+
+  /// Drops the accumulated gradient of every parameter.
+  void zero_grad() {
+    for (auto& [name, t] : named_parameters()) t.zero_grad();
+  }
+
+ private:
+  using Named = std::vector<std::pair<std::string, Tensor>>;
+
+  void check_new_name(const std::string& name, const char* what) const {
+    qnum::detail::require(!name.empty() && name.find('.') == std::string::npos, type_name(), ": ", what, " name '",
+                          name, "' must be non-empty and contain no '.'");
+    auto taken = [&](const auto& list) {
+      for (auto& entry : list)
+        if (entry.first == name) return true;
+      return false;
+    };
+    qnum::detail::require(!taken(params_) && !taken(buffers_) && !taken(children_), type_name(), ": name '", name,
+                          "' is already registered");
+  }
+
+  /// Every entry of `list` in the tree, tied tensors under each name.
+  Named collect_all(Named Module::*list) const {
+    Named out;
+    collect(out, "", list);
+    return out;
+  }
+  static Named unique(Named all) {
+    std::set<const qnum::detail::TensorImpl*> seen;
+    std::erase_if(all, [&](const auto& entry) { return !seen.insert(entry.second.id()).second; });
+    return all;
+  }
+
+  void collect(Named& out, const std::string& prefix, Named Module::*list) const {
+    for (auto& [name, t] : this->*list) out.emplace_back(prefix + name, t);
+    for (auto& [name, child] : children_) child->collect(out, prefix + name + ".", list);
+  }
+
+  void collect_modules(std::vector<std::pair<std::string, Module*>>& out, const std::string& name) {
+    out.emplace_back(name, this);
+    for (auto& [child_name, child] : children_)
+      child->collect_modules(out, name.empty() ? child_name : name + "." + child_name);
+  }
+
+  void set_trainable(bool on) {
+    for (auto& [name, t] : named_parameters()) t.set_requires_grad(on);
+  }
+
+  Named params_;
+  Named buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace qnum::nn

@@ -1,0 +1,274 @@
+// Optimizers over a list of parameter tensors: SGD (momentum, dampening, weight decay,
+// Nesterov), Adam (L2 weight decay) and AdamW (decoupled weight decay), with torch.optim's
+// defaults and update order so a run can be compared with PyTorch step for step.
+//
+// Parameters are handles shared with the model; step() rewrites their values in place under
+// NoGradGuard. Per-parameter state (step count, moment buffers) is created on the first
+// step that parameter has a gradient, as PyTorch does, and round-trips through
+// state_dict() / load_state_dict() so an interrupted run resumes with the same next step.
+// Element updates are computed in double and stored as float32.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qnum/core/error.hpp"
+#include "qnum/tensor/autograd.hpp"
+
+namespace qnum::nn {
+
+/// The common part of every optimizer: parameters, learning rate, state and its saving.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string type_name() const = 0;
+
+  /// One update of every parameter that has a gradient (the others are left alone).
+  void step() {
+    autograd::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      Tensor& p = params_[i];
+      if (!p.has_grad()) continue;
+      ParamState& s = state_[i];
+      if (s.buffers.empty()) s.buffers.assign(buffer_names().size(), {});
+      ++s.step;
+      update(p.values(), p.grad(), s);
+    }
+  }
+
+  /// Drops the gradient of every parameter.
+  void zero_grad() {
+    for (Tensor& p : params_) p.zero_grad();
+  }
+
+  double lr() const { return lr_; }
+  /// Sets the learning rate (schedules call this before each step).
+  void set_lr(double lr) {
+    qnum::detail::require(std::isfinite(lr) && lr >= 0.0, type_name(), ": learning rate ", lr,
+                          " must be finite and >= 0");
+    lr_ = lr;
+  }
+  const std::vector<Tensor>& params() const { return params_; }
+
+  /// The state of each parameter i that has taken a step, as "<i>.step" (a scalar) and
+  /// "<i>.<buffer>" (the parameter's shape), buffers named as PyTorch's ("momentum_buffer",
+  /// "exp_avg", "exp_avg_sq"). Hyperparameters are not included: they come from the run's
+  /// configuration. Step counts are stored as float32, so they must stay <= 2^24.
+  std::map<std::string, Tensor> state_dict() const {
+    std::map<std::string, Tensor> out;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const ParamState& s = state_[i];
+      if (s.step == 0) continue;
+      qnum::detail::require(s.step <= kMaxSavedStep, type_name(), ".state_dict: step ", s.step, " of parameter ", i,
+                            " is above 2^24 and cannot be stored exactly as float32");
+      const std::string prefix = std::to_string(i) + ".";
+      out.emplace(prefix + "step", Tensor::scalar(static_cast<float>(s.step)));
+      for (std::size_t b = 0; b < s.buffers.size(); ++b)
+        if (!s.buffers[b].empty()) out.emplace(prefix + buffer_names()[b], Tensor(params_[i].shape(), s.buffers[b]));
+    }
+    return out;
+  }
+
+  /// Replaces the state with `state` (as written by state_dict for the same parameter
+  /// list). Unknown keys, a buffer without its step, some but not all of a parameter's
+  /// buffers, a bad step or a shape that does not match the parameter are errors naming the
+  /// key; nothing changes unless all is valid.
+  void load_state_dict(const std::map<std::string, Tensor>& state) {
+    std::vector<ParamState> loaded(params_.size());
+    std::set<std::string> used;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const std::string prefix = std::to_string(i) + ".";
+      const auto step = state.find(prefix + "step");
+      if (step == state.end()) continue;
+      used.insert(step->first);
+      const float v = step->second.defined() && step->second.numel() == 1 ? step->second.values()[0] : -1.0f;
+      qnum::detail::require(v >= 1.0f && v <= static_cast<float>(kMaxSavedStep) && std::floor(v) == v, type_name(),
+                            ".load_state_dict: '", step->first, "' must be a one-element whole number >= 1");
+      ParamState& s = loaded[i];
+      s.step = static_cast<std::int64_t>(v);
+      s.buffers.assign(buffer_names().size(), {});
+      std::size_t found = 0;
+      for (std::size_t b = 0; b < buffer_names().size(); ++b) {
+        const auto it = state.find(prefix + buffer_names()[b]);
+        if (it == state.end()) continue;  // e.g. SGD without momentum, or no buffer yet
+        used.insert(it->first);
+        qnum::detail::require(it->second.defined() && it->second.shape() == params_[i].shape(), type_name(),
+                              ".load_state_dict: '", it->first, "' has shape ",
+                              it->second.defined() ? to_string(it->second.shape()) : "(undefined)", ", parameter ", i,
+                              " has ", to_string(params_[i].shape()));
+        s.buffers[b] = it->second.to_vector();
+        ++found;
+      }
+      qnum::detail::require(found == 0 || found == buffer_names().size(), type_name(), ".load_state_dict: parameter ",
+                            i, " has ", found, " of its ", buffer_names().size(), " buffers (all or none)");
+    }
+    for (const auto& [key, t] : state)
+      qnum::detail::require(used.count(key) == 1, type_name(), ".load_state_dict: unexpected key '", key,
+                            "' (expected <i>.step and <i>.<buffer> for the ", params_.size(), " parameters)");
+    state_ = std::move(loaded);
+  }
+
+ protected:
+  /// Per-parameter state: steps taken and one vector per buffer name (empty until first use).
+  struct ParamState {
+    std::int64_t step = 0;
+    std::vector<std::vector<float>> buffers;
+  };
+
+  Optimizer(std::vector<Tensor> params, double lr, const char* name) : params_(std::move(params)) {
+    std::set<const void*> seen;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      qnum::detail::require(params_[i].defined(), name, ": parameter ", i, " is an undefined tensor");
+      qnum::detail::require(seen.insert(params_[i].id()).second, name, ": parameter ", i,
+                            " appears twice (it would be updated twice per step)");
+    }
+    qnum::detail::require(std::isfinite(lr) && lr >= 0.0, name, ": learning rate ", lr, " must be finite and >= 0");
+    lr_ = lr;
+    state_.resize(params_.size());
+  }
+
+  /// The names of the per-parameter buffers, in the order of ParamState::buffers.
+  virtual std::vector<std::string> buffer_names() const = 0;
+  /// Updates one parameter in place from its gradient; s.step already counts this step.
+  virtual void update(std::span<float> p, std::span<const float> g, ParamState& s) = 0;
+
+  static constexpr std::int64_t kMaxSavedStep = std::int64_t{1} << 24;
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<ParamState> state_;
+  double lr_ = 0.0;
+};
+
+/// Options of SGD, torch.optim.SGD's defaults.
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+/// Stochastic gradient descent in torch.optim.SGD's order: d = g + wd·p; with momentum,
+/// buf = d on the first step, else momentum·buf + (1 - dampening)·d, then d = d + momentum·buf
+/// (Nesterov) or d = buf; finally p -= lr·d.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, const SGDOptions& opt) : Optimizer(std::move(params), opt.lr, "SGD"), opt_(opt) {
+    qnum::detail::require(opt.momentum >= 0.0, "SGD: momentum ", opt.momentum, " must be >= 0");
+    qnum::detail::require(opt.weight_decay >= 0.0, "SGD: weight_decay ", opt.weight_decay, " must be >= 0");
+    qnum::detail::require(!opt.nesterov || (opt.momentum > 0.0 && opt.dampening == 0.0),
+                          "SGD: nesterov needs momentum > 0 and dampening 0");
+  }
+  std::string type_name() const override { return "SGD"; }
+  const SGDOptions& options() const { return opt_; }
+
+ protected:
+  std::vector<std::string> buffer_names() const override {
+    return opt_.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+  }
+  void update(std::span<float> p, std::span<const float> g, ParamState& s) override {
+    const double lr = this->lr(), mu = opt_.momentum, wd = opt_.weight_decay;
+    std::vector<float>* buf = mu != 0.0 ? &s.buffers[0] : nullptr;
+    const bool first = buf && buf->empty();
+    if (first) buf->resize(p.size());
+    for (std::size_t j = 0; j < p.size(); ++j) {
+      double d = static_cast<double>(g[j]) + wd * p[j];
+      if (buf) {
+        float& b = (*buf)[j];
+        b = static_cast<float>(first ? d : mu * b + (1.0 - opt_.dampening) * d);
+        d = opt_.nesterov ? d + mu * b : static_cast<double>(b);
+      }
+      p[j] = static_cast<float>(p[j] - lr * d);
+    }
+  }
+
+ private:
+  SGDOptions opt_;
+};
+
+/// Options of Adam, torch.optim.Adam's defaults (weight decay is L2, added to the gradient).
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+/// Options of AdamW, torch.optim.AdamW's defaults (weight decay decoupled, 0.01).
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+namespace detail {
+
+/// Adam and AdamW share the moment updates; they differ only in where weight decay enters.
+class AdamBase : public Optimizer {
+ public:
+  const AdamOptions& options() const { return opt_; }
+
+ protected:
+  AdamBase(std::vector<Tensor> params, const AdamOptions& opt, bool decoupled, const char* name)
+      : Optimizer(std::move(params), opt.lr, name), opt_(opt), decoupled_(decoupled) {
+    qnum::detail::require(opt.beta1 >= 0.0 && opt.beta1 < 1.0 && opt.beta2 >= 0.0 && opt.beta2 < 1.0, name, ": betas (",
+                          opt.beta1, ", ", opt.beta2, ") must be in [0, 1)");
+    qnum::detail::require(opt.eps >= 0.0, name, ": eps ", opt.eps, " must be >= 0");
+    qnum::detail::require(opt.weight_decay >= 0.0, name, ": weight_decay ", opt.weight_decay, " must be >= 0");
+  }
+  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+
+  /// torch.optim's single-tensor Adam: (AdamW: p *= 1 - lr·wd); (Adam: g += wd·p);
+  /// m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²; p -= lr/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + eps).
+  void update(std::span<float> p, std::span<const float> g, ParamState& s) override {
+    const double lr = this->lr(), b1 = opt_.beta1, b2 = opt_.beta2, wd = opt_.weight_decay;
+    auto& m = s.buffers[0];
+    auto& v = s.buffers[1];
+    if (m.empty()) m.assign(p.size(), 0.0f), v.assign(p.size(), 0.0f);
+    const double t = static_cast<double>(s.step);
+    const double step_size = lr / (1.0 - std::pow(b1, t));
+    const double bc2_sqrt = std::sqrt(1.0 - std::pow(b2, t));
+    for (std::size_t j = 0; j < p.size(); ++j) {
+      if (decoupled_) p[j] = static_cast<float>(p[j] * (1.0 - lr * wd));
+      const double gj = decoupled_ ? static_cast<double>(g[j]) : g[j] + wd * p[j];
+      m[j] = static_cast<float>(b1 * m[j] + (1.0 - b1) * gj);
+      v[j] = static_cast<float>(b2 * v[j] + (1.0 - b2) * gj * gj);
+      const double denom = std::sqrt(static_cast<double>(v[j])) / bc2_sqrt + opt_.eps;
+      p[j] = static_cast<float>(p[j] - step_size * m[j] / denom);
+    }
+  }
+
+ private:
+  AdamOptions opt_;
+  bool decoupled_;
+};
+
+}  // namespace detail
+
+/// Adam with L2 weight decay and bias correction (torch.optim.Adam, amsgrad off).
+class Adam : public detail::AdamBase {
+ public:
+  Adam(std::vector<Tensor> params, const AdamOptions& opt) : AdamBase(std::move(params), opt, false, "Adam") {}
+  std::string type_name() const override { return "Adam"; }
+};
+
+/// Adam with decoupled weight decay (torch.optim.AdamW): p *= 1 - lr·wd before the Adam step.
+class AdamW : public detail::AdamBase {
+ public:
+  AdamW(std::vector<Tensor> params, const AdamWOptions& opt)
+      : AdamBase(std::move(params), AdamOptions{opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay}, true,
+                 "AdamW") {}
+  std::string type_name() const override { return "AdamW"; }
+};
+
+}  // namespace qnum::nn
