@@ -11,6 +11,7 @@ packages=(
   libbenchmark-dev   # Google Benchmark
   libcli11-dev       # the qnum command line
   nlohmann-json3-dev # JSON metadata and manifests
+  libtomlplusplus-dev # TOML run configs of `qnum train --config`
   zlib1g-dev         # gzip data files
   qemu-user          # tests: run-time ISA dispatch on emulated CPUs without AVX / AVX-512
 )

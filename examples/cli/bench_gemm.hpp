@@ -73,15 +73,14 @@ inline double seconds_of(GemmCase& c) {
 
 /// Checks the arguments of `qnum bench gemm`; qnum::Error names the bad one.
 inline void check_args(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& kind, int threads) {
-  qnum::detail::require(kind == "fp32" || kind == "int8" || kind == "mxint8" || kind == "binary",
-                        "bench gemm: kind '", kind, "' must be one of fp32, int8, mxint8, binary");
-  qnum::detail::require(m >= 1 && n >= 1 && k >= 1, "bench gemm: sizes m=", m, " n=", n, " k=", k,
-                        " must all be >= 1");
+  qnum::detail::require(kind == "fp32" || kind == "int8" || kind == "mxint8" || kind == "binary", "bench gemm: kind '",
+                        kind, "' must be one of fp32, int8, mxint8, binary");
+  qnum::detail::require(m >= 1 && n >= 1 && k >= 1, "bench gemm: sizes m=", m, " n=", n, " k=", k, " must all be >= 1");
   constexpr std::int64_t lim = std::int64_t{1} << 16, elems = std::int64_t{1} << 26;
   qnum::detail::require(m <= lim && n <= lim && k <= lim, "bench gemm: sizes m=", m, " n=", n, " k=", k,
                         " must all be <= ", lim);
-  qnum::detail::require(m * k <= elems && n * k <= elems && m * n <= elems, "bench gemm: m*k, n*k and m*n must be <= ",
-                        elems, " elements");
+  qnum::detail::require(m * k <= elems && n * k <= elems && m * n <= elems,
+                        "bench gemm: m*k, n*k and m*n must be <= ", elems, " elements");
   qnum::detail::require(threads >= 1 && threads <= 1024, "bench gemm: threads ", threads, " must be in [1, 1024]");
 }
 
@@ -116,7 +115,7 @@ inline std::string bench_gemm_json(std::int64_t m, std::int64_t n, std::int64_t 
   std::ostringstream os;
   os.precision(6);
   os << "{\"kind\": \"" << kind << "\", \"m\": " << m << ", \"n\": " << n << ", \"k\": " << k
-     << ", \"threads\": " << threads << ", \"gflops\": " << g << ", \"fp32_gflops\": " << f
-     << ", \"ratio\": " << g / f << "}";
+     << ", \"threads\": " << threads << ", \"gflops\": " << g << ", \"fp32_gflops\": " << f << ", \"ratio\": " << g / f
+     << "}";
   return os.str();
 }

@@ -1,5 +1,6 @@
-// The `qnum` command line: list and describe formats, quantize .npy tensors, and show the
-// quantization error of several formats on a generated tensor.
+// The `qnum` command line: list and describe formats, quantize .npy tensors, show the
+// quantization error of several formats on a generated tensor, benchmark kernels, and train
+// and test JSC models (train_command.hpp, test_command.hpp).
 //
 // Errors in user input (specs, files, options) print one line `qnum: error: ...` and exit 2.
 #include <CLI/CLI.hpp>
@@ -18,6 +19,8 @@
 #include "bench_attention.hpp"
 #include "bench_gemm.hpp"
 #include "bench_quantize.hpp"
+#include "test_command.hpp"
+#include "train_command.hpp"
 
 namespace {
 
@@ -222,6 +225,9 @@ int main(int argc, char** argv) {
     sub->add_option("--threads", bench_threads, "threads")->capture_default_str();
   }
 
+  const qnum::cli::TrainCommand train_cmd(app);
+  const qnum::cli::TestCommand test_cmd(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -249,6 +255,10 @@ int main(int argc, char** argv) {
       print_bench(bench_gemm_json(gm, gn, gk, gkind, bench_threads), as_json);
     } else if (*ba) {
       print_bench(qnum::cli::bench_attention_json(aseq, aheads, adim, bench_threads), as_json);
+    } else if (train_cmd.parsed()) {
+      train_cmd.run();
+    } else if (test_cmd.parsed()) {
+      test_cmd.run();
     } else if (*demo_cmd) {
       qnum::detail::require(size >= 64 && size % 64 == 0 && size <= (1LL << 28), "--size ", size,
                             " must be a positive multiple of 64 up to 2^28");

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Behaviour of the qnum command line: listings, exit codes, one-line errors, atomic output.
+# Behaviour of the qnum command line: listings, exit codes, one-line errors, atomic output,
+# and train/test of jsc-tiny on jsc-synthetic (a few seconds).
 # Usage: QNUM=path/to/qnum bash test_cli.sh
 set -u
 QNUM=${QNUM:?set QNUM to the qnum binary}
@@ -112,6 +113,65 @@ grep -q '"naive_ms"' <<< "$out" && ok || bad "bench attention JSON: $out"
 # ---- demo ----------------------------------------------------------------------------------
 out=$("$QNUM" demo --size 4096) && ok || bad "demo exit code"
 grep -q "fp8_e4m3" <<< "$out" && ok || bad "demo table lacks fp8_e4m3"
+
+# ---- train / test (jsc-tiny on jsc-synthetic: ~1 s an epoch) ---------------------------------
+# stderr_has NAME TEXT: the last expect_error's message contains TEXT.
+stderr_has() { grep -qF -- "$2" "$work/stderr" && ok || bad "$1: message lacks '$2': $(cat "$work/stderr")"; }
+run="$work/run"
+out=$("$QNUM" train jsc-tiny jsc-synthetic --max-epochs 2 --output-dir "$run" --no-progress) && ok ||
+  bad "train exit code: $out"
+[ "$(wc -l < "$run/metrics.jsonl" 2>/dev/null)" = 2 ] && ok || bad "metrics.jsonl does not have 2 lines"
+for key in epoch train_loss val_loss val_accuracy seconds; do
+  [ "$(grep -c "\"$key\":" "$run/metrics.jsonl" 2>/dev/null)" = 2 ] && ok || bad "metrics.jsonl lacks $key"
+done
+for f in best.safetensors best.json last.safetensors last.json; do
+  [ -s "$run/$f" ] && ok || bad "train did not write $f"
+done
+grep -q "^test .*accuracy 0\.[0-9]*" <<< "$out" && ok || bad "train prints no test accuracy: $out"
+grep -qF "$run/best.safetensors" <<< "$out" && ok || bad "train does not say where the checkpoints are: $out"
+out=$("$QNUM" test jsc-tiny jsc-synthetic --load "$run/best.safetensors") && ok || bad "test exit code: $out"
+grep -q "^accuracy *0\.[0-9]*$" <<< "$out" && ok || bad "test prints no accuracy: $out"
+out=$("$QNUM" test jsc-tiny jsc-synthetic --load "$run/best" --json) && ok || bad "test --json exit code"
+grep -q '"accuracy":0\.[0-9]*' <<< "$out" && ok || bad "test --json: $out"
+# --resume continues the saved run: a 3rd epoch appended to the two
+"$QNUM" train jsc-tiny jsc-synthetic --max-epochs 3 --output-dir "$run" --resume --no-progress > /dev/null &&
+  ok || bad "train --resume exit code"
+[ "$(wc -l < "$run/metrics.jsonl")" = 3 ] && ok || bad "resume: metrics.jsonl does not have 3 lines"
+grep -q '^{"epoch":3,' <<< "$(tail -n 1 "$run/metrics.jsonl")" && ok || bad "resume: last record is not epoch 3"
+# the same run from a TOML file (MASE's keys and spellings) gives the same losses
+printf '%s\n' '# MASE lab 1, offline' 'model = "jsc-tiny"' 'dataset = "jsc-synthetic"' 'max_epochs = 2' \
+  'batch_size = 256' 'learning_rate = 1e-3' 'seed = 0' 'training_optimizer = "adam"' \
+  "project_dir = \"$work/run-toml\"" > "$work/run.toml"
+"$QNUM" train --config "$work/run.toml" --no-progress > /dev/null && ok || bad "train --config exit code"
+[ "$(cut -d, -f1-4 "$work/run-toml/metrics.jsonl" 2>/dev/null)" = "$(head -n 2 "$run/metrics.jsonl" | cut -d, -f1-4)" ] &&
+  ok || bad "train --config: metrics differ from the command-line run"
+# bad input: one line, exit 2
+printf 'model = "jsc-tiny"\nbatchsize = 256\n' > "$work/bad.toml"
+expect_error "unknown TOML key" "$QNUM" train --config "$work/bad.toml"
+stderr_has "unknown TOML key" "'batchsize'"
+stderr_has "unknown TOML key" "batch_size"
+printf 'max_epochs = "2"\n' > "$work/bad.toml"
+expect_error "TOML type" "$QNUM" train jsc-tiny jsc-synthetic --config "$work/bad.toml"
+stderr_has "TOML type" "'max_epochs' must be an integer"
+printf 'max_epochs = \n' > "$work/bad.toml"
+expect_error "TOML syntax" "$QNUM" train jsc-tiny jsc-synthetic --config "$work/bad.toml"
+stderr_has "TOML syntax" "bad.toml:1:"
+expect_error "unknown model" "$QNUM" train jsc-huge jsc-synthetic
+stderr_has "unknown model" "jsc-tiny"
+expect_error "unknown dataset" "$QNUM" train jsc-tiny mnist
+stderr_has "unknown dataset" "jsc-synthetic"
+expect_error "unknown optimizer" "$QNUM" train jsc-tiny jsc-synthetic --optimizer lion
+expect_error "no dataset" "$QNUM" train jsc-tiny
+expect_error "resume without run" "$QNUM" train jsc-tiny jsc-synthetic --output-dir "$work/none" --resume
+expect_error "test other model" "$QNUM" test jsc-s jsc-synthetic --load "$run/best"
+stderr_has "test other model" "2.weight"
+expect_error "test missing checkpoint" "$QNUM" test jsc-tiny jsc-synthetic --load "$work/none/best"
+mkdir -p "$work/data" "$work/home" "$work/cache"
+expect_error "jsc without data" env QNUM_DATA_DIR="$work/data" HOME="$work/home" XDG_CACHE_HOME="$work/cache" \
+  "$QNUM" train jsc-tiny jsc --output-dir "$work/run-jsc"
+stderr_has "jsc without data" "put hls4ml_lhc_jets_hlf.arff"
+stderr_has "jsc without data" "$work/data/jsc/"
+[ ! -e "$work/run-jsc" ] && ok || bad "jsc without data created the output directory"
 
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

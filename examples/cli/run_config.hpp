@@ -1,0 +1,203 @@
+// Run settings of `qnum train`: the TOML file of `--config run.toml` and the command-line
+// options, both as a set of overrides of train::TrainConfig. Precedence as in MASE's `ch`
+// (spec/system.md §11): defaults < TOML file < explicit command-line options.
+//
+// TOML keys (top level, MASE's names where MASE has the setting):
+//   model, dataset                      strings (MASE)
+//   max_epochs, batch_size, seed        integers (MASE)
+//   learning_rate                       number (MASE)
+//   optimizer, schedule, output_dir     strings (qnum; MASE spells them training_optimizer
+//   weight_decay, threads               and project_dir, accepted as aliases)
+//   task                                MASE's; only "classification" / "cls" (the only task)
+// Any other key is a qnum::Error naming it and listing the known ones; MASE keys qnum does
+// not implement (accelerator, passes, search, ...) get an error saying so. A value of the
+// wrong type is an error naming the key and the type expected. Messages start with
+// "FILE:LINE:COLUMN:" (toml++ reports syntax errors the same way).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+#include "qnum/core/error.hpp"
+#include "qnum/train/trainer.hpp"
+
+namespace qnum::cli {
+
+/// Settings given explicitly (in a TOML file or on the command line); unset ones leave the
+/// TrainConfig value as it is.
+struct RunOverrides {
+  std::optional<std::string> model, dataset, optimizer, schedule, output_dir;
+  std::optional<int> max_epochs, threads;
+  std::optional<std::int64_t> batch_size;
+  std::optional<double> learning_rate, weight_decay;
+  std::optional<std::uint64_t> seed;
+
+  /// Sets every given field of `c`.
+  void apply(train::TrainConfig& c) const {
+    if (model) c.model = *model;
+    if (dataset) c.dataset = *dataset;
+    if (optimizer) c.optimizer = *optimizer;
+    if (schedule) c.schedule = *schedule;
+    if (output_dir) c.output_dir = *output_dir;
+    if (max_epochs) c.max_epochs = *max_epochs;
+    if (threads) c.threads = *threads;
+    if (batch_size) c.batch_size = *batch_size;
+    if (learning_rate) c.learning_rate = *learning_rate;
+    if (weight_decay) c.weight_decay = *weight_decay;
+    if (seed) c.seed = *seed;
+  }
+
+  /// The fields given in `later` replace these.
+  void merge(const RunOverrides& later) {
+    auto take = [](auto& mine, const auto& theirs) {
+      if (theirs) mine = theirs;
+    };
+    take(model, later.model);
+    take(dataset, later.dataset);
+    take(optimizer, later.optimizer);
+    take(schedule, later.schedule);
+    take(output_dir, later.output_dir);
+    take(max_epochs, later.max_epochs);
+    take(threads, later.threads);
+    take(batch_size, later.batch_size);
+    take(learning_rate, later.learning_rate);
+    take(weight_decay, later.weight_decay);
+    take(seed, later.seed);
+  }
+};
+
+/// The TOML keys read_run_config accepts (qnum's spellings), for messages and docs.
+inline constexpr std::string_view kRunConfigKeys =
+    "model, dataset, max_epochs, batch_size, learning_rate, optimizer, schedule, weight_decay, seed, threads, "
+    "output_dir, task (MASE spellings: training_optimizer = optimizer, project_dir = output_dir)";
+
+namespace detail {
+
+/// "FILE:LINE:COLUMN: " of a node or key.
+inline std::string where(const std::filesystem::path& file, const toml::source_region& r) {
+  return file.string() + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column) + ": ";
+}
+
+inline std::string type_name(const toml::node& v) {
+  switch (v.type()) {
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a floating-point number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    default:
+      return "a date/time";
+  }
+}
+
+/// MASE TOML keys that qnum train does not implement, with what to do instead.
+inline std::optional<std::string_view> mase_only_key(std::string_view key) {
+  if (key == "accelerator" || key == "strategy" || key == "num_devices" || key == "gpu" || key == "nodes")
+    return "qnum trains on the CPU; set threads instead";
+  if (key == "passes" || key == "transform" || key == "search")
+    return "qnum train has no transform/search passes; leave this table out of a training config";
+  if (key == "load_name" || key == "load_type") return "pass the checkpoint to `qnum test --load CKPT` instead";
+  if (key == "project") return "set output_dir (or project_dir) to the run's directory instead";
+  if (key == "log_every_n_steps" || key == "trainer_precision" || key == "max_steps" ||
+      key == "accumulate_grad_batches" || key == "num_workers" || key == "cpu" || key == "pretrained" ||
+      key == "max_token_len")
+    return "qnum train does not implement this setting";
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+/// Reads a run config (see the file comment). qnum::Error for a missing file, TOML syntax
+/// errors, unknown keys and values of the wrong type.
+inline RunOverrides read_run_config(const std::filesystem::path& file) {
+  using qnum::detail::fail;
+  using qnum::detail::require;
+  require(std::filesystem::is_regular_file(file), "--config: cannot open '", file.string(), "'");
+  toml::table table;
+  try {
+    table = toml::parse_file(file.string());
+  } catch (const toml::parse_error& e) {
+    fail(detail::where(file, e.source()), "TOML syntax error: ", e.description());
+  }
+
+  RunOverrides o;
+  std::optional<std::string> optimizer_spelling, output_spelling;
+  for (auto&& entry : table) {
+    const std::string key(entry.first.str());
+    const toml::node& v = entry.second;
+    const std::string at = detail::where(file, entry.first.source());
+    auto expected = [&](std::string_view what) {
+      fail(at, "'", key, "' must be ", what, ", not ", detail::type_name(v));
+    };
+    auto text = [&]() -> std::string {
+      if (!v.is_string()) expected("a string");
+      return std::string(v.as_string()->get());
+    };
+    auto integer = [&](std::int64_t lo, std::int64_t hi) -> std::int64_t {
+      if (!v.is_integer()) expected("an integer");
+      const std::int64_t x = v.as_integer()->get();
+      require(x >= lo && x <= hi, at, "'", key, "' = ", x, " is out of range [", lo, ", ", hi, "]");
+      return x;
+    };
+    auto number = [&]() -> double {
+      if (v.is_integer()) return static_cast<double>(v.as_integer()->get());
+      if (!v.is_floating_point()) expected("a number");
+      return v.as_floating_point()->get();
+    };
+    // The same setting under qnum's and MASE's name is ambiguous.
+    auto once = [&](std::optional<std::string>& seen) {
+      require(!seen, at, "'", key, "' repeats '", seen.value_or(""), "' (the same setting; keep one)");
+      seen = key;
+    };
+    constexpr auto int_max = std::numeric_limits<int>::max();
+    constexpr auto i64_max = std::numeric_limits<std::int64_t>::max();
+    if (key == "model")
+      o.model = text();
+    else if (key == "dataset")
+      o.dataset = text();
+    else if (key == "max_epochs")
+      o.max_epochs = static_cast<int>(integer(1, int_max));
+    else if (key == "batch_size")
+      o.batch_size = integer(1, i64_max);
+    else if (key == "learning_rate")
+      o.learning_rate = number();
+    else if (key == "weight_decay")
+      o.weight_decay = number();
+    else if (key == "seed")
+      o.seed = static_cast<std::uint64_t>(integer(0, i64_max));
+    else if (key == "threads")
+      o.threads = static_cast<int>(integer(0, int_max));
+    else if (key == "optimizer" || key == "training_optimizer") {
+      once(optimizer_spelling);
+      o.optimizer = text();
+    } else if (key == "output_dir" || key == "project_dir") {
+      once(output_spelling);
+      o.output_dir = text();
+    } else if (key == "schedule")
+      o.schedule = text();
+    else if (key == "task") {
+      const auto t = text();
+      require(t == "classification" || t == "cls", at, "task '", t,
+              "' is not supported (qnum train does classification: task = \"classification\" or \"cls\")");
+    } else if (const auto why = detail::mase_only_key(key))
+      fail(at, "'", key, "' is a MASE key that qnum does not use: ", *why, " (known keys: ", kRunConfigKeys, ")");
+    else
+      fail(at, "unknown key '", key, "' (known keys: ", kRunConfigKeys, ")");
+  }
+  return o;
+}
+
+}  // namespace qnum::cli

@@ -1,0 +1,71 @@
+// `qnum test MODEL DATASET --load CKPT`: MASE's `ch test jsc-tiny jsc --load best.ckpt`
+// (spec/system.md §11). Loads a checkpoint written by `qnum train` (the .safetensors file,
+// its .json or the stem) into MODEL and prints the mean cross-entropy and the accuracy on
+// DATASET's test split (one JSON object with --json). A checkpoint of another model is a
+// qnum::Error naming the first tensor that does not fit.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "datasets.hpp"
+#include "qnum/core/error.hpp"
+#include "qnum/kernel/threading.hpp"
+#include "qnum/models/jsc.hpp"
+#include "qnum/train/train.hpp"
+
+namespace qnum::cli {
+
+/// The `test` subcommand: its options (registered on construction) and its run.
+class TestCommand {
+ public:
+  explicit TestCommand(CLI::App& app) {
+    cmd_ = app.add_subcommand("test", "Evaluate a checkpoint on a dataset's test split (MASE's `ch test`)");
+    cmd_->add_option("MODEL", model_, "model the checkpoint was trained as")->required();
+    cmd_->add_option("DATASET", dataset_, "dataset (its test split)")->required();
+    cmd_->add_option("--load", load_, "checkpoint: best.safetensors, best.json or the stem .../best")->required();
+    cmd_->add_option("--batch-size", batch_size_, "rows per batch")->capture_default_str();
+    cmd_->add_option("--threads", threads_, "threads (default: all)");
+    cmd_->add_flag("--json", json_, "print one JSON object");
+  }
+  TestCommand(const TestCommand&) = delete;  // CLI11 holds pointers to the members
+  TestCommand& operator=(const TestCommand&) = delete;
+
+  bool parsed() const { return cmd_->parsed(); }
+
+  void run() const {
+    qnum::detail::require(batch_size_ >= 1, "test: --batch-size must be >= 1, got ", batch_size_);
+    qnum::detail::require(threads_ >= 0, "test: --threads must be >= 0, got ", threads_);
+    if (threads_ > 0) set_num_threads(threads_);
+    auto model = models::make_jsc_model(model_, 0);
+    const data::JscSplits data = load_dataset(dataset_);
+    const auto meta = train::load_checkpoint(load_, *model, nullptr);
+    const auto ev = train::evaluate(*model, data.test, batch_size_);
+    if (json_) {
+      const nlohmann::json j{{"model", model_},     {"dataset", dataset_},
+                             {"checkpoint", load_}, {"epoch", meta.value("epoch", nlohmann::json(nullptr))},
+                             {"split", "test"},     {"count", ev.count},
+                             {"loss", ev.loss},     {"accuracy", ev.accuracy}};
+      std::cout << j.dump() << "\n";
+      return;
+    }
+    std::printf("test %s on %s (test split, %lld rows), checkpoint %s\n", model_.c_str(), dataset_.c_str(),
+                static_cast<long long>(ev.count), load_.c_str());
+    std::printf("loss      %.6f\naccuracy  %.4f\n", ev.loss, ev.accuracy);
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string model_, dataset_, load_;
+  std::int64_t batch_size_ = 256;
+  int threads_ = 0;
+  bool json_ = false;
+};
+
+}  // namespace qnum::cli
