@@ -1,5 +1,6 @@
 // The standard layers as nn::Modules over the tensor ops: Linear, Embedding, LayerNorm,
-// BatchNorm1d, ReLU, GELU, Tanh, Dropout, Identity and Sequential.
+// BatchNorm1d, ReLU, GELU, Tanh, Dropout, Identity and Sequential; QuantLinear (a Linear built
+// with a QuantConfig, nn/quant.hpp).
 //
 // Parameter and buffer names, shapes and initialisations are PyTorch's, so state_dicts map
 // onto torch.nn checkpoints key for key. Every random initialisation and every dropout mask
@@ -7,6 +8,7 @@
 // the same bits on every machine.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "qnum/nn/module.hpp"
+#include "qnum/nn/quant.hpp"
 #include "qnum/tensor/ops.hpp"
 
 namespace qnum::nn {
@@ -40,7 +43,14 @@ inline void require_positive(std::int64_t v, const char* layer, const char* what
 /// y = x·Wᵀ + b with weight [out, in] and bias [out] (torch.nn.Linear). Initialisation as
 /// PyTorch's: kaiming_uniform(a = sqrt 5) for the weight, which is U(-1/sqrt(in), 1/sqrt(in)),
 /// and the same range for the bias; the weight uses `seed`, the bias a seed derived from it.
-class Linear : public Module {
+///
+/// The passes extend a Linear in place (names and handles stay valid):
+/// - quantization (Quantizable): operands data_in, weight, bias, data_out — MASE's
+///   LinearInteger, LinearMinifloatIEEE, ... are a Linear with that config (QuantLinear);
+/// - pruning: a `weight_mask` buffer (the weight used is weight ⊙ mask, so pruned entries
+///   get no gradient) and an `input_transform` (activation pruning, before data_in);
+/// - LoRA: children lora_A [r, in] and lora_B [out, r] adding scaling·B·A·dropout(x).
+class Linear : public Module, public Quantizable {
  public:
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true, std::uint64_t seed = 0)
       : in_features(in_features), out_features(out_features) {
@@ -52,12 +62,51 @@ class Linear : public Module {
       this->bias =
           register_parameter("bias", Tensor::uniform({out_features}, detail::derive_seed(seed, 0), -bound, bound));
   }
-  std::string type_name() const override { return "Linear"; }
-  Tensor forward(const Tensor& x) override { return linear(x, weight, bias); }
+  std::string type_name() const override { return is_quantized() ? "QuantLinear" : "Linear"; }
+  std::string op_name() const override { return "linear"; }
+  std::vector<std::string> quant_operands() const override { return {"data_in", "weight", "bias", "data_out"}; }
+
+  Tensor forward(const Tensor& x) override {
+    const Tensor xin = input_transform ? input_transform->apply(x, is_training()) : x;
+    const auto& q = quant();
+    Tensor y = linear(quantize_in(xin), maybe_quantize(effective_weight(), q.weight, Role::weight),
+                      maybe_quantize(bias, q.bias, Role::bias));
+    if (lora_A) {
+      Tensor a = lora_dropout ? (*lora_dropout)(xin) : xin;
+      y = add(y, mul_scalar((*lora_B)((*lora_A)(a)), lora_scaling));
+    }
+    return quantize_out(y);
+  }
+
+  /// weight ⊙ weight_mask when pruned, else weight (differentiable in weight).
+  Tensor effective_weight() const { return weight_mask.defined() ? mul(weight, weight_mask) : weight; }
+
+  /// Registers (first call) or replaces the values of the weight mask: 1 keeps, 0 prunes.
+  void set_weight_mask(const std::vector<float>& mask) {
+    qnum::detail::require(static_cast<std::int64_t>(mask.size()) == weight.numel(), "Linear: weight mask of ",
+                          mask.size(), " values for a weight of ", weight.numel());
+    if (!weight_mask.defined()) weight_mask = register_buffer("weight_mask", Tensor::ones(weight.shape()));
+    std::copy(mask.begin(), mask.end(), weight_mask.values().begin());
+  }
 
   std::int64_t in_features, out_features;
   Tensor weight;
-  Tensor bias;  ///< undefined when built without bias
+  Tensor bias;         ///< undefined when built without bias
+  Tensor weight_mask;  ///< undefined unless pruned
+  std::shared_ptr<InputTransform> input_transform;
+  std::shared_ptr<Linear> lora_A, lora_B;  ///< null unless a LoRA adapter is attached
+  std::shared_ptr<Module> lora_dropout;    ///< Dropout on the adapter's input (null: none)
+  float lora_scaling = 0.0f;               ///< alpha / rank
+};
+
+/// A Linear built quantized: MASE's LinearInteger(in, out, config=...) and its siblings.
+class QuantLinear : public Linear {
+ public:
+  QuantLinear(std::int64_t in_features, std::int64_t out_features, QuantConfig config, bool bias = true,
+              std::uint64_t seed = 0)
+      : Linear(in_features, out_features, bias, seed) {
+    set_quant(std::move(config));
+  }
 };
 
 /// A lookup table weight [num_embeddings, embedding_dim], initialised N(0, 1) (torch.nn.Embedding).
@@ -70,6 +119,7 @@ class Embedding : public Module {
     weight = register_parameter("weight", Tensor::randn({num_embeddings, embedding_dim}, seed));
   }
   std::string type_name() const override { return "Embedding"; }
+  std::string op_name() const override { return "embedding"; }
 
   /// Rows for `indices` laid out as `index_shape`: result index_shape + [embedding_dim].
   Tensor forward_indices(std::span<const std::int64_t> indices, const Shape& index_shape) {
@@ -94,7 +144,9 @@ class Embedding : public Module {
 
 /// Layer normalisation over the last dimension with weight (ones) and bias (zeros) of
 /// [normalized_shape] (torch.nn.LayerNorm with a single normalised dimension).
-class LayerNorm : public Module {
+/// Quantizable: data_in (the input, as MASE's LayerNormInteger) and data_out; unlike MASE
+/// the affine weight and bias are kept (spec/formats.md §6 #18).
+class LayerNorm : public Module, public Quantizable {
  public:
   explicit LayerNorm(std::int64_t normalized_shape, float eps = 1e-5f) : eps(eps) {
     detail::require_positive(normalized_shape, "LayerNorm", "normalized_shape");
@@ -102,7 +154,8 @@ class LayerNorm : public Module {
     bias = register_parameter("bias", Tensor::zeros({normalized_shape}));
   }
   std::string type_name() const override { return "LayerNorm"; }
-  Tensor forward(const Tensor& x) override { return layer_norm(x, weight, bias, eps); }
+  std::string op_name() const override { return "layer_norm"; }
+  Tensor forward(const Tensor& x) override { return quantize_out(layer_norm(quantize_in(x), weight, bias, eps)); }
 
   float eps;
   Tensor weight, bias;
@@ -126,6 +179,7 @@ class BatchNorm1d : public Module {
     num_batches_tracked = register_buffer("num_batches_tracked", Tensor::scalar(0.0f));
   }
   std::string type_name() const override { return "BatchNorm1d"; }
+  std::string op_name() const override { return "batch_norm1d"; }
   Tensor forward(const Tensor& x) override {
     Tensor y = batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
     if (is_training()) num_batches_tracked.values()[0] += 1.0f;
@@ -137,24 +191,29 @@ class BatchNorm1d : public Module {
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 };
 
-/// max(x, 0).
-class ReLU : public Module {
+/// max(x, 0). Quantizable: data_in (quantized, then ReLU, as MASE's ReLUInteger) and data_out.
+class ReLU : public Module, public Quantizable {
  public:
   std::string type_name() const override { return "ReLU"; }
-  Tensor forward(const Tensor& x) override { return relu(x); }
+  std::string op_name() const override { return "relu"; }
+  Tensor forward(const Tensor& x) override { return quantize_out(relu(quantize_in(x))); }
 };
 
-/// GELU, exact erf form (torch.nn.GELU's default).
-class GELU : public Module {
+/// GELU, exact erf form (torch.nn.GELU's default). Quantizable like ReLU; the input format
+/// is used as given (signed integer keeps GELU's negative lobe, unlike MASE's unsigned one).
+class GELU : public Module, public Quantizable {
  public:
   std::string type_name() const override { return "GELU"; }
-  Tensor forward(const Tensor& x) override { return gelu(x); }
+  std::string op_name() const override { return "gelu"; }
+  Tensor forward(const Tensor& x) override { return quantize_out(gelu(quantize_in(x))); }
 };
 
-class Tanh : public Module {
+/// tanh. Quantizable like ReLU.
+class Tanh : public Module, public Quantizable {
  public:
   std::string type_name() const override { return "Tanh"; }
-  Tensor forward(const Tensor& x) override { return qnum::tanh(x); }
+  std::string op_name() const override { return "tanh"; }
+  Tensor forward(const Tensor& x) override { return quantize_out(qnum::tanh(quantize_in(x))); }
 };
 
 /// Inverted dropout with probability p in training mode, the identity in eval mode. Each
@@ -166,6 +225,7 @@ class Dropout : public Module {
     qnum::detail::require(p >= 0.0f && p < 1.0f, "Dropout: probability ", p, " must be in [0, 1)");
   }
   std::string type_name() const override { return "Dropout"; }
+  std::string op_name() const override { return "dropout"; }
   Tensor forward(const Tensor& x) override {
     if (!is_training() || p == 0.0f) return x;
     return dropout(x, p, true, detail::derive_seed(seed_, calls_++));
@@ -185,6 +245,7 @@ class Dropout : public Module {
 class Identity : public Module {
  public:
   std::string type_name() const override { return "Identity"; }
+  std::string op_name() const override { return "identity"; }
   Tensor forward(const Tensor& x) override { return x; }
 };
 
@@ -208,7 +269,7 @@ class Sequential : public Module {
 
   Tensor forward(const Tensor& x) override {
     Tensor y = x;
-    for (auto& [name, m] : children()) y = m->forward(y);
+    for (auto& [name, m] : children()) y = (*m)(y);
     return y;
   }
 };

@@ -22,6 +22,24 @@
 
 namespace qnum::nn {
 
+class Module;
+
+/// Watches module calls made through Module::operator() on this thread (the forward trace
+/// of the passes layer implements it). At most one observer is installed at a time.
+class ModuleObserver {
+ public:
+  virtual ~ModuleObserver() = default;
+  virtual void enter(Module& m, const Tensor& input) = 0;
+  virtual void exit(Module& m, const Tensor& output) = 0;
+};
+
+namespace detail {
+inline ModuleObserver*& module_observer() {
+  thread_local ModuleObserver* observer = nullptr;
+  return observer;
+}
+}  // namespace detail
+
 /// Base class of every layer and model. Not copyable: copies would alias the parameters.
 class Module {
  public:
@@ -36,7 +54,21 @@ class Module {
   /// The module's computation on one tensor. Modules with other inputs (indices, several
   /// tensors) offer their own entry points and keep this default, which throws.
   virtual Tensor forward(const Tensor& /*x*/) { qnum::detail::fail(type_name(), " has no single-tensor forward"); }
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  /// forward(x), seen by the installed ModuleObserver (containers call their children
+  /// through this, so a trace sees every layer).
+  Tensor operator()(const Tensor& x) {
+    ModuleObserver* observer = detail::module_observer();
+    if (!observer) return forward(x);
+    observer->enter(*this, x);
+    Tensor y = forward(x);
+    observer->exit(*this, y);
+    return y;
+  }
+
+  /// The operator this module computes in MASE's vocabulary ("linear", "relu",
+  /// "batch_norm1d", ...), which quantize passes select `by = "type"`; empty for containers
+  /// and models, whose work is their children's.
+  virtual std::string op_name() const { return ""; }
 
   // ---- registration ---------------------------------------------------------------------
 
@@ -88,6 +120,30 @@ class Module {
     for (auto& [name, t] : named_parameters()) out.push_back(t);
     return out;
   }
+  /// Removes the child `name` (e.g. a LoRA adapter being fused away); qnum::Error if absent.
+  void remove_module(const std::string& name) {
+    const auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+    qnum::detail::require(it != children_.end(), type_name(), ": no child module '", name, "' to remove");
+    children_.erase(it);
+  }
+  /// The module at dotted `path` below this one ("" is this module); qnum::Error naming the
+  /// missing part otherwise.
+  Module& at(const std::string& path) {
+    Module* m = this;
+    std::size_t pos = 0;
+    while (!path.empty() && pos <= path.size()) {
+      const std::size_t end = std::min(path.find('.', pos), path.size());
+      const std::string part = path.substr(pos, end - pos);
+      const auto& kids = m->children_;
+      const auto it = std::find_if(kids.begin(), kids.end(), [&](const auto& c) { return c.first == part; });
+      qnum::detail::require(it != kids.end(), "no module '", path, "' (", m->type_name(), " has no child '", part,
+                            "')");
+      m = it->second.get();
+      pos = end + 1;
+    }
+    return *m;
+  }
+
   /// The direct children with their (undotted) names.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 

@@ -66,6 +66,21 @@ inline std::uint64_t next_sequence() {
 }
 }  // namespace detail
 
+/// Watches every op result made through make_result on this thread, with or without grad
+/// mode (the forward trace of the passes layer implements it).
+class OpObserver {
+ public:
+  virtual ~OpObserver() = default;
+  virtual void op(const char* name, std::initializer_list<Tensor> inputs, const Tensor& output) = 0;
+};
+
+namespace detail {
+inline OpObserver*& op_observer() {
+  thread_local OpObserver* observer = nullptr;
+  return observer;
+}
+}  // namespace detail
+
 /// Whether ops record the tape on this thread.
 inline bool grad_enabled() { return detail::grad_mode(); }
 
@@ -86,6 +101,7 @@ class NoGradGuard {
 inline Tensor make_result(const char* name, Shape shape, std::vector<float> values,
                           std::initializer_list<Tensor> inputs, BackwardFn backward) {
   Tensor out(std::move(shape), std::move(values));
+  if (OpObserver* observer = detail::op_observer()) observer->op(name, inputs, out);
   if (!grad_enabled()) return out;
   bool any = false;
   for (const Tensor& t : inputs) any |= t.defined() && t.requires_grad();

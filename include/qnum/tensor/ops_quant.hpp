@@ -62,9 +62,8 @@ inline Tensor fake_quantize(const Tensor& x, const Format& f, Role role = Role::
                   "); only shape-preserving formats can be fake-quantized");
   std::vector<float> y(static_cast<std::size_t>(x.numel()));
   kernel::quantize(f, x.values(), y, qshape, role);
-  if (!autograd::grad_enabled() || !x.requires_grad()) return Tensor(x.shape(), std::move(y));
   std::shared_ptr<const std::vector<std::uint8_t>> keep;  // null: identity STE
-  if (f.policy.ste == Ste::clipped)
+  if (f.policy.ste == Ste::clipped && autograd::grad_enabled() && x.requires_grad())
     keep = std::make_shared<const std::vector<std::uint8_t>>(detail::ste_keep(f, x.values()));
   return autograd::make_result("fake_quantize", x.shape(), std::move(y), {x}, [keep](std::span<const float> g) {
     std::vector<float> gx(g.begin(), g.end());
