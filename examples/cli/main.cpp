@@ -19,6 +19,7 @@
 #include "bench_attention.hpp"
 #include "bench_gemm.hpp"
 #include "bench_quantize.hpp"
+#include "bench_train.hpp"
 #include "test_command.hpp"
 #include "train_command.hpp"
 
@@ -220,7 +221,13 @@ int main(int argc, char** argv) {
   ba->add_option("--seq", aseq, "sequence length")->capture_default_str();
   ba->add_option("--heads", aheads, "attention heads")->capture_default_str();
   ba->add_option("--head-dim", adim, "head dimension")->capture_default_str();
-  for (auto* sub : {bq, bg, ba}) {
+  auto* bt = bench->add_subcommand("train", "one training epoch of a JSC model on jsc-synthetic (Adam)");
+  std::string bt_model = "jsc-tiny";
+  std::int64_t bt_rows = 600000, bt_batch = 256;
+  bt->add_option("--model", bt_model, "JSC model name (e.g. jsc-tiny, jsc-mlp:16-64-32-32-5)")->capture_default_str();
+  bt->add_option("--rows", bt_rows, "training rows in the epoch")->capture_default_str();
+  bt->add_option("--batch-size", bt_batch, "rows per batch")->capture_default_str();
+  for (auto* sub : {bq, bg, ba, bt}) {
     sub->add_flag("--json", as_json, "print one JSON object");
     sub->add_option("--threads", bench_threads, "threads")->capture_default_str();
   }
@@ -255,6 +262,9 @@ int main(int argc, char** argv) {
       print_bench(bench_gemm_json(gm, gn, gk, gkind, bench_threads), as_json);
     } else if (*ba) {
       print_bench(qnum::cli::bench_attention_json(aseq, aheads, adim, bench_threads), as_json);
+    } else if (*bt) {
+      print_bench(qnum::cli::bench_train_json(qnum::cli::bench_train(bt_model, bt_rows, bt_batch, bench_threads)),
+                  as_json);
     } else if (train_cmd.parsed()) {
       train_cmd.run();
     } else if (test_cmd.parsed()) {
