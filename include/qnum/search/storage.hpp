@@ -84,6 +84,14 @@ class Storage {
 
 namespace detail {
 
+// What every storage checks before creating a study.
+inline void check_new_study(const std::vector<StudyDirection>& directions, const std::string& name) {
+  qnum::detail::require(!name.empty(), "a study needs a non-empty name");
+  qnum::detail::require(!directions.empty(), "study '", name, "': at least one direction is needed");
+  for (const auto d : directions)
+    qnum::detail::require(d != StudyDirection::not_set, "study '", name, "': direction NOT_SET is not allowed");
+}
+
 // The grid id choice of Storage::claim_grid_id given the ids held by other trials of the
 // same search space; shared by the storages so they decide identically.
 inline std::int64_t choose_grid_id(std::int64_t preferred, const std::vector<std::int64_t>& order,

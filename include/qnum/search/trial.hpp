@@ -33,17 +33,6 @@ class TrialPruned : public std::exception {
   std::string message_;
 };
 
-/// Options of suggest_float: a discretisation step, or a log scale (not both).
-struct FloatOptions {
-  std::optional<double> step;
-  bool log = false;
-};
-/// Options of suggest_int: a step (1 when log), or a log scale.
-struct IntOptions {
-  std::int64_t step = 1;
-  bool log = false;
-};
-
 class Trial {
  public:
   /// Called by Study after sampler.before_trial: reads the trial and draws its relative sample.
@@ -58,14 +47,17 @@ class Trial {
   std::int64_t number() const { return cached_.number; }
   std::int64_t trial_id() const { return trial_id_; }
 
-  /// A float in [low, high] (Optuna's suggest_float).
-  double suggest_float(const std::string& name, double low, double high, FloatOptions opt = {}) {
-    const Distribution d = make(name, [&] { return Distribution(FloatDistribution(low, high, opt.log, opt.step)); });
+  /// A float in [low, high] (Optuna's suggest_float), discretised by `step` or log-scaled
+  /// (not both).
+  double suggest_float(const std::string& name, double low, double high, std::optional<double> step = std::nullopt,
+                       bool log = false) {
+    const Distribution d = make(name, [&] { return Distribution(FloatDistribution(low, high, log, step)); });
     return std::get<double>(to_external(d, suggest(name, d)));
   }
-  /// An integer in [low, high] (Optuna's suggest_int).
-  std::int64_t suggest_int(const std::string& name, std::int64_t low, std::int64_t high, IntOptions opt = {}) {
-    const Distribution d = make(name, [&] { return Distribution(IntDistribution(low, high, opt.log, opt.step)); });
+  /// An integer in [low, high] (Optuna's suggest_int) with `step`, or log-scaled (step 1).
+  std::int64_t suggest_int(const std::string& name, std::int64_t low, std::int64_t high, std::int64_t step = 1,
+                           bool log = false) {
+    const Distribution d = make(name, [&] { return Distribution(IntDistribution(low, high, log, step)); });
     return std::get<std::int64_t>(to_external(d, suggest(name, d)));
   }
   /// One of the choices (Optuna's suggest_categorical).
