@@ -7,7 +7,9 @@ features, 5 classes), a fresh shuffled order, batches of `--batch-size` (the las
 short), and per batch zero_grad, forward, cross_entropy, loss.item(), backward and an
 Adam step (lr 1e-3, torch's defaults). Batches are taken by indexing the feature tensor
 with a slice of a random permutation (the fastest plain-PyTorch loop; a DataLoader adds
-per-row Python overhead: `--dataloader` measures that variant). Only the epoch is timed.
+per-row Python overhead: `--dataloader` measures that variant). Only the epoch is timed:
+wall seconds, and the process's CPU seconds (time.process_time, all threads), which other
+programs sharing the core do not inflate.
 
 Peak memory as qnum measures it: the resident-set high-water mark (VmHWM) is reset by
 writing "5" to /proc/self/clear_refs right before the epoch and read right after.
@@ -19,7 +21,7 @@ Models (torch.nn.Sequential with MASE's layer order, as include/qnum/models/jsc.
 Usage: python3 bench/torch_train_baseline.py --model jsc-tiny --rows 600000
            --batch-size 256 --threads 1 [--dataloader]
 Prints one JSON object: {"model", "rows", "batch_size", "batches", "params", "threads",
-"seconds", "rows_per_s", "peak_rss_mb", "rss_before_mb", "epoch_extra_mb", "mean_loss",
+"seconds", "cpu_seconds", "rows_per_s", "peak_rss_mb", "rss_before_mb", "epoch_extra_mb", "mean_loss",
 "torch"}.
 """
 import argparse
@@ -103,6 +105,7 @@ def main():
     hwm = reset_peak_rss()
     before = status_mb("VmRSS:")
     loss_sum = 0.0
+    c0 = time.process_time()
     t0 = time.perf_counter()
     if args.dataloader:
         it = iter(loader)
@@ -121,10 +124,11 @@ def main():
         opt.step()
         loss_sum += lv * yb.shape[0]
     seconds = time.perf_counter() - t0
+    cpu_seconds = time.process_time() - c0
     peak = status_mb("VmHWM:") if hwm else None
     out = {
         "model": args.model, "rows": args.rows, "batch_size": args.batch_size, "batches": batches,
-        "params": params, "threads": args.threads, "seconds": seconds, "rows_per_s": args.rows / seconds,
+        "params": params, "threads": args.threads, "seconds": seconds, "cpu_seconds": cpu_seconds, "rows_per_s": args.rows / seconds,
         "peak_rss_mb": peak, "rss_before_mb": before if hwm else None,
         "epoch_extra_mb": (peak - before) if (peak is not None and before is not None) else None,
         "mean_loss": loss_sum / args.rows, "torch": torch.__version__,

@@ -193,6 +193,21 @@ struct BatchView {
   }
 };
 
+/// f(channel, flat index) over every element of x [N, C, L] in storage order. [N, C]
+/// (L = 1) gets a loop nest whose inner loop runs over channels, which vectorises.
+template <class F>
+void for_each_bn(const BatchView& v, F&& f) {
+  const auto n = static_cast<std::size_t>(v.n), c = static_cast<std::size_t>(v.c), l = static_cast<std::size_t>(v.l);
+  if (l == 1) {
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t u = 0; u < c; ++u) f(u, i * c + u);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t u = 0; u < c; ++u)
+      for (std::size_t k = 0; k < l; ++k) f(u, (i * c + u) * l + k);
+}
+
 inline BatchView batch_view(const Tensor& x) {
   require(x.rank() == 2 || x.rank() == 3, "batch_norm: input must be [N, C] or [N, C, L], got ", to_string(x.shape()));
   return {x.shape()[0], x.shape()[1], x.rank() == 3 ? x.shape()[2] : 1};
@@ -302,47 +317,85 @@ inline Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tens
   detail::check_channel_param(bias, bv.c, "batch_norm", "bias");
   detail::require(!training || bv.count() > 1, "batch_norm: training needs more than one value per channel, input ",
                   to_string(x.shape()), " has N*L = ", bv.count());
-  const auto xv = x.values();
+  // Loops run over the storage in order (rows, channels, positions) with one accumulator
+  // per channel (detail::for_each_bn), so each channel still sums its values in index order
+  // (the same bits as a per-channel gather) while [N, C] inputs vectorise across channels.
+  const float* xv = x.data();
   const auto channels = static_cast<std::size_t>(bv.c);
-  std::vector<double> mean(channels), var(channels);
-  for (std::size_t ch = 0; ch < channels; ++ch) {
-    if (training) {
-      const auto i = static_cast<std::int64_t>(ch);
-      std::tie(mean[ch], var[ch]) = detail::mean_var(xv, bv.count(), [&](std::int64_t k) { return bv.at(i, k); });
-    } else {
+  const auto total = static_cast<std::size_t>(x.numel());
+  std::vector<double> mean(channels, 0.0), var(channels, 0.0);
+  if (training) {
+    const auto count = static_cast<double>(bv.count());
+    double* pm = mean.data();
+    double* pv = var.data();
+    detail::for_each_bn(bv, [&](std::size_t u, std::size_t j) { pm[u] += xv[j]; });
+    for (auto& m : mean) m /= count;
+    detail::for_each_bn(bv, [&](std::size_t u, std::size_t j) {
+      const double d = xv[j] - pm[u];
+      pv[u] += d * d;
+    });
+    for (auto& v : var) v /= count;
+  } else {
+    for (std::size_t ch = 0; ch < channels; ++ch)
       mean[ch] = running_mean.values()[ch], var[ch] = running_var.values()[ch];
-    }
   }
   auto rstd = std::make_shared<std::vector<double>>(channels);
   for (std::size_t ch = 0; ch < channels; ++ch) (*rstd)[ch] = 1.0 / std::sqrt(var[ch] + eps);
-  auto xhat = std::make_shared<std::vector<float>>(xv.size());
-  std::vector<float> y(xv.size());
-  for (std::size_t j = 0; j < xv.size(); ++j) {
-    const std::size_t ch = bv.channel_of(j);
-    (*xhat)[j] = static_cast<float>((xv[j] - mean[ch]) * (*rstd)[ch]);
-    y[j] = (*xhat)[j] * detail::param_or(weight, ch, 1.0f) + detail::param_or(bias, ch, 0.0f);
+  // weight and bias as per-channel arrays (1 and 0 when undefined).
+  std::vector<float> wv(channels, 1.0f), bvals(channels, 0.0f);
+  if (weight.defined()) std::copy_n(weight.data(), channels, wv.begin());
+  if (bias.defined()) std::copy_n(bias.data(), channels, bvals.begin());
+  auto xhat = std::make_shared<std::vector<float>>(total);
+  std::vector<float> y(total);
+  {
+    float* xh = xhat->data();
+    float* py = y.data();
+    const double *pm = mean.data(), *pr = rstd->data();
+    const float *pw = wv.data(), *pb = bvals.data();
+    detail::for_each_bn(bv, [&](std::size_t u, std::size_t j) {
+      xh[j] = static_cast<float>((xv[j] - pm[u]) * pr[u]);
+      py[j] = xh[j] * pw[u] + pb[u];
+    });
   }
   if (training) detail::update_running(running_mean, running_var, mean, var, bv.count(), momentum);
-  return autograd::make_result("batch_norm", x.shape(), std::move(y), {x, weight, bias},
-                               [xhat, rstd, x, weight, bias, bv, training](std::span<const float> g) {
-                                 std::vector<float> gx(x.requires_grad() ? g.size() : 0);
-                                 auto dxhat = [&](std::size_t j) {
-                                   return static_cast<double>(g[j]) * detail::param_or(weight, bv.channel_of(j), 1.0f);
-                                 };
-                                 for (std::int64_t ch = 0; ch < bv.c && !gx.empty(); ++ch) {
-                                   auto index = [&](std::int64_t k) { return bv.at(ch, k); };
-                                   const double s = (*rstd)[static_cast<std::size_t>(ch)];
-                                   if (training) {
-                                     detail::norm_group_backward(*xhat, s, bv.count(), index, dxhat, gx);
-                                   } else {
-                                     for (std::int64_t k = 0; k < bv.count(); ++k)
-                                       gx[index(k)] = static_cast<float>(dxhat(index(k)) * s);
-                                   }
-                                 }
-                                 auto gwb = detail::affine_param_grads(g, *xhat, bv.c,
-                                                                       [&](std::size_t j) { return bv.channel_of(j); });
-                                 return detail::norm_grads(std::move(gx), std::move(gwb), x, weight, bias);
-                               });
+  return autograd::make_result(
+      "batch_norm", x.shape(), std::move(y), {x, weight, bias},
+      [xhat, rstd, x, weight, bias, bv, training, wv = std::move(wv)](std::span<const float> g) {
+        const auto channels = static_cast<std::size_t>(bv.c);
+        const float* xh = xhat->data();
+        const float* pg = g.data();
+        const float* pw = wv.data();
+        // Per channel: m1 = Σ dxhat, m2 = Σ dxhat·xhat (dxhat = g·w), gw = Σ g·xhat, gb = Σ g,
+        // each summed in index order.
+        std::vector<double> m1(channels, 0.0), m2(channels, 0.0), gw(channels, 0.0), gb(channels, 0.0);
+        double *s1 = m1.data(), *s2 = m2.data(), *sw = gw.data(), *sb = gb.data();
+        detail::for_each_bn(bv, [&](std::size_t u, std::size_t j) {
+          const double d = static_cast<double>(pg[j]) * pw[u];
+          s1[u] += d;
+          s2[u] += d * xh[j];
+          sw[u] += static_cast<double>(pg[j]) * xh[j];
+          sb[u] += pg[j];
+        });
+        std::vector<float> gx(x.requires_grad() ? g.size() : 0);
+        if (!gx.empty()) {
+          const auto count = static_cast<double>(bv.count());
+          for (std::size_t u = 0; u < channels; ++u) s1[u] /= count, s2[u] /= count;
+          float* px = gx.data();
+          const double* pr = rstd->data();
+          if (training)
+            detail::for_each_bn(bv, [&](std::size_t u, std::size_t j) {
+              const double d = static_cast<double>(pg[j]) * pw[u];
+              px[j] = static_cast<float>(pr[u] * (d - s1[u] - xh[j] * s2[u]));
+            });
+          else
+            detail::for_each_bn(bv, [&](std::size_t u, std::size_t j) {
+              px[j] = static_cast<float>(static_cast<double>(pg[j]) * pw[u] * pr[u]);
+            });
+        }
+        return detail::norm_grads(std::move(gx),
+                                  {std::vector<float>(gw.begin(), gw.end()), std::vector<float>(gb.begin(), gb.end())},
+                                  x, weight, bias);
+      });
 }
 
 /// Rows of `weight` [V, D] picked by `indices` (numel(index_shape) of them, C order): the
