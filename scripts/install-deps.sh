@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev # JSON metadata and manifests
   libtomlplusplus-dev # TOML run configs of `qnum train --config`
   zlib1g-dev         # gzip data files
+  libsqlite3-dev     # search studies in Optuna's SQLite database layout (qnum search --storage sqlite:///…)
   qemu-user          # tests: run-time ISA dispatch on emulated CPUs without AVX / AVX-512
 )
 

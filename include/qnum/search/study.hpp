@@ -150,6 +150,11 @@ class Study final : public StudyView {
   void stop() override { stop_ = true; }
 
   std::vector<FrozenTrial> trials() const { return get_trials(); }
+  /// Study-level user attributes (Optuna's study.set_user_attr / user_attrs).
+  void set_user_attr(const std::string& key, const nlohmann::json& value) {
+    storage_->set_study_user_attr(info_.study_id, key, value);
+  }
+  nlohmann::json user_attrs() const { return storage_->get_study_user_attrs(info_.study_id); }
   Sampler& sampler() { return *sampler_; }
   Pruner& pruner() { return *pruner_; }
 
