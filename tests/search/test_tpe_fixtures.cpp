@@ -33,7 +33,7 @@ std::vector<std::filesystem::path> cases() {
   std::vector<std::filesystem::path> out;
   for (const auto& e : std::filesystem::directory_iterator(kDir))
     if (e.path().extension() == ".json" && e.path().filename() != "random_state.json" &&
-        e.path().filename() != "numerics.json")
+        e.path().filename() != "numerics.json" && e.path().filename().string().rfind("nsga2", 0) != 0)
       out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;

@@ -45,6 +45,20 @@ class NumpyRandomState final : public UniformSource {
     return y;
   }
 
+  /// Legacy randint(0, n) (e.g. choice(n)): masked rejection on 32-bit draws, n in [1, 2^32].
+  std::uint64_t randint(std::uint64_t n) {
+    qnum::detail::require(n >= 1 && n <= 0x100000000ull, "NumpyRandomState: randint bound ", n, " outside [1, 2^32]");
+    const std::uint64_t rng = n - 1;
+    if (rng == 0) return 0;
+    if (rng == 0xffffffffull) return next_u32();
+    std::uint64_t mask = rng;
+    for (int s = 1; s <= 32; s <<= 1) mask |= mask >> s;
+    std::uint64_t v;
+    while ((v = (next_u32() & mask)) > rng) {
+    }
+    return v;
+  }
+
   /// random_sample(): (a >> 5, b >> 6) as a 53-bit fraction.
   double next_double() override {
     const std::uint32_t a = next_u32() >> 5, b = next_u32() >> 6;
