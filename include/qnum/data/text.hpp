@@ -1,0 +1,31 @@
+// The text-classification data layer in one include, and datasets by name: `imdb` (real
+// data, see imdb.hpp) and `text-synthetic` / `imdb-synthetic` (offline, text_synthetic.hpp).
+#pragma once
+
+#include <algorithm>
+#include <string_view>
+
+#include "qnum/core/error.hpp"
+#include "qnum/data/imdb.hpp"
+#include "qnum/data/text_dataset.hpp"
+#include "qnum/data/text_synthetic.hpp"
+#include "qnum/data/wordpiece.hpp"
+
+namespace qnum::data {
+
+/// Names load_text_dataset accepts.
+inline constexpr std::string_view kTextDatasetNames = "imdb, text-synthetic (alias imdb-synthetic)";
+
+/// Loads a text dataset by name. `imdb` uses `imdb` options; the synthetic set uses
+/// `synthetic` (its max_length is imdb.max_length when that is smaller).
+inline TextSplits load_text_dataset(std::string_view name, const ImdbOptions& imdb = {},
+                                    TextSyntheticOptions synthetic = {}) {
+  if (name == "imdb") return load_imdb(imdb);
+  if (name == "text-synthetic" || name == "imdb-synthetic") {
+    synthetic.max_length = std::min(synthetic.max_length, imdb.max_length);
+    return make_text_synthetic(synthetic);
+  }
+  qnum::detail::fail("unknown text dataset '", name, "' (known: ", kTextDatasetNames, ")");
+}
+
+}  // namespace qnum::data
