@@ -123,6 +123,22 @@ inline TrainableReport trainable_parameters(nn::Module& model) {
   return r;
 }
 
+/// Attaches one adapter to `lin`: A from `seed` (PyTorch's Linear init), B = 0, the given
+/// scaling (alpha / rank) and adapter dropout. Freezes nothing (insert_lora does).
+inline void attach_lora(nn::Linear& lin, std::int64_t rank, float scaling, double dropout, std::uint64_t seed) {
+  qnum::detail::require(!lin.lora_A, "attach_lora: the layer already has an adapter");
+  lin.lora_A = lin.register_module("lora_A", std::make_shared<nn::Linear>(lin.in_features, rank, false, seed));
+  lin.lora_B = lin.register_module("lora_B", std::make_shared<nn::Linear>(rank, lin.out_features, false, seed));
+  std::fill(lin.lora_B->weight.values().begin(), lin.lora_B->weight.values().end(), 0.0f);
+  if (dropout > 0.0)
+    lin.lora_dropout = lin.register_module(
+        "lora_dropout", std::make_shared<nn::Dropout>(static_cast<float>(dropout), nn::detail::derive_seed(seed, 7)));
+  lin.lora_scaling = scaling;
+  lin.lora_A->train(lin.is_training());
+  lin.lora_B->train(lin.is_training());
+  if (lin.lora_dropout) lin.lora_dropout->train(lin.is_training());
+}
+
 /// Attaches adapters (see the header) and returns the trainable-parameter report. An
 /// adapter already present, a rank larger than min(in, out), or a target regex matching no
 /// Linear is an error; nothing is changed then.
@@ -164,19 +180,9 @@ inline TrainableReport insert_lora(nn::Module& model, const LoraConfig& c) {
 
   const double alpha = c.alpha > 0.0 ? c.alpha : static_cast<double>(c.rank);
   std::uint64_t n = 0;
-  for (auto& [path, lin] : chosen) {
-    const std::uint64_t seed = nn::detail::derive_seed(c.seed, n++);
-    lin->lora_A = lin->register_module("lora_A", std::make_shared<nn::Linear>(lin->in_features, c.rank, false, seed));
-    lin->lora_B = lin->register_module("lora_B", std::make_shared<nn::Linear>(c.rank, lin->out_features, false, seed));
-    std::fill(lin->lora_B->weight.values().begin(), lin->lora_B->weight.values().end(), 0.0f);
-    if (c.dropout > 0.0)
-      lin->lora_dropout = lin->register_module(
-          "lora_dropout",
-          std::make_shared<nn::Dropout>(static_cast<float>(c.dropout), nn::detail::derive_seed(seed, 7)));
-    lin->lora_scaling = static_cast<float>(alpha / static_cast<double>(c.rank));
-    lin->lora_A->train(lin->is_training());
-    lin->lora_B->train(lin->is_training());
-  }
+  for (auto& [path, lin] : chosen)
+    attach_lora(*lin, c.rank, static_cast<float>(alpha / static_cast<double>(c.rank)), c.dropout,
+                nn::detail::derive_seed(c.seed, n++));
   return trainable_parameters(model);
 }
 

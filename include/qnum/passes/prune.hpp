@@ -183,6 +183,8 @@ class ActivationPruner : public nn::InputTransform {
     return mul(x, Tensor(x.shape(), std::move(mask)));
   }
   std::string describe() const override { return spec_.to_string(); }
+  const PruneSpec& spec() const { return spec_; }
+  std::uint64_t seed() const { return seed_; }
   float threshold() const { return threshold_; }
 
  private:

@@ -1,0 +1,186 @@
+// The forward trace: runs a model once on an example input and records its op graph, as
+// MASE's FX tracing does (spec/system.md §1), in qnum's own terms:
+//   placeholder    the model's input
+//   call_module    a leaf layer (a module with an op name, or without children), called
+//                  through Module::operator(); what happens inside it is not recorded
+//   call_function  a tensor op outside any leaf layer (a residual add, a matmul, softmax)
+//   output         the model's result
+// Each node has its producers (data-flow edges), its input and output shapes, and for
+// modules the module itself, so reports (graph, FLOPs/BitOPs, statistics) and the DOT
+// export read one structure. Ops whose inputs were not produced inside the trace
+// (parameters, constants) get no edge for them.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qnum/nn/module.hpp"
+#include "qnum/tensor/autograd.hpp"
+
+namespace qnum::passes {
+
+struct TraceNode {
+  int id = 0;
+  std::string kind;              ///< placeholder | call_module | call_function | output
+  std::string name;              ///< unique node name (MASE style: module path with '_', op name + counter)
+  std::string target;            ///< module path (call_module) or op name (call_function)
+  std::string op;                ///< the op: a module's op_name(), a function's name
+  std::string type;              ///< a module's type_name(), or the function's name
+  std::vector<int> args;         ///< ids of the nodes producing its inputs
+  std::vector<Shape> in_shapes;  ///< shapes of its tensor inputs
+  Shape out_shape;
+  nn::Module* module = nullptr;  ///< call_module only
+};
+
+struct Trace {
+  std::vector<TraceNode> nodes;
+
+  /// How many nodes of each kind (placeholder, call_module, call_function, output).
+  std::map<std::string, int> counts() const {
+    std::map<std::string, int> c{{"placeholder", 0}, {"call_module", 0}, {"call_function", 0}, {"output", 0}};
+    for (const auto& n : nodes) ++c[n.kind];
+    return c;
+  }
+};
+
+namespace detail {
+
+/// Whether `m` is traced as one call_module node.
+inline bool is_leaf_layer(nn::Module& m) { return !m.op_name().empty() || m.children().empty(); }
+
+class Tracer : public nn::ModuleObserver, public autograd::OpObserver {
+ public:
+  explicit Tracer(nn::Module& root) {
+    for (auto& [path, m] : root.named_modules()) paths_[m] = path;
+  }
+
+  int add(TraceNode n, const Tensor& out) {
+    n.id = static_cast<int>(trace.nodes.size());
+    n.out_shape = out.shape();
+    producer_[out.id()] = n.id;
+    keep_.push_back(out);  // keeps the address unique while tracing
+    trace.nodes.push_back(std::move(n));
+    return trace.nodes.back().id;
+  }
+
+  /// The node that produced `t`, or -1.
+  int producer(const Tensor& t) const {
+    const auto it = producer_.find(t.id());
+    return it == producer_.end() ? -1 : it->second;
+  }
+
+  void enter(nn::Module& m, const Tensor& input) override {
+    if (inside_leaf_ > 0 || !is_leaf_layer(m)) {
+      if (inside_leaf_ > 0) ++inside_leaf_;
+      return;
+    }
+    ++inside_leaf_;
+    pending_input_ = input;
+  }
+
+  void exit(nn::Module& m, const Tensor& output) override {
+    if (inside_leaf_ == 0) return;
+    if (--inside_leaf_ > 0) return;
+    TraceNode n;
+    n.kind = "call_module";
+    const auto it = paths_.find(&m);
+    n.target = it != paths_.end() ? it->second : "?";
+    n.name = unique(node_name(n.target.empty() ? m.type_name() : n.target));
+    n.op = m.op_name().empty() ? m.type_name() : m.op_name();
+    n.type = m.type_name();
+    n.module = &m;
+    link(n, pending_input_);
+    add(std::move(n), output);
+    pending_input_ = Tensor();
+  }
+
+  void op(const char* name, std::initializer_list<Tensor> inputs, const Tensor& output) override {
+    if (inside_leaf_ > 0) return;
+    TraceNode n;
+    n.kind = "call_function";
+    n.target = n.op = n.type = name;
+    n.name = unique(name);
+    for (const Tensor& t : inputs)
+      if (t.defined()) link(n, t);
+    add(std::move(n), output);
+  }
+
+  Trace trace;
+
+ private:
+  static std::string node_name(const std::string& path) {
+    std::string s = path;
+    for (auto& c : s)
+      if (c == '.') c = '_';
+    return s;
+  }
+  std::string unique(const std::string& base) {
+    const int k = used_[base]++;
+    return k == 0 ? base : base + "_" + std::to_string(k);
+  }
+  void link(TraceNode& n, const Tensor& t) {
+    n.in_shapes.push_back(t.shape());
+    if (const auto it = producer_.find(t.id()); it != producer_.end()) n.args.push_back(it->second);
+  }
+
+  std::map<const nn::Module*, std::string> paths_;
+  std::map<const void*, int> producer_;
+  std::map<std::string, int> used_;
+  std::vector<Tensor> keep_;
+  Tensor pending_input_;
+  int inside_leaf_ = 0;
+};
+
+/// Installs an observer for its lifetime (one trace per thread at a time).
+template <class T>
+class ObserverSlot {
+ public:
+  ObserverSlot(T*& slot, T* value, const char* what) : slot_(slot) {
+    qnum::detail::require(slot_ == nullptr, what, ": another trace is already running on this thread");
+    slot_ = value;
+  }
+  ~ObserverSlot() { slot_ = nullptr; }
+  ObserverSlot(const ObserverSlot&) = delete;
+  ObserverSlot& operator=(const ObserverSlot&) = delete;
+
+ private:
+  T*& slot_;
+};
+
+}  // namespace detail
+
+/// Runs `model` on `example` (eval mode, no gradients; the mode is restored) and returns
+/// its op graph (see the header).
+inline Trace trace(nn::Module& model, const Tensor& example) {
+  detail::Tracer tracer(model);
+  const bool was_training = model.is_training();
+  model.eval();
+  {
+    autograd::NoGradGuard no_grad;
+    detail::ObserverSlot<nn::ModuleObserver> m(nn::detail::module_observer(), &tracer, "trace");
+    detail::ObserverSlot<autograd::OpObserver> o(autograd::detail::op_observer(), &tracer, "trace");
+    TraceNode in;
+    in.kind = "placeholder";
+    in.name = in.target = in.op = in.type = "x";
+    tracer.add(in, example);
+    Tensor y;
+    try {
+      y = model(example);
+    } catch (...) {
+      model.train(was_training);
+      throw;
+    }
+    TraceNode out;
+    out.kind = "output";
+    out.name = out.target = out.op = out.type = "output";
+    out.in_shapes.push_back(y.shape());
+    if (const int p = tracer.producer(y); p >= 0) out.args = {p};
+    tracer.add(out, y);
+  }
+  model.train(was_training);
+  return std::move(tracer.trace);
+}
+
+}  // namespace qnum::passes
