@@ -1,0 +1,105 @@
+// lab1-ptq-qat: MASE lab 1's post-training quantization vs quantization-aware training sweep.
+//
+// Trains the fp32 model once; then for each fixed-point width W (default 4 6 8 12 16 20 24
+// 32) quantizes every Linear layer's input, weight and bias to MASE's `integer` format with
+// width W and frac_width W/2 (half the bits after the point: MASE's lab choice of 8/4 kept
+// at every width, so the range and the resolution shrink together as W falls), and reports
+//   PTQ: a copy of the trained model, quantized, evaluated on the test split;
+//   QAT: a copy, quantized, fine-tuned --qat-epochs with straight-through gradients, evaluated.
+// Writes <dir>/results.csv (width,ptq_accuracy,qat_accuracy), <dir>/plot.gp and, with
+// gnuplot, <dir>/plot.png; prints the table on stdout. Runs: <dir>/fp32, <dir>/qat-w<W>.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lab_common.hpp"
+#include "qnum/passes/quantize.hpp"
+
+namespace {
+
+using qnum::labs::Lab;
+
+/// The quantize pass config: integer width/frac on data_in, weight and bias of every Linear.
+nlohmann::json fixed_point_on_linears(int width, int frac) {
+  nlohmann::json cfg{{"name", "integer"}};
+  for (const char* operand : {"data_in", "weight", "bias"}) {
+    cfg[std::string(operand) + "_width"] = width;
+    cfg[std::string(operand) + "_frac_width"] = frac;
+  }
+  return {{"by", "type"}, {"default", {{"config", {{"name", nullptr}}}}}, {"linear", {{"config", cfg}}}};
+}
+
+std::string plot_script(const Lab& lab, const std::vector<int>& widths, int qat_epochs) {
+  const auto& o = lab.options();
+  std::string xtics;
+  for (int w : widths) xtics += (xtics.empty() ? "" : ", ") + std::to_string(w);
+  return qnum::labs::gnuplot_preamble("lab1-ptq-qat: test accuracy vs fixed-point width (results.csv)") +
+         "set title \"" + o.model + " on " + o.dataset + ": fixed point on every Linear (frac width = width/2)\"\n" +
+         "set xlabel \"width (bits)\"\n"
+         "set ylabel \"test accuracy\"\n"
+         "set xtics (" +
+         xtics +
+         ")\n"
+         "fp32 = " +
+         Lab::fmt(lab.fp32_accuracy(), 6) +
+         "\n"
+         "plot \"results.csv\" skip 1 using 1:2 with linespoints pt 7 title \"PTQ\", \\\n"
+         "     \"\" skip 1 using 1:3 with linespoints pt 5 title \"QAT (" +
+         std::to_string(qat_epochs) + (qat_epochs == 1 ? " epoch" : " epochs") +
+         ")\", \\\n"
+         "     fp32 with lines dt 2 lc rgb \"gray40\" title sprintf(\"fp32 %.4f\", fp32)\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"MASE lab 1: PTQ vs QAT accuracy over fixed-point widths on every Linear layer", "lab1-ptq-qat"};
+  qnum::labs::CommonOptions common;
+  std::vector<int> widths{4, 6, 8, 12, 16, 20, 24, 32};
+  int qat_epochs = 2;
+  qnum::labs::add_common_options(app, common);
+  app.add_option("--widths", widths, "fixed-point widths, comma separated (frac width = width/2)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--qat-epochs", qat_epochs, "fine-tuning epochs of each QAT model")->capture_default_str();
+
+  return qnum::labs::run_main(app, argc, argv, [&] {
+    widths = qnum::labs::sorted_unique(widths, "--widths");
+    for (int w : widths) qnum::detail::require(w >= 2 && w <= 32, "--widths: ", w, " must be in [2, 32]");
+    qnum::detail::require(qat_epochs >= 1, "--qat-epochs must be >= 1, got ", qat_epochs);
+    Lab lab("lab1-ptq-qat", common);
+    const double fp32 = lab.train_fp32();
+
+    std::string csv = "width,ptq_accuracy,qat_accuracy\n";
+    std::vector<std::pair<double, double>> rows;
+    for (int w : widths) {
+      const auto cfg = fixed_point_on_linears(w, w / 2);
+      auto ptq = lab.trained_copy();
+      qnum::passes::quantize(*ptq, cfg);
+      const double acc_ptq = lab.test_accuracy(*ptq);
+      auto qat = lab.trained_copy();
+      qnum::passes::quantize(*qat, cfg);
+      lab.finetune(qat, "qat-w" + std::to_string(w), qat_epochs);
+      const double acc_qat = lab.test_accuracy(*qat);
+      lab.note("width " + std::to_string(w) + ": PTQ " + Lab::fmt(acc_ptq) + ", QAT " + Lab::fmt(acc_qat));
+      csv += std::to_string(w) + "," + Lab::fmt(acc_ptq, 6) + "," + Lab::fmt(acc_qat, 6) + "\n";
+      rows.emplace_back(acc_ptq, acc_qat);
+    }
+
+    const auto plot = qnum::labs::write_results(lab.dir(), csv, plot_script(lab, widths, qat_epochs), "lab1-ptq-qat");
+
+    const auto& o = lab.options();
+    std::printf("lab1-ptq-qat  %s on %s, %d epochs fp32 (test accuracy %.4f), QAT %d epoch%s, seed %llu\n",
+                o.model.c_str(), o.dataset.c_str(), o.epochs, fp32, qat_epochs, qat_epochs == 1 ? "" : "s",
+                static_cast<unsigned long long>(o.seed));
+    std::printf("fixed point (integer) on every Linear's input, weight and bias; frac width = width/2\n\n");
+    std::printf("%5s  %12s  %12s\n", "width", "ptq_accuracy", "qat_accuracy");
+    for (std::size_t i = 0; i < widths.size(); ++i)
+      std::printf("%5d  %12.4f  %12.4f\n", widths[i], rows[i].first, rows[i].second);
+    std::printf("\nresults  %s\n", (lab.dir() / "results.csv").string().c_str());
+    std::printf("plot     %s\n", plot == qnum::labs::PlotResult::written ? (lab.dir() / "plot.png").string().c_str()
+                                                                         : "(not drawn: gnuplot missing)");
+  });
+}

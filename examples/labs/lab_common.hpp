@@ -1,0 +1,307 @@
+// What the Lab 1 programs (lab1-ptq-qat, lab1-prune) share: the common options, training the
+// fp32 model once, fresh copies of it, fine-tuning a copy, the results CSV, the gnuplot
+// plot, and main()'s error handling (bad arguments: one line, exit 2).
+//
+// Runs are deterministic: the model's initialisation, the batch order and random pruning
+// all come from --seed, and evaluation uses the dataset's fixed test split.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../cli/datasets.hpp"
+#include "qnum/core/error.hpp"
+#include "qnum/io/atomic_file.hpp"
+#include "qnum/kernel/threading.hpp"
+#include "qnum/models/jsc.hpp"
+#include "qnum/train/train.hpp"
+
+namespace qnum::labs {
+
+/// The options both programs take (registered on a CLI11 app by `add_common_options`).
+struct CommonOptions {
+  std::string model = "jsc-s";  ///< jsc-s: enough capacity that low widths/high sparsities visibly hurt
+  std::string dataset = "jsc-synthetic";
+  int epochs = 10;  ///< fp32 training epochs
+  std::int64_t batch_size = 256;
+  double learning_rate = 1e-3;
+  double finetune_learning_rate = 1e-3;  ///< QAT / pruned fine-tuning
+  std::uint64_t seed = 0;
+  std::string output_dir;  ///< "" = qnum-runs/<program>_<model>_<dataset>
+  int threads = 0;         ///< 0 = all
+  bool progress = true;
+};
+
+inline void add_common_options(CLI::App& app, CommonOptions& o) {
+  app.add_option(
+         "--model", o.model,
+         "JSC model: " +
+             [] {
+               std::string s;
+               for (const auto& n : models::jsc_model_names()) s += (s.empty() ? "" : ", ") + n;
+               return s;
+             }())
+      ->capture_default_str();
+  app.add_option("--dataset", o.dataset, "dataset: jsc-synthetic (offline) or jsc (the real file)")
+      ->capture_default_str();
+  app.add_option("--epochs", o.epochs, "epochs of fp32 training")->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "rows per batch")->capture_default_str();
+  app.add_option("--learning-rate", o.learning_rate, "Adam learning rate of fp32 training (cosine schedule)")
+      ->capture_default_str();
+  app.add_option("--finetune-learning-rate", o.finetune_learning_rate,
+                 "Adam learning rate of the fine-tuning runs (cosine schedule over their epochs)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the model, the batch order and random pruning")->capture_default_str();
+  app.add_option("--output-dir", o.output_dir, "where results.csv, plot.gp, plot.png and the runs go");
+  app.add_option("--threads", o.threads, "threads (default: all)");
+  app.add_flag("!--no-progress", o.progress, "no per-epoch progress lines on stderr");
+}
+
+/// Checks the common options (model and dataset names are checked when they are used).
+inline void validate(const CommonOptions& o) {
+  using qnum::detail::require;
+  require(o.epochs >= 1, "--epochs must be >= 1, got ", o.epochs);
+  require(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
+  require(std::isfinite(o.learning_rate) && o.learning_rate > 0, "--learning-rate must be > 0, got ", o.learning_rate);
+  require(std::isfinite(o.finetune_learning_rate) && o.finetune_learning_rate > 0,
+          "--finetune-learning-rate must be > 0, got ", o.finetune_learning_rate);
+  require(o.threads >= 0, "--threads must be >= 1, got ", o.threads);
+}
+
+/// Sorted copy of `v`; duplicates are an error naming the option.
+template <class T>
+std::vector<T> sorted_unique(std::vector<T> v, const char* option) {
+  qnum::detail::require(!v.empty(), option, " needs at least one value");
+  std::sort(v.begin(), v.end());
+  for (std::size_t i = 1; i < v.size(); ++i)
+    qnum::detail::require(v[i] != v[i - 1], option, ": ", v[i], " appears twice");
+  return v;
+}
+
+/// A lab run: the data, the trained fp32 model's state, and where everything goes.
+class Lab {
+ public:
+  /// Checks the options, loads the dataset and prepares the output directory; trains nothing.
+  Lab(std::string program, CommonOptions o) : program_(std::move(program)), o_(std::move(o)) {
+    validate(o_);
+    models::make_jsc_model(o_.model, o_.seed);  // unknown names fail before any work
+    if (o_.threads > 0) set_num_threads(o_.threads);
+    dir_ = o_.output_dir.empty() ? std::filesystem::path("qnum-runs") / (program_ + "_" + o_.model + "_" + o_.dataset)
+                                 : std::filesystem::path(o_.output_dir);
+    data_ = cli::load_dataset(o_.dataset);  // before creating anything: a bad name leaves no folder
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    qnum::detail::require(!ec, "cannot create output directory '", dir_.string(), "': ", ec.message());
+    note(data_.summary());
+  }
+
+  const CommonOptions& options() const { return o_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  const data::JscSplits& data() const { return data_; }
+
+  /// A progress line on stderr, prefixed with the program's name.
+  void note(const std::string& line) const {
+    std::fprintf(stderr, "%s: %s\n", program_.c_str(), line.c_str());
+    std::fflush(stderr);
+  }
+
+  /// Trains the fp32 model (output <dir>/fp32: metrics and best/last checkpoints), keeps the
+  /// state of its best checkpoint (lowest validation loss, as MASE's lab keeps) and returns
+  /// that model's test accuracy.
+  double train_fp32() {
+    note("training fp32 " + o_.model + " for " + std::to_string(o_.epochs) + " epochs");
+    auto model = models::make_jsc_model(o_.model, o_.seed);
+    train::Trainer t(model, config("fp32", o_.epochs, o_.learning_rate, o_.seed));
+    t.fit(data_.train, data_.val);
+    auto best = models::make_jsc_model(o_.model, o_.seed);
+    train::load_checkpoint(t.best_checkpoint(), *best, nullptr);
+    trained_ = best->state_dict();
+    fp32_accuracy_ = test_accuracy(*best);
+    note("fp32 test accuracy " + fmt(fp32_accuracy_));
+    return fp32_accuracy_;
+  }
+
+  double fp32_accuracy() const { return fp32_accuracy_; }
+
+  /// A fresh model of the same architecture holding the trained fp32 state.
+  std::shared_ptr<nn::Sequential> trained_copy() const {
+    qnum::detail::require(!trained_.empty(), "internal: trained_copy() before train_fp32()");
+    auto m = models::make_jsc_model(o_.model, o_.seed);
+    m->load_state_dict(trained_);
+    return m;
+  }
+
+  /// Fine-tunes `model` in place for `epochs` (run folder <dir>/<run>); the model as it is
+  /// after the last epoch is what the caller evaluates. The batch order is seeded apart from
+  /// the fp32 run's.
+  void finetune(const std::shared_ptr<nn::Sequential>& model, const std::string& run, int epochs) const {
+    if (epochs <= 0) return;
+    train::Trainer t(model, config(run, epochs, o_.finetune_learning_rate, nn::detail::derive_seed(o_.seed, 1)));
+    t.fit(data_.train, data_.val);
+  }
+
+  /// Accuracy on the test split.
+  double test_accuracy(nn::Module& model) const {
+    return train::evaluate(model, data_.test, std::max<std::int64_t>(o_.batch_size, 1024)).accuracy;
+  }
+
+  static std::string fmt(double v, int digits = 4) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+  }
+
+ private:
+  train::TrainConfig config(const std::string& run, int epochs, double lr, std::uint64_t seed) const {
+    train::TrainConfig c;
+    c.model = o_.model;
+    c.dataset = o_.dataset;
+    c.max_epochs = epochs;
+    c.batch_size = o_.batch_size;
+    c.learning_rate = lr;
+    c.seed = seed;
+    c.threads = o_.threads;
+    c.output_dir = (dir_ / run).string();
+    c.progress = o_.progress;
+    return c;
+  }
+
+  std::string program_;
+  CommonOptions o_;
+  std::filesystem::path dir_;
+  data::JscSplits data_;
+  std::map<std::string, Tensor> trained_;
+  double fp32_accuracy_ = 0.0;
+};
+
+/// The gnuplot to run: $QNUM_GNUPLOT when set (an empty or missing path counts as "not
+/// installed"), else `gnuplot` on PATH.
+inline std::optional<std::string> find_gnuplot() {
+  auto executable = [](const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (const char* env = std::getenv("QNUM_GNUPLOT"))
+    return executable(env) ? std::optional<std::string>(env) : std::nullopt;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string d = dirs.substr(start, end - start);
+    const auto candidate = std::filesystem::path(d.empty() ? "." : d) / "gnuplot";
+    if (executable(candidate)) return candidate.string();
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+/// The gnuplot preamble of both scripts: PNG through cairo when this gnuplot has it (Debian's
+/// gnuplot-nox does), else libgd's png; the output name can be overridden (-e "out='x.png'").
+inline std::string gnuplot_preamble(const std::string& comment) {
+  return "# " + comment +
+         "\n# Re-plot: run `gnuplot plot.gp` in this folder (writes plot.png).\n"
+         "if (!exists(\"out\")) out = \"plot.png\"\n"
+         "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {\n"
+         "  set terminal pngcairo size 960,640 enhanced font \"DejaVu Sans,12\" linewidth 1.5\n"
+         "} else {\n"
+         "  set terminal png size 960,640\n"
+         "}\n"
+         "set output out\n"
+         "set datafile separator \",\"\n"
+         "set grid\n"
+         "set key below box\n";
+}
+
+/// What happened to the plot.
+enum class PlotResult { written, no_gnuplot };
+
+/// Writes <dir>/results.csv and <dir>/plot.gp atomically, then runs gnuplot in <dir> to make
+/// <dir>/plot.png (through a temporary name, renamed when gnuplot succeeds). Without gnuplot
+/// it says how to install it and returns no_gnuplot; a failing gnuplot is a std::runtime_error.
+inline PlotResult write_results(const std::filesystem::path& dir, const std::string& csv, const std::string& script,
+                                const std::string& program) {
+  write_file_atomic(dir / "results.csv", csv);
+  write_file_atomic(dir / "plot.gp", script);
+  const auto gnuplot = find_gnuplot();
+  if (!gnuplot) {
+    std::fprintf(stderr,
+                 "%s: gnuplot not found, so no plot.png: install it (Debian: apt-get install gnuplot-nox, or run "
+                 "scripts/install-deps.sh), then run `gnuplot plot.gp` in %s. The results are in %s and the plot "
+                 "script in %s.\n",
+                 program.c_str(), dir.string().c_str(), (dir / "results.csv").string().c_str(),
+                 (dir / "plot.gp").string().c_str());
+    return PlotResult::no_gnuplot;
+  }
+  const std::string tmp = ".plot.png.tmp";
+  std::filesystem::remove(dir / tmp);
+  const std::string setting = "out='" + tmp + "'";
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  qnum::detail::require(pid >= 0, "cannot start gnuplot: fork failed: ", std::strerror(errno));
+  if (pid == 0) {
+    if (::chdir(dir.c_str()) != 0) _exit(126);
+    const char* argv[] = {gnuplot->c_str(), "-e", setting.c_str(), "plot.gp", nullptr};
+    ::execv(gnuplot->c_str(), const_cast<char* const*>(argv));
+    _exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && std::filesystem::exists(dir / tmp);
+  if (!ok) {
+    std::filesystem::remove(dir / tmp);
+    // Not the user's arguments: a runtime failure (exit 1), the CSV already written.
+    throw std::runtime_error(
+        "gnuplot (" + *gnuplot + ") failed on " + (dir / "plot.gp").string() +
+        (WIFEXITED(status) ? " with exit code " + std::to_string(WEXITSTATUS(status)) : std::string(" (killed)")) +
+        "; the results are in " + (dir / "results.csv").string());
+  }
+  std::filesystem::rename(dir / tmp, dir / "plot.png");
+  return PlotResult::written;
+}
+
+/// Runs a lab's main: parses argv with `app`, then `body`. CLI11 errors and qnum::Error (bad
+/// arguments, names, data) print one line "<program>: error: ..." and exit 2; other
+/// failures exit 1.
+inline int run_main(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
+  const std::string program = app.get_name();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+    return 2;
+  }
+  try {
+    body();
+  } catch (const qnum::Error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace qnum::labs

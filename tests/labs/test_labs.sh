@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The Lab 1 programs end to end on jsc-synthetic with tiny settings (jsc-tiny, 1 epoch, two
+# widths or sparsities, one thread): exit codes, the exact CSV header and rows, accuracies in
+# [0, 1], the plot (when gnuplot is installed) and the message without it, a same-seed rerun
+# giving the same CSV, and bad arguments exiting 2 with one line naming the problem.
+# Usage: test_labs.sh ptq-qat|prune|bad-arguments   (LAB_PTQ_QAT, LAB_PRUNE: the binaries)
+set -uo pipefail
+
+mode=${1:?usage: test_labs.sh ptq-qat|prune|bad-arguments}
+: "${LAB_PTQ_QAT:?set LAB_PTQ_QAT}" "${LAB_PRUNE:?set LAB_PRUNE}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# run NAME EXPECTED_RC CMD...: runs CMD with stdout/stderr in $tmp/NAME.{out,err}.
+run() {
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name: exit $rc, expected $want ($*)"
+    sed 's/^/  | /' "$tmp/$name.err" | tail -5
+  fi
+}
+
+# check_csv NAME FILE HEADER ROWS ACC_COLUMNS: header line, row count, accuracies in [0, 1].
+check_csv() {
+  local name=$1 file=$2 header=$3 rows=$4 cols=$5
+  [ -f "$file" ] || { fail "$name: no $file"; return; }
+  [ "$(head -n 1 "$file")" = "$header" ] || fail "$name: header '$(head -n 1 "$file")', expected '$header'"
+  local n
+  n=$(($(wc -l <"$file") - 1))
+  [ "$n" -eq "$rows" ] || fail "$name: $n data rows, expected $rows"
+  awk -F, -v cols="$cols" 'NR > 1 {
+      split(cols, c, " ")
+      for (i in c) { v = $(c[i]); if (v !~ /^[0-9.]+$/ || v + 0 < 0 || v + 0 > 1) { print "bad accuracy " v " in row " NR; bad = 1 } }
+    } END { exit bad }' "$file" || fail "$name: accuracies not in [0, 1]"
+}
+
+# check_plot NAME DIR: plot.gp always; plot.png (a PNG) when gnuplot is installed.
+check_plot() {
+  local name=$1 dir=$2
+  [ -s "$dir/plot.gp" ] || fail "$name: no plot.gp"
+  if command -v gnuplot >/dev/null 2>&1; then
+    [ -s "$dir/plot.png" ] || fail "$name: gnuplot is installed but there is no plot.png"
+    [ "$(head -c 4 "$dir/plot.png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "$name: plot.png is not a PNG"
+  else
+    echo "note: gnuplot not installed; plot.png not checked"
+  fi
+}
+
+tiny=(--model jsc-tiny --epochs 1 --threads 1 --no-progress)
+
+case "$mode" in
+  ptq-qat)
+    run ptq 0 "$LAB_PTQ_QAT" "${tiny[@]}" --widths 8,4 --qat-epochs 1 --output-dir "$tmp/ptq"
+    check_csv ptq "$tmp/ptq/results.csv" "width,ptq_accuracy,qat_accuracy" 2 "2 3"
+    [ "$(cut -d, -f1 "$tmp/ptq/results.csv" | tail -n +2 | tr '\n' ' ')" = "4 8 " ] || fail "ptq: widths not 4, 8"
+    check_plot ptq "$tmp/ptq"
+    grep -q "ptq_accuracy" "$tmp/ptq.out" || fail "ptq: no table on stdout"
+    grep -q "fp32 test accuracy" "$tmp/ptq.err" || fail "ptq: no progress on stderr"
+    # Deterministic: the same seed gives the same CSV.
+    run ptq2 0 "$LAB_PTQ_QAT" "${tiny[@]}" --widths 4,8 --qat-epochs 1 --output-dir "$tmp/ptq2"
+    cmp -s "$tmp/ptq/results.csv" "$tmp/ptq2/results.csv" || fail "ptq: a rerun with the same seed differs"
+    # Without gnuplot: exit 0, CSV and script written, a message saying how to install it.
+    QNUM_GNUPLOT=/nonexistent/gnuplot run nognu 0 "$LAB_PTQ_QAT" "${tiny[@]}" --widths 4 --qat-epochs 1 \
+      --output-dir "$tmp/nognu"
+    check_csv nognu "$tmp/nognu/results.csv" "width,ptq_accuracy,qat_accuracy" 1 "2 3"
+    [ -s "$tmp/nognu/plot.gp" ] || fail "nognu: no plot.gp"
+    [ ! -e "$tmp/nognu/plot.png" ] || fail "nognu: plot.png without gnuplot"
+    grep -q "gnuplot-nox" "$tmp/nognu.err" || fail "nognu: the message does not say how to install gnuplot"
+    # A gnuplot that fails: exit 1 naming it, the CSV kept.
+    QNUM_GNUPLOT=/bin/false run badgnu 1 "$LAB_PTQ_QAT" "${tiny[@]}" --widths 4 --qat-epochs 1 \
+      --output-dir "$tmp/badgnu"
+    grep -q "gnuplot (/bin/false) failed" "$tmp/badgnu.err" || fail "badgnu: no message naming gnuplot"
+    [ -s "$tmp/badgnu/results.csv" ] || fail "badgnu: the CSV was not kept"
+    ;;
+  prune)
+    run prune 0 "$LAB_PRUNE" "${tiny[@]}" --sparsities 0.5,0.1 --finetune-epochs 1 --output-dir "$tmp/prune"
+    check_csv prune "$tmp/prune/results.csv" "sparsity,method,accuracy" 4 "3"
+    [ "$(cut -d, -f1,2 "$tmp/prune/results.csv" | tail -n +2 | tr '\n' ' ')" = \
+      "0.1,random 0.5,random 0.1,l1-norm 0.5,l1-norm " ] || fail "prune: rows not (0.1, 0.5) x (random, l1-norm)"
+    check_plot prune "$tmp/prune"
+    grep -q "weights pruned" "$tmp/prune.out" || fail "prune: no table on stdout"
+    # The achieved weight sparsity on stdout is the requested one (jsc-tiny: 80 weights).
+    grep -Eq "0\.5 +l1-norm +[0-9.]+ +0\.5000" "$tmp/prune.out" || fail "prune: achieved sparsity not 0.5"
+    # Global scope with activation pruning (calibrated threshold) and one method.
+    run global 0 "$LAB_PRUNE" "${tiny[@]}" --sparsities 0.3 --methods l1-norm --scope global --activations \
+      --finetune-epochs 1 --output-dir "$tmp/global"
+    check_csv global "$tmp/global/results.csv" "sparsity,method,accuracy" 1 "3"
+    ;;
+  bad-arguments)
+    # expect_error NAME PATTERN CMD...: exit 2, exactly one line on stderr matching PATTERN.
+    expect_error() {
+      local name=$1 pattern=$2
+      shift 2
+      run "$name" 2 "$@" --output-dir "$tmp/$name"
+      [ "$(wc -l <"$tmp/$name.err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$tmp/$name.err")"
+      grep -Eq -- "$pattern" "$tmp/$name.err" || fail "$name: stderr '$(cat "$tmp/$name.err")' lacks /$pattern/"
+    }
+    expect_error width_range "--widths: 40 must be in \[2, 32\]" "$LAB_PTQ_QAT" --widths 4,40
+    expect_error width_text "widths" "$LAB_PTQ_QAT" --widths 4,x
+    expect_error width_dup "--widths: 8 appears twice" "$LAB_PTQ_QAT" --widths 8,8
+    expect_error qat_epochs "--qat-epochs must be >= 1" "$LAB_PTQ_QAT" --qat-epochs 0
+    expect_error epochs "--epochs must be >= 1" "$LAB_PTQ_QAT" --epochs 0
+    expect_error model "unknown model 'jsc-huge'" "$LAB_PTQ_QAT" --model jsc-huge
+    expect_error dataset "unknown dataset 'mnist'" "$LAB_PTQ_QAT" --dataset mnist
+    expect_error option "bogus" "$LAB_PTQ_QAT" --bogus
+    expect_error sparsity "--sparsities: 1 must be in \[0, 1\)" "$LAB_PRUNE" --sparsities 0.5,1
+    expect_error method "unknown method 'magnitude'" "$LAB_PRUNE" --methods random,magnitude
+    expect_error scope "unknown scope 'layer'" "$LAB_PRUNE" --scope layer
+    expect_error finetune "--finetune-epochs must be >= 0" "$LAB_PRUNE" --finetune-epochs -1
+    expect_error lr "--learning-rate must be > 0" "$LAB_PRUNE" --learning-rate 0
+    ;;
+  *)
+    echo "unknown mode '$mode'"
+    exit 2
+    ;;
+esac
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "lab1 $mode: all checks passed"
