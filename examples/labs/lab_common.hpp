@@ -221,14 +221,14 @@ inline std::string gnuplot_preamble(const std::string& comment) {
          "\n# Re-plot: run `gnuplot plot.gp` in this folder (writes plot.png).\n"
          "if (!exists(\"out\")) out = \"plot.png\"\n"
          "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {\n"
-         "  set terminal pngcairo size 960,640 enhanced font \"DejaVu Sans,12\" linewidth 1.5\n"
+         "  set terminal pngcairo size 960,640 noenhanced font \"DejaVu Sans,12\" linewidth 1.5\n"
          "} else {\n"
-         "  set terminal png size 960,640\n"
+         "  set terminal png size 960,640 noenhanced\n"
          "}\n"
          "set output out\n"
          "set datafile separator \",\"\n"
          "set grid\n"
-         "set key below box\n";
+         "set key outside right top box\n";
 }
 
 /// What happened to the plot.
