@@ -22,6 +22,7 @@
 #include "bench_train.hpp"
 #include "test_command.hpp"
 #include "train_command.hpp"
+#include "transform_command.hpp"
 
 namespace {
 
@@ -234,6 +235,8 @@ int main(int argc, char** argv) {
 
   const qnum::cli::TrainCommand train_cmd(app);
   const qnum::cli::TestCommand test_cmd(app);
+  const qnum::cli::TransformCommand transform_cmd(app);
+  const qnum::cli::ReportCommand report_cmd(app);
 
   try {
     app.parse(argc, argv);
@@ -269,6 +272,10 @@ int main(int argc, char** argv) {
       train_cmd.run();
     } else if (test_cmd.parsed()) {
       test_cmd.run();
+    } else if (transform_cmd.parsed()) {
+      transform_cmd.run();
+    } else if (report_cmd.parsed()) {
+      report_cmd.run();
     } else if (*demo_cmd) {
       qnum::detail::require(size >= 64 && size % 64 == 0 && size <= (1LL << 28), "--size ", size,
                             " must be a positive multiple of 64 up to 2^28");

@@ -18,6 +18,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/jsc.hpp"
+#include "qnum/passes/structure.hpp"
 #include "qnum/train/train.hpp"
 
 namespace qnum::cli {
@@ -44,6 +45,10 @@ class TestCommand {
     qnum::detail::require(threads_ >= 0, "test: --threads must be >= 0, got ", threads_);
     if (threads_ > 0) set_num_threads(threads_);
     auto model = models::make_jsc_model(model_, 0);
+    // A checkpoint of a transformed model (qnum transform, or training after it) carries
+    // the passes' structure: quantized layers, masks and adapters are rebuilt first.
+    if (const auto pre = train::read_checkpoint_meta(load_); pre.contains("structure"))
+      passes::restore_structure(*model, pre["structure"]);
     const data::JscSplits data = load_dataset(dataset_);
     const auto meta = train::load_checkpoint(load_, *model, nullptr);
     const auto ev = train::evaluate(*model, data.test, batch_size_);

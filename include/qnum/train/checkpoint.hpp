@@ -105,6 +105,21 @@ inline std::filesystem::path save_checkpoint(const std::filesystem::path& dir, c
   return tensor_path;
 }
 
+/// The metadata of a checkpoint (the .safetensors file, its .json or the stem) without
+/// loading it into a model: e.g. its "structure", to rebuild a transformed model first.
+inline nlohmann::json read_checkpoint_meta(const std::filesystem::path& path) {
+  const auto file = detail::tensor_file(path);
+  const std::string what = "checkpoint '" + file.string() + "'";
+  qnum::detail::require(std::filesystem::exists(file), what, " not found");
+  const SafetensorsFile st = read_safetensors(file);
+  if (const auto it = st.metadata.find(kMetaKey); it != st.metadata.end()) {
+    auto meta = nlohmann::json::parse(it->second, nullptr, false);
+    qnum::detail::require(meta.is_object(), what, ": metadata '", kMetaKey, "' is not a JSON object");
+    return meta;
+  }
+  return nlohmann::json::object();
+}
+
 /// Loads a checkpoint written by save_checkpoint into `model` (and `opt`, when not null) and
 /// returns its metadata. `path` is the .safetensors file, the .json file or the stem
 /// ("runs/x/best"). Nothing changes unless everything loads: a tensor that is missing,

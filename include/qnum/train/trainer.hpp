@@ -35,6 +35,7 @@
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/nn/nn.hpp"
+#include "qnum/passes/structure.hpp"
 #include "qnum/tensor/ops.hpp"
 #include "qnum/train/checkpoint.hpp"
 #include "qnum/train/evaluate.hpp"
@@ -258,7 +259,10 @@ class Trainer {
         {"metrics", {{"train_loss", rec.train_loss}, {"val_loss", rec.val_loss}, {"val_accuracy", rec.val_accuracy}}},
         {"best_val_loss", best_val_loss_},
         {"history", std::move(history)},
-        {"config", to_json(config_)}};
+        {"config", to_json(config_)},
+        // What passes made of the model (quantized layers, masks, adapters), so that the
+        // checkpoint loads into a fresh model again (passes::restore_structure).
+        {"structure", passes::describe_structure(*model_)}};
   }
 
   void write_metrics() const {

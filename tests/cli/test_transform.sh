@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# `qnum transform` and `qnum report` end to end on jsc-synthetic: train a small model, apply
+# MASE's tutorial-3 quantize config and l1-norm pruning with fine-tuning, check the files,
+# reload the transformed checkpoint with `qnum test`, and reject bad configs (exit 2, one
+# line, input checkpoint untouched). A few seconds.
+# Usage: QNUM=path/to/qnum bash test_transform.sh
+set -u
+QNUM=${QNUM:?set QNUM to the qnum binary}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+
+# expect_error NAME PATTERN CMD...: exit code 2, one line on stderr containing PATTERN.
+expect_error() {
+  local name=$1 pattern=$2; shift 2
+  "$@" > stdout 2> stderr
+  local rc=$?
+  if [ "$rc" -ne 2 ]; then bad "$name: exit code $rc, want 2 ($(cat stderr))"; return; fi
+  if [ "$(wc -l < stderr)" -ne 1 ]; then bad "$name: $(wc -l < stderr) lines on stderr, want 1"; return; fi
+  if ! grep -qF -- "$pattern" stderr; then bad "$name: stderr lacks '$pattern': $(cat stderr)"; return; fi
+  ok
+}
+
+"$QNUM" train jsc-s jsc-synthetic --max-epochs 2 --output-dir run --no-progress > /dev/null 2>&1 ||
+  { echo "FAIL: training the base model"; exit 1; }
+sum_before=$(sha256sum run/best.safetensors)
+
+cat > t.toml <<'TOML'
+model = "jsc-s"
+dataset = "jsc-synthetic"
+load_name = "run/best.safetensors"
+output_dir = "out"
+
+[passes.quantize]
+by = "type"
+[passes.quantize.default.config]
+name = "NA"
+[passes.quantize.linear.config]
+name = "integer"
+data_in_width = 8
+data_in_frac_width = 4
+weight_width = 8
+weight_frac_width = 4
+bias_width = 8
+bias_frac_width = 4
+
+[passes.prune]
+weight = { sparsity = 0.5, method = "l1-norm", scope = "local" }
+
+[transform]
+finetune_epochs = 1
+TOML
+"$QNUM" transform --config t.toml --json > summary.out 2> transform.err
+check "transform exits 0" test $? -eq 0
+for f in transformed.safetensors transformed.json quantize_table.csv quantize_histogram.csv prune.csv report.txt \
+  graph.dot summary.json; do
+  check "transform wrote $f" test -s "out/$f"
+done
+check "5 linears quantized" grep -q '"quantized_layers":5' summary.out
+check "weight sparsity 0.5" grep -q '"weight_sparsity":0.5' summary.out
+check "histogram row" grep -q '^Linear,linear,5,5,0$' out/quantize_histogram.csv
+check "dot graph" grep -q '^digraph' out/graph.dot
+check "report has BitOPs" grep -q 'BitOPs' out/report.txt
+check "input checkpoint untouched" test "$(sha256sum run/best.safetensors)" = "$sum_before"
+
+# The transformed checkpoint loads again (structure rebuilt) and evaluates to the same accuracy.
+acc=$(sed -n 's/.*"finetuned":{[^}]*"accuracy":\([0-9.e-]*\).*/\1/p' summary.out)
+"$QNUM" test jsc-s jsc-synthetic --load out/transformed.safetensors --json > test.out 2>&1
+check "qnum test loads the transformed checkpoint" grep -q "\"accuracy\":$acc" test.out
+"$QNUM" report jsc-s --load out/transformed.safetensors --dataset jsc-synthetic --batches 2 --dot g.dot > report.out
+check "report exits 0" test $? -eq 0
+check "report lists a quantized, pruned layer" grep -q 'QuantLinear(in_features=16, out_features=64.*pruned' report.out
+check "report statistics" grep -q '2.data_in_0' report.out
+check "report dot" grep -q 'n3 -> n4' g.dot
+
+# Bad configs: named errors, nothing written over the input.
+sed 's/^data_in_width = 8/data_in_widht = 8/' t.toml > typo.toml
+expect_error "typo in a format key" "operand data_in: integer: unknown key 'widht'" "$QNUM" transform --config typo.toml
+sed 's/^name = "integer"/name = "integr"/' t.toml > fmt.toml
+expect_error "unknown format" "unknown format 'integr'" "$QNUM" transform --config fmt.toml
+sed 's/^output_dir = "out"/output_dir = "run"/' t.toml > same.toml
+expect_error "output over the input" "holds the input checkpoint" "$QNUM" transform --config same.toml
+sed 's/sparsity = 0.5/sparsity = 1.5/' t.toml > sp.toml
+expect_error "sparsity out of range" "must be in [0, 1)" "$QNUM" transform --config sp.toml
+printf 'model = "jsc-s"\ndataset = "jsc-synthetic"\nload_name = "run/best.safetensors"\noutput_dir = "o2"\nlearning_rat = 1\n' > key.toml
+expect_error "unknown top-level key" "unknown key 'learning_rat'" "$QNUM" transform --config key.toml
+check "input checkpoint still untouched" test "$(sha256sum run/best.safetensors)" = "$sum_before"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
