@@ -258,7 +258,7 @@ class TPESampler final : public Sampler {
   std::map<std::string, double> sample_relative(StudyView& study, const FrozenTrial& trial,
                                                 const SearchSpace& search_space) override {
     if (search_space.empty()) return {};
-    if (n_finished(study) < options_.n_startup_trials) return {};
+    if (n_finished(study, trial) < options_.n_startup_trials) return {};
     const std::vector<std::pair<std::string, Distribution>> space(search_space.begin(), search_space.end());
     std::map<std::string, double> params = sample(study, trial, space).picked;
     if (options_.constant_liar && !params.empty()) publish_relative(study, trial, search_space, params);
@@ -268,7 +268,7 @@ class TPESampler final : public Sampler {
   double sample_independent(StudyView& study, const FrozenTrial& trial, const std::string& name,
                             const Distribution& distribution) override {
     check_single_objective(study);
-    if (n_finished(study) < options_.n_startup_trials)
+    if (n_finished(study, trial) < options_.n_startup_trials)
       return detail::optuna_random_internal(*startup_rng_, distribution);
     return sample(study, trial, {{name, distribution}}).picked.at(name);
   }
@@ -294,19 +294,30 @@ class TPESampler final : public Sampler {
                           " objectives)");
   }
 
-  static std::int64_t n_finished(StudyView& study) {
-    return static_cast<std::int64_t>(study.get_trials({TrialState::complete, TrialState::pruned}).size());
+  // COMPLETE and PRUNED trials, read once per trial (Optuna reads them through its trial
+  // cache too): 20 parameters of one trial do not copy the study 40 times.
+  const std::vector<FrozenTrial>& finished(StudyView& study, const FrozenTrial& trial) {
+    if (cache_study_ != study.study_id() || cache_number_ != trial.number || cache_trial_id_ != trial.trial_id) {
+      cache_ = study.get_trials({TrialState::complete, TrialState::pruned});
+      cache_study_ = study.study_id();
+      cache_number_ = trial.number;
+      cache_trial_id_ = trial.trial_id;
+    }
+    return cache_;
+  }
+  std::int64_t n_finished(StudyView& study, const FrozenTrial& trial) {
+    return static_cast<std::int64_t>(finished(study, trial).size());
   }
 
   TpeDecision sample(StudyView& study, const FrozenTrial& trial,
                      const std::vector<std::pair<std::string, Distribution>>& space) {
     check_single_objective(study);
-    std::vector<TrialState> states{TrialState::complete, TrialState::pruned};
-    if (options_.constant_liar) states.push_back(TrialState::running);
-    const std::vector<FrozenTrial> all = study.get_trials(states);
     std::vector<const FrozenTrial*> trials;
-    for (const auto& t : all)
-      if (!(options_.constant_liar && t.number == trial.number)) trials.push_back(&t);
+    for (const auto& t : finished(study, trial)) trials.push_back(&t);
+    std::vector<FrozenTrial> running;  // the constant liar's: read fresh, other workers move on
+    if (options_.constant_liar) running = study.get_trials({TrialState::running});
+    for (const auto& t : running)
+      if (t.number != trial.number) trials.push_back(&t);
     TpeParamsOf params_of;
     if (options_.multivariate && options_.constant_liar)
       params_of = [&space](const FrozenTrial& t) { return published_relative(t, space); };
@@ -351,6 +362,8 @@ class TPESampler final : public Sampler {
 
   TPEOptions options_;
   std::shared_ptr<UniformSource> tpe_rng_, startup_rng_;
+  std::vector<FrozenTrial> cache_;
+  std::int64_t cache_study_ = -1, cache_number_ = -1, cache_trial_id_ = -1;
 };
 
 }  // namespace qnum::search

@@ -254,7 +254,7 @@ class ParzenEstimator {
       if (p.categorical) {
         for (std::size_t s = 0; s < n; ++s) {
           const auto c = static_cast<std::size_t>(static_cast<long long>(x[j][s]));
-          for (std::size_t k = 0; k < nk; ++k) wlp[s * nk + k] += std::log(d.cat_weights[k * p.n_choices + c]);
+          for (std::size_t k = 0; k < nk; ++k) wlp[s * nk + k] += d.cat_log_weights[k * p.n_choices + c];
         }
       } else if (p.step == 0.0) {
         cont.push_back(j);
@@ -264,13 +264,14 @@ class ParzenEstimator {
     }
     if (!cont.empty()) add_continuous(cont, x, wlp);
     std::vector<double> out(n);
-    std::vector<double> e(nk);
+    std::vector<double> e(nk), log_w(nk);
+    for (std::size_t k = 0; k < nk; ++k) log_w[k] = std::log(weights_[k]);
     for (std::size_t s = 0; s < n; ++s) {
       double* row = &wlp[s * nk];
       double mx = -std::numeric_limits<double>::infinity();
       bool nan = false;
       for (std::size_t k = 0; k < nk; ++k) {
-        row[k] += std::log(weights_[k]);
+        row[k] += log_w[k];
         if (std::isnan(row[k]))
           nan = true;
         else
@@ -287,6 +288,7 @@ class ParzenEstimator {
  private:
   struct Dist {
     std::vector<double> cat_weights;       // categorical: [kernel][choice], rows normalised
+    std::vector<double> cat_log_weights;   // their logs, computed once
     std::vector<double> mu, sigma;         // numerical, internal (log) scale; last is the prior
     double trunc_low = 0, trunc_high = 0;  // truncation bounds on the internal scale
   };
@@ -312,6 +314,7 @@ class ParzenEstimator {
     qnum::detail::require(nc >= 1, "TPE: categorical parameter with no choices");
     if (obs.empty()) {
       d.cat_weights.assign(nc, 1.0 / static_cast<double>(nc));
+      d.cat_log_weights.assign(nc, std::log(1.0 / static_cast<double>(nc)));
       return d;
     }
     const std::size_t nk = obs.size() + 1;
@@ -328,6 +331,8 @@ class ParzenEstimator {
       if (sum == 0) sum = 1;
       for (std::size_t c = 0; c < nc; ++c) row[c] /= sum;
     }
+    d.cat_log_weights.resize(d.cat_weights.size());
+    for (std::size_t i = 0; i < d.cat_weights.size(); ++i) d.cat_log_weights[i] = std::log(d.cat_weights[i]);
     return d;
   }
 
