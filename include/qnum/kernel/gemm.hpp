@@ -68,10 +68,24 @@ inline void gemm_check(const char* what, std::int64_t M, std::int64_t N, std::in
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-/// Tiles of the output: (row chunk, column chunk) pairs, boundaries fixed by the sizes only.
+/// Below this many flops (2·M·N·K) an fp32 GEMM runs on the calling thread: the training
+/// loops of small models (JSC: 256x64x32 and smaller, thousands per epoch) otherwise pay an
+/// OpenMP fork/join per product, which costs more than the product itself (and, on a busy
+/// machine, a scheduler time slice each). Tiles are the same either way, so are the bits.
+inline constexpr double kGemmSerialFlops = 4.0 * 1024 * 1024;
+
+/// Tiles of the output: (row chunk, column chunk) pairs, boundaries fixed by the sizes only;
+/// `parallel` false runs them in order on this thread (same tiles, same results).
 template <class F>
-void gemm_tiles(std::int64_t M, std::int64_t N, std::int64_t mc, std::int64_t nc, F&& f) {
+void gemm_tiles(std::int64_t M, std::int64_t N, std::int64_t mc, std::int64_t nc, F&& f, bool parallel = true) {
   const std::int64_t mt = ceil_div(M, mc), nt = ceil_div(N, nc);
+  if (!parallel) {
+    for (std::int64_t t = 0; t < mt * nt; ++t) {
+      const std::int64_t i0 = (t / nt) * mc, j0 = (t % nt) * nc;
+      f(i0, std::min(M, i0 + mc), j0, std::min(N, j0 + nc));
+    }
+    return;
+  }
   parallel_for(mt * nt, 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
       const std::int64_t i0 = (t / nt) * mc, j0 = (t % nt) * nc;
@@ -198,11 +212,12 @@ inline void pack_b_panel_nt(const float* src, std::int64_t nj, std::int64_t K, f
 }
 
 /// B [N,K] (NT) or [K,N] (NN) -> panels of kFNR columns, each [K][kFNR], zero padded.
-inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, AlignedF32& p) {
+inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, AlignedF32& p, bool parallel = true) {
   const std::int64_t panels = ceil_div(N, kFNR);
   p.resize(static_cast<std::size_t>(panels * K * kFNR));
   float* pd = p.data();
-  parallel_for(panels, 4, [=](std::int64_t pb, std::int64_t pe) {
+  parallel_for(parallel ? panels : 1, parallel ? 4 : 1, [=](std::int64_t qb, std::int64_t qe) {
+    const std::int64_t pb = parallel ? qb : 0, pe = parallel ? qe : panels;
     for (std::int64_t q = pb; q < pe; ++q) {
       float* d = pd + q * K * kFNR;
       const std::int64_t j0 = q * kFNR, nj = std::min<std::int64_t>(kFNR, N - j0);
@@ -282,27 +297,32 @@ inline void pack_a_strip(const float* A, std::int64_t K, std::int64_t r0, int mr
 inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K,
                           bool nt) {
   thread_local AlignedF32 bbuf;  // reused: no page faults per call
-  pack_b_f32(B, N, K, nt, bbuf);
+  const bool parallel =
+      2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
+  pack_b_f32(B, N, K, nt, bbuf, parallel);
   const float* bp = bbuf.data();
   constexpr std::int64_t MC = kFMR * QNUM_GEMM_MCS, NC = kFNR * QNUM_GEMM_NCS;
-  gemm_tiles(M, N, MC, NC, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-    thread_local AlignedF32 ap(static_cast<std::size_t>(kFMR * kKC));
-    for (std::int64_t p0 = 0; p0 < K; p0 += kKC) {
-      const std::int64_t kc = std::min(kKC, K - p0);
-      // Each A strip (broadcast operand, mr x kc) is packed right before its use, so it is
-      // still in L1, and stays there while the tile's B panels stream from L2 (BLIS's order
-      // for a broadcast-from-L1 micro-kernel). Packing all strips first measured ~2% slower.
-      for (std::int64_t r = i0; r < i1; r += kFMR) {
-        const int mr = static_cast<int>(std::min<std::int64_t>(kFMR, i1 - r));
-        pack_a_strip(A, K, r, mr, p0, kc, ap.data());
-        for (std::int64_t j = j0; j < j1; j += kFNR) {
-          const float* b = bp + (j / kFNR) * K * kFNR + p0 * kFNR;
-          const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
-          kF32Micro[mr - 1](ap.data(), b, kc, C + r * N + j, N, nr, p0 > 0);
+  gemm_tiles(
+      M, N, MC, NC,
+      [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+        thread_local AlignedF32 ap(static_cast<std::size_t>(kFMR * kKC));
+        for (std::int64_t p0 = 0; p0 < K; p0 += kKC) {
+          const std::int64_t kc = std::min(kKC, K - p0);
+          // Each A strip (broadcast operand, mr x kc) is packed right before its use, so it is
+          // still in L1, and stays there while the tile's B panels stream from L2 (BLIS's order
+          // for a broadcast-from-L1 micro-kernel). Packing all strips first measured ~2% slower.
+          for (std::int64_t r = i0; r < i1; r += kFMR) {
+            const int mr = static_cast<int>(std::min<std::int64_t>(kFMR, i1 - r));
+            pack_a_strip(A, K, r, mr, p0, kc, ap.data());
+            for (std::int64_t j = j0; j < j1; j += kFNR) {
+              const float* b = bp + (j / kFNR) * K * kFNR + p0 * kFNR;
+              const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
+              kF32Micro[mr - 1](ap.data(), b, kc, C + r * N + j, N, nr, p0 > 0);
+            }
+          }
         }
-      }
-    }
-  });
+      },
+      parallel);
 }
 
 }  // namespace detail

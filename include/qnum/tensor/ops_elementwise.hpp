@@ -19,8 +19,9 @@ inline Shape broadcast_shape(const Shape& a, const Shape& b, const char* op) {
   for (std::size_t i = 0; i < r; ++i) {
     const std::int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
     const std::int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    require(da == db || da == 1 || db == 1, op, ": shapes ", to_string(a), " and ", to_string(b),
-            " do not broadcast (dimension ", i, ": ", da, " vs ", db, ")");
+    if (da != db && da != 1 && db != 1)  // if/fail: the message is built only on failure
+      fail(op, ": shapes ", to_string(a), " and ", to_string(b), " do not broadcast (dimension ", i, ": ", da, " vs ",
+           db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;

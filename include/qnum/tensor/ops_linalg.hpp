@@ -95,12 +95,14 @@ inline std::int64_t leading_rows(const Shape& x) {
 }
 
 inline void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  require(weight.rank() == 2, "linear: weight ", to_string(weight.shape()), " must be 2-D [out, in]");
-  require(x.rank() >= 1 && x.shape().back() == weight.shape()[1], "linear: input ", to_string(x.shape()),
-          " and weight ", to_string(weight.shape()), ": the input's last dimension must be in = ", weight.shape()[1]);
-  require(!bias.defined() || bias.shape() == Shape{weight.shape()[0]}, "linear: bias ",
-          bias.defined() ? to_string(bias.shape()) : "", " does not match weight ", to_string(weight.shape()),
-          " (expected [", weight.shape()[0], "])");
+  // if/fail: the messages (to_string of shapes) are built only when a check fails.
+  if (weight.rank() != 2) fail("linear: weight ", to_string(weight.shape()), " must be 2-D [out, in]");
+  if (x.rank() < 1 || x.shape().back() != weight.shape()[1])
+    fail("linear: input ", to_string(x.shape()), " and weight ", to_string(weight.shape()),
+         ": the input's last dimension must be in = ", weight.shape()[1]);
+  if (bias.defined() && !(bias.rank() == 1 && bias.shape()[0] == weight.shape()[0]))
+    fail("linear: bias ", to_string(bias.shape()), " does not match weight ", to_string(weight.shape()), " (expected [",
+         weight.shape()[0], "])");
 }
 
 }  // namespace detail

@@ -102,7 +102,7 @@ inline std::vector<float> log_softmax_backward(std::span<const float> g, std::sp
 
 inline Tensor softmax_impl(const Tensor& x, int dim, bool log_space) {
   const char* name = log_space ? "log_softmax" : "softmax";
-  require(x.rank() >= 1, name, ": needs a tensor of rank >= 1, got shape ", to_string(x.shape()));
+  if (x.rank() < 1) fail(name, ": needs a tensor of rank >= 1, got shape ", to_string(x.shape()));
   const DimView v = dim_view(x.shape(), normalize_dim(dim, x.rank(), name));
   std::vector<float> y = softmax_values(x.values(), v, log_space);
   auto sy = std::make_shared<const std::vector<float>>(y);
@@ -114,7 +114,8 @@ inline Tensor softmax_impl(const Tensor& x, int dim, bool log_space) {
 /// Checks that an optional per-channel parameter is undefined or of shape [c].
 inline void check_channel_param(const Tensor& t, std::int64_t c, const char* op, const char* what) {
   if (!t.defined()) return;
-  require(t.shape() == Shape{c}, op, ": ", what, " has shape ", to_string(t.shape()), ", expected [", c, "]");
+  if (t.rank() != 1 || t.shape()[0] != c)  // if/fail: the message is built only on failure
+    fail(op, ": ", what, " has shape ", to_string(t.shape()), ", expected [", c, "]");
 }
 
 inline float param_or(const Tensor& t, std::size_t c, float fallback) { return t.defined() ? t.values()[c] : fallback; }
@@ -209,7 +210,7 @@ void for_each_bn(const BatchView& v, F&& f) {
 }
 
 inline BatchView batch_view(const Tensor& x) {
-  require(x.rank() == 2 || x.rank() == 3, "batch_norm: input must be [N, C] or [N, C, L], got ", to_string(x.shape()));
+  if (x.rank() != 2 && x.rank() != 3) fail("batch_norm: input must be [N, C] or [N, C, L], got ", to_string(x.shape()));
   return {x.shape()[0], x.shape()[1], x.rank() == 3 ? x.shape()[2] : 1};
 }
 
@@ -315,8 +316,9 @@ inline Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tens
   detail::check_running_stat(running_var, bv.c, "running_var", !training);
   detail::check_channel_param(weight, bv.c, "batch_norm", "weight");
   detail::check_channel_param(bias, bv.c, "batch_norm", "bias");
-  detail::require(!training || bv.count() > 1, "batch_norm: training needs more than one value per channel, input ",
-                  to_string(x.shape()), " has N*L = ", bv.count());
+  if (training && bv.count() <= 1)
+    detail::fail("batch_norm: training needs more than one value per channel, input ", to_string(x.shape()),
+                 " has N*L = ", bv.count());
   // Loops run over the storage in order (rows, channels, positions) with one accumulator
   // per channel (detail::for_each_bn), so each channel still sums its values in index order
   // (the same bits as a per-channel gather) while [N, C] inputs vectorise across channels.
@@ -458,7 +460,7 @@ inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t see
 /// an error. Returns a rank-0 tensor.
 inline Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets,
                             std::int64_t ignore_index = -100) {
-  detail::require(logits.rank() == 2, "cross_entropy: logits must be [N, C], got ", to_string(logits.shape()));
+  if (logits.rank() != 2) detail::fail("cross_entropy: logits must be [N, C], got ", to_string(logits.shape()));
   const std::int64_t n = logits.shape()[0], c = logits.shape()[1];
   const std::int64_t used = detail::check_targets(targets, n, c, ignore_index);
   const detail::DimView v = detail::dim_view(logits.shape(), 1);

@@ -42,9 +42,12 @@ struct TensorImpl {
 };
 
 inline void check_tensor_shape(const Shape& shape) {
-  require(shape.size() <= kMaxTensorRank, "Tensor: rank ", shape.size(), " of shape ", to_string(shape),
-          " is above the supported ", kMaxTensorRank);
-  for (auto d : shape) require(d >= 0, "Tensor: negative dimension in shape ", to_string(shape));
+  // `if (!...) fail` rather than require(): the message (to_string) is built only on failure;
+  // tensors are made several times per op, so eager formatting cost real time in training.
+  if (shape.size() > kMaxTensorRank)
+    fail("Tensor: rank ", shape.size(), " of shape ", to_string(shape), " is above the supported ", kMaxTensorRank);
+  for (auto d : shape)
+    if (d < 0) fail("Tensor: negative dimension in shape ", to_string(shape));
 }
 
 }  // namespace detail
@@ -57,8 +60,9 @@ class Tensor {
   /// A tensor of `shape` holding `values` (numel(shape) of them, C order).
   Tensor(Shape shape, std::vector<float> values, bool requires_grad = false) {
     detail::check_tensor_shape(shape);
-    detail::require(static_cast<std::int64_t>(values.size()) == qnum::numel(shape), "Tensor: ", values.size(),
-                    " values for shape ", to_string(shape), " (", qnum::numel(shape), " elements)");
+    if (static_cast<std::int64_t>(values.size()) != qnum::numel(shape))
+      detail::fail("Tensor: ", values.size(), " values for shape ", to_string(shape), " (", qnum::numel(shape),
+                   " elements)");
     impl_ = std::make_shared<detail::TensorImpl>();
     impl_->shape = std::move(shape);
     impl_->storage = std::make_shared<std::vector<float>>(std::move(values));
@@ -99,7 +103,7 @@ class Tensor {
   /// Size of dimension d; negative d counts from the end.
   std::int64_t size(int d) const {
     const int r = static_cast<int>(rank());
-    detail::require(d >= -r && d < r, "Tensor::size: dimension ", d, " out of range for shape ", to_string(shape()));
+    if (d < -r || d >= r) detail::fail("Tensor::size: dimension ", d, " out of range for shape ", to_string(shape()));
     return shape()[static_cast<std::size_t>(d < 0 ? d + r : d)];
   }
   std::int64_t numel() const { return qnum::numel(shape()); }
@@ -111,8 +115,8 @@ class Tensor {
   std::vector<float> to_vector() const { return {values().begin(), values().end()}; }
   /// The single value of a one-element tensor.
   float item() const {
-    detail::require(numel() == 1, "Tensor::item: tensor of shape ", to_string(shape()), " has ", numel(),
-                    " elements, not 1");
+    if (numel() != 1)
+      detail::fail("Tensor::item: tensor of shape ", to_string(shape()), " has ", numel(), " elements, not 1");
     return values()[0];
   }
 
