@@ -20,6 +20,7 @@
 #include "bench_gemm.hpp"
 #include "bench_quantize.hpp"
 #include "bench_train.hpp"
+#include "search_command.hpp"
 #include "test_command.hpp"
 #include "train_command.hpp"
 #include "transform_command.hpp"
@@ -237,6 +238,8 @@ int main(int argc, char** argv) {
   const qnum::cli::TestCommand test_cmd(app);
   const qnum::cli::TransformCommand transform_cmd(app);
   const qnum::cli::ReportCommand report_cmd(app);
+  const qnum::cli::SearchCommand search_cmd(app);
+  const qnum::cli::StudyCommand study_cmd(app);
 
   try {
     app.parse(argc, argv);
@@ -276,6 +279,10 @@ int main(int argc, char** argv) {
       transform_cmd.run();
     } else if (report_cmd.parsed()) {
       report_cmd.run();
+    } else if (search_cmd.parsed()) {
+      search_cmd.run();
+    } else if (study_cmd.parsed()) {
+      study_cmd.run();
     } else if (*demo_cmd) {
       qnum::detail::require(size >= 64 && size % 64 == 0 && size <= (1LL << 28), "--size ", size,
                             " must be a positive multiple of 64 up to 2^28");

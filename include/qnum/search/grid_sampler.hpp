@@ -105,14 +105,10 @@ class GridSampler final : public Sampler {
     const std::int64_t preferred = trial.number < n ? trial.number : -1;
     std::vector<std::int64_t> order(grids_.size());
     for (std::int64_t g = 0; g < n; ++g) order[static_cast<std::size_t>(g)] = g;
-    auto g = study.storage().claim_grid_id(study.study_id(), trial.trial_id, space_json_, preferred, order);
-    if (g < 0) {
-      // Every point is finished (a re-run of an exhausted study): Optuna re-evaluates a
-      // point; so does qnum, the first one, and the study stops after this trial.
-      g = 0;
-      study.storage().set_trial_system_attr(trial.trial_id, "search_space", space_json_);
-      study.storage().set_trial_system_attr(trial.trial_id, "grid_id", g);
-    }
+    const auto g = study.storage().claim_grid_id(study.study_id(), trial.trial_id, space_json_, preferred, order);
+    // Optuna would re-evaluate a point here; qnum never runs a point twice.
+    if (g < 0)
+      throw StudyExhausted("GridSampler: no free grid point (every point is finished or running in another worker)");
   }
   SearchSpace infer_relative_search_space(StudyView&, const FrozenTrial&) override { return {}; }
   std::map<std::string, double> sample_relative(StudyView&, const FrozenTrial&, const SearchSpace&) override {
@@ -134,23 +130,23 @@ class GridSampler final : public Sampler {
                          "' does not fit its distribution: ", e.what());
     }
   }
-  void after_trial(StudyView& study, const FrozenTrial& trial, TrialState, const std::vector<double>&) override {
-    const auto unvisited = unvisited_grid_ids(study);
-    if (unvisited.empty()) {
-      study.stop();
-    } else if (unvisited.size() == 1) {
-      const auto attrs = study.storage().get_trial(trial.trial_id).system_attrs;
-      if (attrs.contains("grid_id") && attrs["grid_id"].get<std::int64_t>() == unvisited[0]) study.stop();
-    }
+  /// Stops the study when no point is free: every point is finished or running (this
+  /// trial's included). Optuna stops only when all are finished and lets a worker re-run a
+  /// point another one is running; qnum never runs a point twice.
+  void after_trial(StudyView& study, const FrozenTrial&, TrialState, const std::vector<double>&) override {
+    if (free_grid_ids(study).empty()) study.stop();
   }
-  /// True when every point has a finished trial.
+  /// True when every point has a finished trial (Optuna's is_exhausted).
   bool is_exhausted(StudyView& study) const { return unvisited_grid_ids(study, false).empty(); }
+  /// Points that no trial has finished and no trial is running.
+  std::vector<std::int64_t> free_grid_ids(StudyView& study) const { return unvisited_grid_ids(study, true, false); }
   std::string name() const override { return "GridSampler"; }
 
  private:
   // Optuna's _get_unvisited_grid_ids: not finished and not running (or, if that leaves
   // none, not finished).
-  std::vector<std::int64_t> unvisited_grid_ids(StudyView& study, bool exclude_running = true) const {
+  std::vector<std::int64_t> unvisited_grid_ids(StudyView& study, bool exclude_running = true,
+                                               bool fall_back_to_running = true) const {
     std::vector<char> visited(grids_.size(), 0), running(grids_.size(), 0);
     for (const auto& t : study.get_trials()) {
       if (!t.system_attrs.contains("grid_id") || !t.system_attrs.contains("search_space") ||
@@ -166,7 +162,7 @@ class GridSampler final : public Sampler {
     std::vector<std::int64_t> out;
     for (std::size_t g = 0; g < grids_.size(); ++g)
       if (!visited[g] && !(exclude_running && running[g])) out.push_back(static_cast<std::int64_t>(g));
-    if (out.empty() && exclude_running)
+    if (out.empty() && exclude_running && fall_back_to_running)
       for (std::size_t g = 0; g < grids_.size(); ++g)
         if (!visited[g]) out.push_back(static_cast<std::int64_t>(g));
     return out;

@@ -42,6 +42,14 @@ class StudyView {
   }
 };
 
+/// Thrown by a sampler's before_trial when the study has nothing left to sample (a grid
+/// whose points are all finished or running elsewhere): the study marks the new trial FAIL
+/// with this reason, without running the objective, and optimize() stops.
+class StudyExhausted : public qnum::Error {
+ public:
+  using qnum::Error::Error;
+};
+
 /// Optuna's BaseSampler. Per trial the study calls before_trial, then
 /// infer_relative_search_space + sample_relative (the joint part), then sample_independent
 /// for each suggested parameter outside that space, then after_trial.

@@ -203,16 +203,32 @@ class SqliteStorage final : public Storage {
       qnum::detail::fail("cannot open ", url_, ": ", msg);
     }
     sqlite3_busy_timeout(db_, busy_timeout_ms);
-    try {
-      init_schema(existed);
-    } catch (...) {
+    std::string error;
+    // Workers starting together race to set up a new file (the WAL switch needs the file to
+    // themselves): a busy or locked database is retried, anything else is reported. The file
+    // is never removed on failure — another process may be using it.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        init_schema(existed);
+        break;
+      } catch (const qnum::Error& e) {
+        const int code = sqlite3_errcode(db_);
+        const std::string what = e.what();
+        const bool busy = code == SQLITE_BUSY || code == SQLITE_LOCKED || what.find("is locked") != std::string::npos ||
+                          what.find("busy") != std::string::npos;
+        if (busy && attempt < 200) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(25));
+          continue;
+        }
+        error = e.what();
+        if (error.rfind("cannot", 0) != 0) error = "cannot use " + url_ + ": " + sqlite3_errmsg(db_);
+        break;
+      }
+    }
+    if (!error.empty()) {
       sqlite3_close(db_);
       db_ = nullptr;
-      if (!existed) {
-        std::error_code ec;
-        std::filesystem::remove(path, ec);
-      }
-      throw;
+      qnum::detail::fail(error);
     }
   }
   ~SqliteStorage() override {
@@ -539,6 +555,12 @@ class SqliteStorage final : public Storage {
       // later connection (Optuna's own connections included).
       detail::Stmt q(db_, "PRAGMA journal_mode=WAL");
       q.step();
+    }
+    {
+      // With WAL, NORMAL syncs at checkpoints only: a killed process loses nothing, an OS
+      // crash may lose the last transactions; FULL costs an fsync per trial update.
+      detail::Stmt q(db_, "PRAGMA synchronous=NORMAL");
+      q.run();
     }
     if (has_tables) return;
     write([&] {

@@ -66,9 +66,8 @@ class Storage {
   // ---- grid claims (GridSampler)
   /// Atomically gives the trial a grid point of `search_space` (Optuna's system attributes
   /// "search_space" and "grid_id"): `preferred` if no other trial with the same search space
-  /// holds it, else the first of `order` that no finished or running trial holds, else the
-  /// first that no finished trial holds. Returns the grid id, or -1 when every point is
-  /// finished (nothing is written then).
+  /// holds it (finished or running), else the first such free point of `order`. Returns the
+  /// grid id, or -1 when no point is free (nothing is written then).
   virtual std::int64_t claim_grid_id(std::int64_t study_id, std::int64_t trial_id, const nlohmann::json& search_space,
                                      std::int64_t preferred, const std::vector<std::int64_t>& order) = 0;
 
@@ -103,8 +102,6 @@ inline std::int64_t choose_grid_id(std::int64_t preferred, const std::vector<std
   if (preferred >= 0 && !held(finished, preferred) && !held(running, preferred)) return preferred;
   for (const auto g : order)
     if (!held(finished, g) && !held(running, g)) return g;
-  for (const auto g : order)
-    if (!held(finished, g)) return g;
   return -1;
 }
 

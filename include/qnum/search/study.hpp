@@ -197,7 +197,8 @@ class Study final : public StudyView {
   }
 
   /// Starts a trial (a waiting one if any, else a new one) and returns its handle
-  /// (Optuna's ask). Finish it with tell().
+  /// (Optuna's ask). Finish it with tell(). Throws StudyExhausted (after recording the
+  /// trial as FAIL) when the sampler has nothing left, e.g. a grid with no free point.
   Trial ask() {
     std::optional<std::int64_t> trial_id;
     for (const auto& w : get_trials({TrialState::waiting}))
@@ -206,7 +207,15 @@ class Study final : public StudyView {
         break;
       }
     if (!trial_id) trial_id = storage_->create_new_trial(info_.study_id);
-    sampler_->before_trial(*this, storage_->get_trial(*trial_id));
+    try {
+      sampler_->before_trial(*this, storage_->get_trial(*trial_id));
+    } catch (const StudyExhausted& e) {
+      // Nothing left to sample: the trial ends FAIL with the reason, the study stops.
+      storage_->set_trial_system_attr(*trial_id, "fail_reason", e.what());
+      storage_->set_trial_state_values(*trial_id, TrialState::fail);
+      stop_ = true;
+      throw;
+    }
     return Trial(*this, *sampler_, *pruner_, *trial_id);
   }
 
@@ -432,7 +441,13 @@ class Study final : public StudyView {
   template <class Objective>
   void run_trial(Objective& objective) {
     if (heartbeat_interval_) fail_stale_trials();
-    Trial trial = ask();
+    std::optional<Trial> asked;
+    try {
+      asked.emplace(ask());
+    } catch (const StudyExhausted&) {
+      return;  // recorded as FAIL; stop_ is set
+    }
+    Trial& trial = *asked;
     TrialState state = TrialState::complete;
     std::vector<double> values;
     std::string reason;

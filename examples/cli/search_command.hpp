@@ -1,0 +1,287 @@
+// `qnum search --objective branin|rastrigin|mixed-precision --sampler random|grid|tpe
+// --trials N [--storage URL] [--study-name NAME] [--seed S] [--resume] [--json]` runs a
+// search on a built-in objective (include/qnum/search/objectives.hpp), and
+// `qnum study show --storage URL --study-name NAME [--csv FILE] [--plot FILE.svg] [--json]`
+// prints a study's trials and best trial (any study in Optuna's database layout, written by
+// qnum or by Optuna) and writes its best-so-far curve as SVG.
+// Several `qnum search --resume` processes on one sqlite:/// study share the work: trial
+// numbers and grid points never repeat, and trials of a killed worker become FAIL once
+// their heartbeat is older than --grace-period.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "qnum/core/error.hpp"
+#include "qnum/io/atomic_file.hpp"
+#include "qnum/search/grid_sampler.hpp"
+#include "qnum/search/objectives.hpp"
+#include "qnum/search/plot.hpp"
+#include "qnum/search/random_sampler.hpp"
+#include "qnum/search/storage_url.hpp"
+#include "qnum/search/study.hpp"
+#if __has_include("qnum/search/tpe.hpp")
+#include "qnum/search/tpe.hpp"
+#define QNUM_CLI_HAVE_TPE 1
+#endif
+
+namespace qnum::cli {
+
+namespace detail_search {
+
+inline nlohmann::json params_json(const search::FrozenTrial& t) {
+  nlohmann::json p = nlohmann::json::object();
+  for (const auto& [k, v] : t.params) p[k] = search::to_json(search::to_external(t.distributions.at(k), v));
+  return p;
+}
+
+inline std::string params_text(const search::FrozenTrial& t) {
+  std::string s;
+  for (const auto& [k, v] : t.params)
+    s += (s.empty() ? "" : ", ") + k + "=" + search::to_string(search::to_external(t.distributions.at(k), v));
+  return s;
+}
+
+inline std::string allowed_samplers() {
+#if defined(QNUM_CLI_HAVE_TPE)
+  return "random, grid, tpe";
+#else
+  return "random, grid";
+#endif
+}
+
+}  // namespace detail_search
+
+/// The `search` subcommand (built-in objectives).
+class SearchCommand {
+ public:
+  explicit SearchCommand(CLI::App& app) {
+    cmd_ = app.add_subcommand("search", "Search a built-in objective with an Optuna-like study (sampler, storage)");
+    cmd_->add_option("--objective", objective_, "branin, rastrigin or mixed-precision")->required();
+    cmd_->add_option("--sampler", sampler_, "random, grid or tpe")->capture_default_str();
+    cmd_->add_option("--trials", trials_, "trials this process runs (a grid stops when exhausted)")->required();
+    cmd_->add_option("--storage", storage_, "memory, sqlite:///relative.db or sqlite:////absolute.db")
+        ->capture_default_str();
+    cmd_->add_option("--study-name", study_name_, "study name (default: OBJECTIVE-SAMPLER)");
+    cmd_->add_option("--seed", seed_, "sampler seed (give each worker its own)")->capture_default_str();
+    cmd_->add_option("--dims", dims_, "rastrigin: number of dimensions")->capture_default_str();
+    cmd_->add_option("--timeout", timeout_, "seconds after which no new trial starts");
+    cmd_->add_flag("--resume", resume_,
+                   "continue the study if it exists (create it otherwise), failing trials of dead workers first; "
+                   "every worker joining a shared study passes it");
+    cmd_->add_option("--heartbeat-interval", heartbeat_, "seconds between heartbeats of a running trial")
+        ->capture_default_str();
+    cmd_->add_option("--grace-period", grace_,
+                     "a RUNNING trial whose heartbeat is older is failed (default 2 intervals)");
+    cmd_->add_option("--trial-delay", delay_, "seconds each trial sleeps (stands in for an expensive objective)")
+        ->capture_default_str();
+    cmd_->add_flag("--json", json_, "print one JSON object");
+  }
+  SearchCommand(const SearchCommand&) = delete;  // CLI11 holds pointers to the members
+  SearchCommand& operator=(const SearchCommand&) = delete;
+
+  bool parsed() const { return cmd_->parsed(); }
+
+  void run() const {
+    qnum::detail::require(trials_ >= 0, "search: --trials must be >= 0, got ", trials_);
+    qnum::detail::require(!timeout_ || *timeout_ > 0, "search: --timeout must be > 0 seconds");
+    qnum::detail::require(delay_ >= 0, "search: --trial-delay must be >= 0 seconds, got ", delay_);
+    const auto objective = search::make_builtin_objective(objective_, dims_);
+    std::shared_ptr<search::Sampler> sampler;
+    std::shared_ptr<search::GridSampler> grid;
+    if (sampler_ == "random") {
+      sampler = std::make_shared<search::RandomSampler>(seed_);
+    } else if (sampler_ == "grid") {
+      grid = std::make_shared<search::GridSampler>(objective.grid, static_cast<std::uint32_t>(seed_));
+      sampler = grid;
+#if defined(QNUM_CLI_HAVE_TPE)
+    } else if (sampler_ == "tpe") {
+      sampler = std::make_shared<search::TPESampler>(seed_);
+#endif
+    } else {
+      qnum::detail::fail("search: unknown sampler '", sampler_, "' (allowed: ", detail_search::allowed_samplers(), ")");
+    }
+    const std::string name = study_name_.empty() ? objective_ + "-" + sampler_ : study_name_;
+    auto storage = search::open_storage(storage_);
+    if (!resume_)
+      qnum::detail::require(!storage->find_study(name), "search: study '", name, "' already exists in ", storage->url(),
+                            "; pass --resume to continue it, or choose another --study-name");
+    search::Study study(storage, name, {search::StudyDirection::minimize}, sampler, nullptr,
+                        resume_ ? search::OpenMode::create_or_load : search::OpenMode::create);
+    study.set_user_attr("objective", objective.name);
+    study.enable_heartbeat(heartbeat_, grace_);
+    std::vector<std::int64_t> failed_stale;
+    if (resume_) failed_stale = study.fail_stale_trials();
+    const auto before = study.get_trials().size();
+    if (grid && grid->free_grid_ids(study).empty()) {
+      if (!json_) std::printf("grid of study '%s' is exhausted (no free point): no trial run\n", name.c_str());
+    } else {
+      const double delay = delay_;
+      auto fn = objective.fn;
+      study.optimize(
+          [&](search::Trial& t) {
+            const double v = fn(t);
+            if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+            return v;
+          },
+          trials_, timeout_);
+    }
+    const auto trials = study.get_trials();
+    std::map<std::string, int> states;
+    for (const auto& t : trials) ++states[std::string(search::to_string(t.state))];
+    std::optional<search::FrozenTrial> best;
+    if (states["COMPLETE"] > 0) best = study.best_trial();
+    if (json_) {
+      nlohmann::json j{{"study", name},
+                       {"storage", storage->url()},
+                       {"objective", objective.name},
+                       {"sampler", sampler->name()},
+                       {"trials_run", trials.size() - before},
+                       {"trials_total", trials.size()},
+                       {"states", states},
+                       {"failed_stale", failed_stale},
+                       {"known_minimum", objective.known_minimum}};
+      if (best) {
+        j["best_value"] = best->values[0];
+        j["best_number"] = best->number;
+        j["best_params"] = detail_search::params_json(*best);
+      }
+      std::cout << j.dump() << "\n";
+      return;
+    }
+    std::printf("study %s in %s: %s with %s\n", name.c_str(), storage->url().c_str(), objective.description.c_str(),
+                sampler->name().c_str());
+    if (!failed_stale.empty()) std::printf("failed %zu stale trial(s) of dead workers\n", failed_stale.size());
+    std::printf("trials run %zu, in study %zu (", trials.size() - before, trials.size());
+    bool first = true;
+    for (const auto& [s, n] : states) std::printf("%s%s %d", first ? "" : ", ", s.c_str(), n), first = false;
+    std::printf(")\n");
+    if (best)
+      std::printf("best value %.10g (known minimum %.10g) at trial %lld: %s\n", best->values[0],
+                  objective.known_minimum, static_cast<long long>(best->number),
+                  detail_search::params_text(*best).c_str());
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string objective_, sampler_ = "random", storage_ = "memory", study_name_;
+  std::int64_t trials_ = 0;
+  std::uint64_t seed_ = 0;
+  std::size_t dims_ = 5;
+  std::optional<double> timeout_, grace_;
+  double heartbeat_ = 10, delay_ = 0;
+  bool resume_ = false, json_ = false;
+};
+
+/// The `study show` subcommand.
+class StudyCommand {
+ public:
+  explicit StudyCommand(CLI::App& app) {
+    cmd_ = app.add_subcommand("study", "Inspect stored studies");
+    cmd_->require_subcommand(1);
+    show_ = cmd_->add_subcommand("show", "Print a study's trials and best trial; write its best-so-far plot");
+    show_->add_option("--storage", storage_, "sqlite:///relative.db or sqlite:////absolute.db")->required();
+    show_->add_option("--study-name", name_, "study name (omit to list the studies)");
+    show_->add_option("--csv", csv_, "also write the trials table as CSV");
+    show_->add_option("--plot", plot_, "write the best-so-far curve as SVG");
+    show_->add_flag("--json", json_, "print one JSON object");
+  }
+  StudyCommand(const StudyCommand&) = delete;
+  StudyCommand& operator=(const StudyCommand&) = delete;
+
+  bool parsed() const { return cmd_->parsed(); }
+
+  void run() const {
+    auto storage = search::open_storage(storage_, false);
+    const auto studies = storage->get_all_studies();
+    std::string names;
+    for (const auto& s : studies) names += (names.empty() ? "" : ", ") + s.name;
+    if (name_.empty()) {
+      if (json_) {
+        nlohmann::json j = nlohmann::json::array();
+        for (const auto& s : studies) j.push_back(s.name);
+        std::cout << nlohmann::json{{"storage", storage->url()}, {"studies", j}}.dump() << "\n";
+      } else {
+        std::printf("studies in %s: %s\n", storage->url().c_str(), names.empty() ? "(none)" : names.c_str());
+      }
+      return;
+    }
+    qnum::detail::require(storage->find_study(name_).has_value(), "study '", name_, "' not found in ", storage->url(),
+                          " (studies: ", names.empty() ? "none" : names, ")");
+    auto study = search::Study::load(storage, name_);
+    const auto table = study.trials_table();
+    if (!csv_.empty()) write_file_atomic(csv_, table.to_csv());
+    const bool single = study.directions().size() == 1;
+    if (!plot_.empty()) {
+      qnum::detail::require(single, "study show: --plot draws single-objective studies only");
+      search::PlotSeries values{"trial value", {}, true}, best{"best so far", {}, false};
+      for (const auto& t : study.get_trials({search::TrialState::complete}))
+        values.points.emplace_back(double(t.number), t.values[0]);
+      for (const auto& [n, v] : study.best_so_far()) best.points.emplace_back(double(n), v);
+      search::write_svg_line_plot(
+          plot_, {values, best}, "study " + name_, "trial number",
+          std::string("objective (") +
+              (study.direction() == search::StudyDirection::maximize ? "maximize" : "minimize") + ")");
+    }
+    std::vector<search::FrozenTrial> bests = single ? std::vector<search::FrozenTrial>{} : study.best_trials();
+    std::optional<search::FrozenTrial> best;
+    if (single && !study.get_trials({search::TrialState::complete}).empty()) best = study.best_trial();
+    if (json_) {
+      nlohmann::json j{{"study", name_}, {"storage", storage->url()}, {"directions", nlohmann::json::array()}};
+      for (const auto d : study.directions()) j["directions"].push_back(std::string(search::to_string(d)));
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& r : table.rows) {
+        nlohmann::json row = nlohmann::json::object();
+        for (std::size_t i = 0; i < r.size(); ++i) row[table.columns[i]] = r[i];
+        rows.push_back(row);
+      }
+      j["trials"] = rows;
+      if (best)
+        j["best_trial"] = {
+            {"number", best->number}, {"value", best->values[0]}, {"params", detail_search::params_json(*best)}};
+      if (!single) {
+        j["best_trials"] = nlohmann::json::array();
+        for (const auto& t : bests)
+          j["best_trials"].push_back(
+              {{"number", t.number}, {"values", t.values}, {"params", detail_search::params_json(t)}});
+      }
+      std::cout << j.dump() << "\n";
+      return;
+    }
+    std::printf("study %s in %s, direction(s) %s, %zu trial(s)\n\n", name_.c_str(), storage->url().c_str(),
+                search::Study::directions_text(study.directions()).c_str(), table.rows.size());
+    std::cout << table.to_text() << "\n";
+    if (best)
+      std::printf("best trial %lld: value %.10g, %s\n", static_cast<long long>(best->number), best->values[0],
+                  detail_search::params_text(*best).c_str());
+    else if (single)
+      std::printf("no completed trial yet\n");
+    for (const auto& t : bests) {
+      std::string v;
+      for (const double x : t.values) v += (v.empty() ? "" : ", ") + search::python_float_repr(x);
+      std::printf("pareto trial %lld: values (%s), %s\n", static_cast<long long>(t.number), v.c_str(),
+                  detail_search::params_text(t).c_str());
+    }
+    if (!plot_.empty()) std::printf("plot written to %s\n", plot_.c_str());
+    if (!csv_.empty()) std::printf("table written to %s\n", csv_.c_str());
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  CLI::App* show_ = nullptr;
+  std::string storage_, name_, csv_, plot_;
+  bool json_ = false;
+};
+
+}  // namespace qnum::cli
