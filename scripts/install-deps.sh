@@ -16,6 +16,7 @@ packages=(
   libsqlite3-dev     # search studies in Optuna's SQLite database layout (qnum search --storage sqlite:///…)
   qemu-user          # tests: run-time ISA dispatch on emulated CPUs without AVX / AVX-512
   gnuplot-nox        # lab1-ptq-qat / lab1-prune draw plot.png with it (pngcairo terminal, no X11)
+  curl               # `qnum download jsc` (data::download_jsc runs curl) and its file:// tests
 )
 
 missing=()

@@ -20,6 +20,7 @@
 #include "bench_gemm.hpp"
 #include "bench_quantize.hpp"
 #include "bench_train.hpp"
+#include "download_command.hpp"
 #include "search_command.hpp"
 #include "test_command.hpp"
 #include "train_command.hpp"
@@ -234,6 +235,11 @@ int main(int argc, char** argv) {
     sub->add_option("--threads", bench_threads, "threads")->capture_default_str();
   }
 
+  auto* dl = app.add_subcommand("download", "Download a dataset into the data cache (checksum-verified)");
+  std::string dl_name, dl_dir;
+  dl->add_option("DATASET", dl_name, "dataset name (jsc)")->required();
+  dl->add_option("--dir", dl_dir, "put it in DIR/<dataset>/ instead of the cache (e.g. $QNUM_DATA_DIR)");
+
   const qnum::cli::TrainCommand train_cmd(app);
   const qnum::cli::TestCommand test_cmd(app);
   const qnum::cli::TransformCommand transform_cmd(app);
@@ -271,6 +277,8 @@ int main(int argc, char** argv) {
     } else if (*bt) {
       print_bench(qnum::cli::bench_train_json(qnum::cli::bench_train(bt_model, bt_rows, bt_batch, bench_threads)),
                   as_json);
+    } else if (*dl) {
+      qnum::cli::download_dataset(dl_name, dl_dir);
     } else if (train_cmd.parsed()) {
       train_cmd.run();
     } else if (test_cmd.parsed()) {
