@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qnum/models/jsc.hpp"
-#include "qnum/passes/quantize.hpp"
+#include "qnum/passes/passes.hpp"
 #include "qnum/train/train.hpp"
 #include "train/helpers.hpp"
 
@@ -251,4 +251,70 @@ TEST_CASE("quantize pass: QAT at 8-bit fixed point is within a point of fp32; PT
   MESSAGE("PTQ int16/8 ", acc16, "  PTQ int4/2 ", acc4);
   CHECK(acc16 > acc_fp32 - 0.005);
   CHECK(acc4 < acc16 - 0.05);
+}
+
+TEST_CASE("quantize pass: matmul and softmax layers (attention's products) by type; traced with both operands") {
+  struct Scores : nn::Module {
+    std::shared_ptr<nn::Matmul> qk;
+    std::shared_ptr<nn::Softmax> sm;
+    Scores() {
+      qk = register_module("qk", std::make_shared<nn::Matmul>());
+      sm = register_module("sm", std::make_shared<nn::Softmax>(-1));
+    }
+    qnum::Tensor forward(const qnum::Tensor& x) override { return (*sm)((*qk)(x, qnum::transpose(x, 0, 1))); }
+  } model;
+  json cfg = {{"by", "type"},
+              {"matmul",
+               {{"config",
+                 {{"name", "integer"},
+                  {"data_in_width", 6},
+                  {"data_in_frac_width", 3},
+                  {"weight_width", 6},
+                  {"weight_frac_width", 3}}}}},
+              {"softmax", {{"config", {{"name", "integer"}, {"data_in_width", 8}, {"data_in_frac_width", 5}}}}}};
+  const auto r = passes::quantize(model, cfg);
+  CHECK(changed_paths(r) == std::vector<std::string>{"qk", "sm"});
+  CHECK(r.rows[0].new_type == "MatmulInteger");
+  CHECK(r.rows[1].new_type == "SoftmaxInteger");
+  const qnum::Tensor x = qnum::Tensor::uniform({3, 4}, 8, -2.0f, 2.0f);
+  const auto y = model(x);
+  const auto f6 = qnum::Format::parse("integer:width=6,frac_width=3");
+  const auto f8 = qnum::Format::parse("integer:width=8,frac_width=5");
+  const auto qx = f6.quantize(x.values(), x.shape());
+  std::vector<float> s(9);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) s[i * 3 + j] += qx[i * 4 + k] * qx[j * 4 + k];
+  const auto qs = f8.quantize(s, {3, 3});
+  for (int i = 0; i < 3; ++i) {
+    double z = 0;
+    for (int j = 0; j < 3; ++j) z += std::exp(double(qs[i * 3 + j]));
+    for (int j = 0; j < 3; ++j) CHECK(y.values()[i * 3 + j] == doctest::Approx(std::exp(double(qs[i * 3 + j])) / z));
+  }
+  const auto t = passes::trace(model, x);
+  // x, transpose (a function outside the layers), qk (two operands), sm, output
+  REQUIRE(t.nodes.size() == 5);
+  CHECK(t.nodes[1].kind == "call_function");
+  CHECK(t.nodes[2].target == "qk");
+  CHECK(t.nodes[2].args == std::vector<int>{0, 1});
+  CHECK(passes::cost(t).rows[1].macs == 3 * 3 * 4);
+
+  // Block formats group the right operand along K in exact mode, along N in mase mode.
+  nn::Matmul mm;
+  const qnum::Tensor a = qnum::Tensor::uniform({2, 32}, 1, -1.0f, 1.0f);
+  qnum::Tensor b = qnum::Tensor::uniform({32, 2}, 2, -1.0f, 1.0f);
+  b.values()[0] = 100.0f;  // one outlier in column 0: along K it coarsens column 0's block only
+  const auto mx = qnum::Format::parse("mxint8");
+  mm.set_quant({std::nullopt, mx, std::nullopt, std::nullopt});
+  const auto y_exact = mm(a, b);
+  std::vector<float> bt(64);
+  for (int k = 0; k < 32; ++k)
+    for (int n = 0; n < 2; ++n) bt[n * 32 + k] = b.values()[k * 2 + n];
+  const auto qbt = mx.quantize(bt, {2, 32});
+  for (int i = 0; i < 2; ++i)
+    for (int n = 0; n < 2; ++n) {
+      float acc = 0;
+      for (int k = 0; k < 32; ++k) acc += a.values()[i * 32 + k] * qbt[n * 32 + k];
+      CHECK(y_exact.values()[i * 2 + n] == doctest::Approx(acc).epsilon(1e-5));
+    }
 }

@@ -1,6 +1,6 @@
 // The standard layers as nn::Modules over the tensor ops: Linear, Embedding, LayerNorm,
-// BatchNorm1d, ReLU, GELU, Tanh, Dropout, Identity and Sequential; QuantLinear (a Linear built
-// with a QuantConfig, nn/quant.hpp).
+// BatchNorm1d, ReLU, GELU, Tanh, Softmax, Matmul, Dropout, Identity and Sequential; QuantLinear
+// (a Linear built with a QuantConfig, nn/quant.hpp).
 //
 // Parameter and buffer names, shapes and initialisations are PyTorch's, so state_dicts map
 // onto torch.nn checkpoints key for key. Every random initialisation and every dropout mask
@@ -214,6 +214,47 @@ class Tanh : public Module, public Quantizable {
   std::string type_name() const override { return "Tanh"; }
   std::string op_name() const override { return "tanh"; }
   Tensor forward(const Tensor& x) override { return quantize_out(qnum::tanh(quantize_in(x))); }
+};
+
+/// softmax along `dim`. Quantizable: data_in (quantized, then a float softmax, as MASE's
+/// softmax_<format>) and data_out.
+class Softmax : public Module, public Quantizable {
+ public:
+  explicit Softmax(int dim = -1) : dim(dim) {}
+  std::string type_name() const override { return "Softmax"; }
+  std::string op_name() const override { return "softmax"; }
+  Tensor forward(const Tensor& x) override { return quantize_out(softmax(quantize_in(x), dim)); }
+  int dim;
+};
+
+/// a @ b (torch.matmul) as a layer, so that products inside a model (attention's Q·Kᵀ and
+/// P·V) can be quantized and traced. Quantizable as MASE's matmul_<format>: data_in is the
+/// left operand, weight the right one, data_out the product. Block and MX formats group
+/// the right operand along the reduction axis K (its second-to-last) in exact mode, as OCP
+/// MX requires; mase_compat groups it along its last axis N, as MASE does (spec/formats.md
+/// §6 #19).
+class Matmul : public Module, public Quantizable {
+ public:
+  std::string type_name() const override { return "Matmul"; }
+  std::string op_name() const override { return "matmul"; }
+  std::vector<std::string> quant_operands() const override { return {"data_in", "weight", "data_out"}; }
+  Tensor operator()(const Tensor& a, const Tensor& b) {
+    return observed({a, b}, [&] { return forward(a, b); });
+  }
+  using Module::forward;
+  Tensor forward(const Tensor& a, const Tensor& b) { return quantize_out(matmul(quantize_in(a), quantize_right(b))); }
+
+ private:
+  Tensor quantize_right(const Tensor& b) const {
+    const auto& f = quant().weight;
+    if (!f) return b;
+    const std::string_view fam = f->family();
+    const bool blocked = fam.starts_with("block") || fam.starts_with("mx");
+    if (!blocked || f->policy.semantics == mase_compat.semantics || b.rank() < 2)
+      return fake_quantize(b, *f, Role::activation);
+    const int r = static_cast<int>(b.rank());
+    return transpose(fake_quantize(transpose(b, r - 2, r - 1), *f, Role::activation), r - 2, r - 1);
+  }
 };
 
 /// Inverted dropout with probability p in training mode, the identity in eval mode. Each

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,7 +30,7 @@ class Module;
 class ModuleObserver {
  public:
   virtual ~ModuleObserver() = default;
-  virtual void enter(Module& m, const Tensor& input) = 0;
+  virtual void enter(Module& m, std::span<const Tensor> inputs) = 0;
   virtual void exit(Module& m, const Tensor& output) = 0;
 };
 
@@ -57,10 +58,17 @@ class Module {
   /// forward(x), seen by the installed ModuleObserver (containers call their children
   /// through this, so a trace sees every layer).
   Tensor operator()(const Tensor& x) {
+    return observed({x}, [&] { return forward(x); });
+  }
+
+  /// Runs `fn` (the module's computation on `inputs`) seen by the installed ModuleObserver;
+  /// modules with several inputs (e.g. Matmul) call it from their own operator().
+  template <class F>
+  Tensor observed(std::initializer_list<Tensor> inputs, F&& fn) {
     ModuleObserver* observer = detail::module_observer();
-    if (!observer) return forward(x);
-    observer->enter(*this, x);
-    Tensor y = forward(x);
+    if (!observer) return fn();
+    observer->enter(*this, std::span<const Tensor>(inputs.begin(), inputs.size()));
+    Tensor y = fn();
     observer->exit(*this, y);
     return y;
   }

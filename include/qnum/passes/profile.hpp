@@ -71,7 +71,7 @@ class ActivationRecorder : public nn::ModuleObserver {
     for (auto& [path, m] : root.named_modules())
       if (is_leaf_layer(*m)) paths_[m] = path;
   }
-  void enter(nn::Module& m, const Tensor& input) override {
+  void enter(nn::Module& m, std::span<const Tensor> inputs) override {
     if (inside_ > 0) {  // within a layer: not a layer input of its own
       ++inside_;
       return;
@@ -79,13 +79,16 @@ class ActivationRecorder : public nn::ModuleObserver {
     const auto it = paths_.find(&m);
     if (it == paths_.end()) return;  // a container: its children are the layers
     inside_ = 1;
-    const std::string name = (it->second.empty() ? std::string("model") : it->second) + ".data_in_0";
-    auto slot = index_.find(name);
-    if (slot == index_.end()) {
-      slot = index_.emplace(name, profile_.entries.size()).first;
-      profile_.entries.push_back({name, "activation", {}});
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::string name =
+          (it->second.empty() ? std::string("model") : it->second) + ".data_in_" + std::to_string(i);
+      auto slot = index_.find(name);
+      if (slot == index_.end()) {
+        slot = index_.emplace(name, profile_.entries.size()).first;
+        profile_.entries.push_back({name, "activation", {}});
+      }
+      profile_.entries[slot->second].stats.add(inputs[i].values());
     }
-    profile_.entries[slot->second].stats.add(input.values());
   }
   void exit(nn::Module&, const Tensor&) override {
     if (inside_ > 0) --inside_;

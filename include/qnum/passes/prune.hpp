@@ -217,9 +217,9 @@ namespace detail {
 class InputRecorder : public nn::ModuleObserver {
  public:
   explicit InputRecorder(std::vector<float>& out) : out_(out) {}
-  void enter(nn::Module& m, const Tensor& input) override {
+  void enter(nn::Module& m, std::span<const Tensor> inputs) override {
     if (dynamic_cast<nn::Linear*>(&m))
-      for (float v : input.values()) out_.push_back(std::fabs(v));
+      for (float v : inputs[0].values()) out_.push_back(std::fabs(v));
   }
   void exit(nn::Module&, const Tensor&) override {}
 

@@ -72,8 +72,8 @@ inline const std::vector<std::string>& mase_quantizable_ops() {
 /// MASE's class name for op `op` quantized in `family` ("linear", "integer" -> "LinearInteger").
 inline std::string mase_class_name(const std::string& op, const std::string& family) {
   static const std::map<std::string, std::string> ops{
-      {"linear", "Linear"},        {"relu", "ReLU"},    {"gelu", "GELU"}, {"tanh", "Tanh"},
-      {"layer_norm", "LayerNorm"}, {"matmul", "Matmul"}};
+      {"linear", "Linear"},        {"relu", "ReLU"},     {"gelu", "GELU"},      {"tanh", "Tanh"},
+      {"layer_norm", "LayerNorm"}, {"matmul", "Matmul"}, {"softmax", "Softmax"}};
   static const std::map<std::string, std::string> families{{"integer", "Integer"},
                                                            {"minifloat_ieee", "MinifloatIEEE"},
                                                            {"minifloat_denorm", "MinifloatDenorm"},

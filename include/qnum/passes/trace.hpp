@@ -71,13 +71,13 @@ class Tracer : public nn::ModuleObserver, public autograd::OpObserver {
     return it == producer_.end() ? -1 : it->second;
   }
 
-  void enter(nn::Module& m, const Tensor& input) override {
+  void enter(nn::Module& m, std::span<const Tensor> inputs) override {
     if (inside_leaf_ > 0 || !is_leaf_layer(m)) {
       if (inside_leaf_ > 0) ++inside_leaf_;
       return;
     }
     ++inside_leaf_;
-    pending_input_ = input;
+    pending_inputs_.assign(inputs.begin(), inputs.end());
   }
 
   void exit(nn::Module& m, const Tensor& output) override {
@@ -91,9 +91,9 @@ class Tracer : public nn::ModuleObserver, public autograd::OpObserver {
     n.op = m.op_name().empty() ? m.type_name() : m.op_name();
     n.type = m.type_name();
     n.module = &m;
-    link(n, pending_input_);
+    for (const Tensor& t : pending_inputs_) link(n, t);
     add(std::move(n), output);
-    pending_input_ = Tensor();
+    pending_inputs_.clear();
   }
 
   void op(const char* name, std::initializer_list<Tensor> inputs, const Tensor& output) override {
@@ -129,7 +129,7 @@ class Tracer : public nn::ModuleObserver, public autograd::OpObserver {
   std::map<const void*, int> producer_;
   std::map<std::string, int> used_;
   std::vector<Tensor> keep_;
-  Tensor pending_input_;
+  std::vector<Tensor> pending_inputs_;
   int inside_leaf_ = 0;
 };
 
