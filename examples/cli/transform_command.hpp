@@ -1,5 +1,6 @@
 // `qnum transform --config x.toml` (MASE's `ch transform`, spec/system.md §11) and
-// `qnum report MODEL --load CKPT` (MASE's report/profile/FLOPs analyses).
+// `qnum report MODEL --load CKPT` (MASE's report/profile/FLOPs analyses). The config may be
+// TOML (MASE's lab files) or JSON (MASE's pass_args dicts; a file ending in .json).
 //
 // transform: loads a checkpoint, evaluates it, applies the passes of the config (MASE's
 // [passes.*] tables) in the compression pipeline's order — quantize, prune, LoRA —,
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -43,9 +45,19 @@ namespace qnum::cli {
 
 namespace detail {
 
-/// A TOML file as JSON (tables → objects, arrays → arrays; integers stay integers).
+/// A config file as JSON: a .json file as it is, anything else read as TOML (tables →
+/// objects, arrays → arrays; integers stay integers).
 inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
   qnum::detail::require(std::filesystem::is_regular_file(file), "--config: cannot open '", file.string(), "'");
+  if (file.extension() == ".json") {
+    try {
+      auto j = nlohmann::json::parse(read_file(file));
+      qnum::detail::require(j.is_object(), file.string(), ": the config must be a JSON object");
+      return j;
+    } catch (const nlohmann::json::parse_error& e) {
+      qnum::detail::fail(file.string(), ": JSON syntax error: ", e.what());
+    }
+  }
   toml::table table;
   try {
     table = toml::parse_file(file.string());
@@ -160,36 +172,43 @@ class TransformCommand {
                            {"dataset", dataset},
                            {"checkpoint", load},
                            {"before", {{"loss", before.loss}, {"accuracy", before.accuracy}}}};
-    std::filesystem::create_directories(out_dir);
 
-    if (passes_cfg.contains("quantize")) {
-      const auto report = passes::quantize(*model, passes_cfg["quantize"]);
-      for (const auto& w : report.warnings) std::cerr << "qnum: warning: " << w << "\n";
-      passes::write_quantize_csvs(report, out_dir.string());
-      std::cout << "quantize: " << report.changed() << " layer(s) changed\n"
-                << passes::summary_table(passes::summarize_quantization(report));
-      summary["quantized_layers"] = report.changed();
-    }
+    // Every section is checked before anything is applied or written.
+    nlohmann::json pipeline = nlohmann::json::object();
+    if (passes_cfg.contains("quantize")) pipeline["quantize"] = passes_cfg["quantize"];
     if (passes_cfg.contains("prune")) {
-      auto pc = passes::parse_prune_config(passes_cfg["prune"]);
-      if (!passes_cfg["prune"].contains("seed")) pc.seed = seed;
-      std::vector<Tensor> calibration{data.train.features};
-      const auto report = passes::prune(*model, pc, calibration);
+      pipeline["prune"] = passes_cfg["prune"];
+      if (pipeline["prune"].is_object() && !pipeline["prune"].contains("seed")) pipeline["prune"]["seed"] = seed;
+    }
+    std::optional<passes::LoraConfig> lora;
+    if (passes_cfg.contains("lora")) lora = passes::parse_lora_config(passes_cfg["lora"]);
+    const auto done = passes::compress(*model, pipeline, {data.train.features});
+    std::optional<passes::TrainableReport> trainable;
+    if (lora) trainable = passes::insert_lora(*model, *lora);
+
+    std::filesystem::create_directories(out_dir);
+    if (done.quantize) {
+      for (const auto& w : done.quantize->warnings) std::cerr << "qnum: warning: " << w << "\n";
+      passes::write_quantize_csvs(*done.quantize, out_dir.string());
+      std::cout << "quantize: " << done.quantize->changed() << " layer(s) changed\n"
+                << passes::summary_table(passes::summarize_quantization(*done.quantize));
+      summary["quantized_layers"] = done.quantize->changed();
+    }
+    if (done.prune) {
       std::string csv = "layer,weights,pruned,sparsity,activation\n";
-      for (const auto& r : report.rows)
+      for (const auto& r : done.prune->rows)
         csv += r.path + "," + std::to_string(r.weights) + "," + std::to_string(r.pruned) + "," +
                qnum::detail::format_double(r.sparsity()) + "," + r.activation + "\n";
       write_file_atomic(out_dir / "prune.csv", csv);
-      std::printf("prune: weight sparsity %.4f over %zu layer(s)\n", report.weight_sparsity(), report.rows.size());
-      summary["weight_sparsity"] = report.weight_sparsity();
+      std::printf("prune: weight sparsity %.4f over %zu layer(s)\n", done.prune->weight_sparsity(),
+                  done.prune->rows.size());
+      summary["weight_sparsity"] = done.prune->weight_sparsity();
     }
-    if (passes_cfg.contains("lora")) {
-      auto lc = passes::parse_lora_config(passes_cfg["lora"]);
-      const auto report = passes::insert_lora(*model, lc);
-      write_file_atomic(out_dir / "trainable_parameters.txt", report.table());
-      std::printf("lora: %lld of %lld parameters trainable\n", static_cast<long long>(report.trainable()),
-                  static_cast<long long>(report.total()));
-      summary["trainable_parameters"] = report.trainable();
+    if (trainable) {
+      write_file_atomic(out_dir / "trainable_parameters.txt", trainable->table());
+      std::printf("lora: %lld of %lld parameters trainable\n", static_cast<long long>(trainable->trainable()),
+                  static_cast<long long>(trainable->total()));
+      summary["trainable_parameters"] = trainable->trainable();
     }
     const auto after = train::evaluate(*model, data.test, batch);
     summary["after"] = {{"loss", after.loss}, {"accuracy", after.accuracy}};

@@ -89,6 +89,18 @@ sed 's/sparsity = 0.5/sparsity = 1.5/' t.toml > sp.toml
 expect_error "sparsity out of range" "must be in [0, 1)" "$QNUM" transform --config sp.toml
 printf 'model = "jsc-s"\ndataset = "jsc-synthetic"\nload_name = "run/best.safetensors"\noutput_dir = "o2"\nlearning_rat = 1\n' > key.toml
 expect_error "unknown top-level key" "unknown key 'learning_rat'" "$QNUM" transform --config key.toml
+check "failed transforms wrote nothing" test ! -e o2 -a "$(ls out | wc -l)" -eq 9
+
+# The same config as MASE's pass_args JSON.
+cat > j.json <<'JSON'
+{"model": "jsc-s", "dataset": "jsc-synthetic", "load_name": "run/best.safetensors", "output_dir": "out-json",
+ "passes": {"quantize": {"by": "regex_name", "default": {"config": {"name": null}},
+                         "^(2|5)$": {"config": {"name": "integer", "weight_width": 4, "weight_frac_width": 2}}},
+            "lora": {"rank": 2, "alpha": 4.0}}}
+JSON
+"$QNUM" transform --config j.json --json > json.out 2>&1
+check "JSON config" grep -q '"quantized_layers":2' json.out
+check "JSON config: LoRA report" test -s out-json/trainable_parameters.txt
 check "input checkpoint still untouched" test "$(sha256sum run/best.safetensors)" = "$sum_before"
 
 echo "$passed passed, $failed failed"

@@ -10,6 +10,7 @@
 
 #include "qnum/models/jsc.hpp"
 #include "qnum/passes/lora.hpp"
+#include "qnum/passes/pipeline.hpp"
 #include "qnum/passes/prune.hpp"
 #include "qnum/passes/quantize.hpp"
 #include "qnum/train/train.hpp"
@@ -222,4 +223,25 @@ TEST_CASE("lora: bad configs and impossible ranks are named errors") {
   auto cfg = passes::parse_lora_config({{"rank", 2}, {"target", "^encoder.*"}});
   CHECK(error_of([&] { passes::insert_lora(*model, cfg); }).find("matches no Linear (layers: 2)") != std::string::npos);
   CHECK(model->num_parameters(true) == model->num_parameters());  // nothing frozen by the failed call
+}
+
+TEST_CASE("compress: quantize then prune from one config; a bad section changes nothing") {
+  auto model = qnum::models::make_jsc_model("jsc-s", 1);
+  const json cfg = json::parse(R"({
+    "quantize": {"by": "type", "linear": {"config": {"name": "integer", "data_in_width": 8, "data_in_frac_width": 4,
+                 "weight_width": 8, "weight_frac_width": 4}}},
+    "prune": {"weight": {"sparsity": 0.3, "method": "l1-norm", "scope": "global"}}})");
+  const auto r = passes::compress(*model, cfg);
+  REQUIRE(r.quantize.has_value());
+  REQUIRE(r.prune.has_value());
+  CHECK(r.quantize->changed() == 5);
+  CHECK(r.prune->weight_sparsity() == doctest::Approx(0.3).epsilon(1e-3));
+  auto fresh = qnum::models::make_jsc_model("jsc-s", 1);
+  json bad = cfg;
+  bad["prune"]["weight"]["sparsity"] = 2.0;
+  CHECK(error_of([&] { passes::compress(*fresh, bad); }).find("must be in [0, 1)") != std::string::npos);
+  CHECK_FALSE(dynamic_cast<nn::Linear&>(fresh->at("2")).is_quantized());
+  CHECK(error_of([&] {
+          passes::compress(*fresh, {{"quantise", json::object()}});
+        }).find("unknown section 'quantise'") != std::string::npos);
 }

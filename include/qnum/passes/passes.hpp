@@ -4,6 +4,7 @@
 
 #include "qnum/passes/cost.hpp"
 #include "qnum/passes/lora.hpp"
+#include "qnum/passes/pipeline.hpp"
 #include "qnum/passes/profile.hpp"
 #include "qnum/passes/prune.hpp"
 #include "qnum/passes/quant_config.hpp"
