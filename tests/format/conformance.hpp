@@ -17,19 +17,9 @@
 #include "qnum/core/bits.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/core/policy.hpp"
+#include "error_of.hpp"
 
 namespace qnum_test {
-
-/// The message of the qnum::Error that f throws, or "" when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const qnum::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 inline bool same_bits(float a, float b) {
   if (a != a && b != b) return true;  // NaN == NaN, payload ignored

@@ -14,22 +14,15 @@
 #include "qnum/passes/prune.hpp"
 #include "qnum/passes/quantize.hpp"
 #include "qnum/train/train.hpp"
+#include "error_of.hpp"
 #include "train/helpers.hpp"
 
 using nlohmann::json;
 namespace passes = qnum::passes;
 namespace nn = qnum::nn;
+using qnum_test::error_of;
 
 namespace {
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const qnum::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::int64_t zeros(const qnum::Tensor& t) {
   std::int64_t n = 0;

@@ -11,11 +11,13 @@
 #include "qnum/models/jsc.hpp"
 #include "qnum/passes/passes.hpp"
 #include "qnum/train/train.hpp"
+#include "error_of.hpp"
 #include "train/helpers.hpp"
 
 using nlohmann::json;
 namespace passes = qnum::passes;
 namespace nn = qnum::nn;
+using qnum_test::error_of;
 
 namespace {
 
@@ -37,15 +39,6 @@ json integer_linear(int width, int frac) {
     c["linear"]["config"][std::string(op) + "_frac_width"] = frac;
   }
   return c;
-}
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const qnum::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::vector<std::string> changed_paths(const passes::QuantizeReport& r) {

@@ -3,19 +3,10 @@
 
 #include <string>
 
-#include "qnum/core/error.hpp"
+#include "error_of.hpp"
 
 namespace qnum_search_test {
 
-/// The message of the qnum::Error that f throws, or "" when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const qnum::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using qnum_test::error_of;
 
 }  // namespace qnum_search_test
