@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install missing packages, build, list the formats, quantize a generated
-# tensor in several formats (exact and MASE-compatible) printing the error table, and train
-# a small model.
+# tensor in several formats (exact and MASE-compatible) printing the error table, train a
+# small model, and quantize + prune another with `qnum transform`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install-deps.sh"
@@ -19,4 +19,11 @@ echo
 runs=$(mktemp -d)
 "$qnum" train jsc-tiny jsc-synthetic --max-epochs 5 --output-dir "$runs/jsc-tiny" --no-progress
 "$qnum" test jsc-tiny jsc-synthetic --load "$runs/jsc-tiny/best.safetensors"
+echo
+# MASE's lab 2 flow on jsc-s: train, then quantize (integer 8/4 on every Linear) and prune
+# (50% l1-norm) with one epoch of fine-tuning, from a MASE-style TOML; report the result.
+"$qnum" train jsc-s jsc-synthetic --max-epochs 5 --output-dir "$runs/jsc-s" --no-progress
+"$qnum" transform --config "$root/examples/configs/jsc_s_quantize_prune.toml" --load "$runs/jsc-s/best" \
+  --output-dir "$runs/jsc-s-transformed"
+"$qnum" report jsc-s --load "$runs/jsc-s-transformed/transformed" | tail -4
 rm -rf "$runs"
