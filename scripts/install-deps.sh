@@ -14,6 +14,9 @@ packages=(
   libtomlplusplus-dev # TOML run configs of `qnum train --config`
   zlib1g-dev         # gzip data files
   libsqlite3-dev     # search studies in Optuna's SQLite database layout (qnum search --storage sqlite:///…)
+  libpq-dev          # search studies on a PostgreSQL server shared by several machines (--storage postgresql://…)
+  postgresql         # tests: search.postgres starts a throw-away server in a temp dir (in a container
+                     # without systemd the package only creates its idle cluster; nothing is started)
   qemu-user          # tests: run-time ISA dispatch on emulated CPUs without AVX / AVX-512
   gnuplot-nox        # lab1-ptq-qat / lab1-prune draw plot.png with it (pngcairo terminal, no X11)
   curl               # `qnum download jsc` (data::download_jsc runs curl) and its file:// tests

@@ -89,7 +89,7 @@ cp w.db w_copy.db
 expect_error "unknown sampler" "unknown sampler 'annealing' (allowed: random, grid" search --objective branin --sampler annealing --trials 1
 expect_error "unknown objective" "unknown objective 'ackley' (allowed: branin, rastrigin, mixed-precision)" search --objective ackley --trials 1
 expect_error "unopenable storage" "cannot open sqlite:////nonexistent-dir/x.db" search --objective branin --trials 1 --storage sqlite:////nonexistent-dir/x.db
-expect_error "postgresql" "PostgreSQL storage is not built" search --objective branin --trials 1 --storage postgresql://localhost/db
+expect_error "postgresql: no server" "cannot open postgresql://qnum:\*\*\*@127.0.0.1:1/db" search --objective branin --trials 1 --storage postgresql://qnum:pw@127.0.0.1:1/db
 expect_error "existing study without --resume" "study 'par' already exists in sqlite:///w.db; pass --resume" search --objective branin --trials 1 --storage sqlite:///w.db --study-name par
 check "existing study unchanged" cmp -s w.db w_copy.db
 expect_error "show: missing file" "no such database file" study show --storage sqlite:///missing.db --study-name x

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -72,7 +73,7 @@ class InMemoryStorage final : public Storage {
     t.trial_id = static_cast<std::int64_t>(trials_.size());
     t.number = static_cast<std::int64_t>(s.trial_ids.size());
     s.trial_ids.push_back(t.trial_id);
-    trials_.push_back(Entry{study_id, std::move(t), {}});
+    trials_.push_back(Entry{study_id, std::move(t), {}, nullptr});
     return trials_.back().trial.trial_id;
   }
   void set_trial_param(std::int64_t trial_id, const std::string& name, double internal,
@@ -133,8 +134,31 @@ class InMemoryStorage final : public Storage {
     }
     return out;
   }
+  std::vector<std::shared_ptr<const FrozenTrial>> get_all_trials_shared(
+      std::int64_t study_id, const std::vector<TrialState>& states) override {
+    std::lock_guard lock(mutex_);
+    std::vector<std::shared_ptr<const FrozenTrial>> out;
+    for (const auto id : study(study_id).trial_ids) {
+      auto& e = trials_[static_cast<std::size_t>(id)];
+      if (!states.empty() && std::find(states.begin(), states.end(), e.trial.state) == states.end()) continue;
+      if (!is_finished(e.trial.state)) {
+        out.push_back(std::make_shared<const FrozenTrial>(e.trial));
+        continue;
+      }
+      // A finished trial never changes: one shared copy serves every later read.
+      if (!e.frozen) e.frozen = std::make_shared<const FrozenTrial>(e.trial);
+      out.push_back(e.frozen);
+    }
+    return out;
+  }
   std::int64_t get_n_trials(std::int64_t study_id, const std::vector<TrialState>& states) override {
-    return static_cast<std::int64_t>(get_all_trials(study_id, states).size());
+    std::lock_guard lock(mutex_);
+    std::int64_t n = 0;
+    for (const auto id : study(study_id).trial_ids) {
+      const auto s = trials_[static_cast<std::size_t>(id)].trial.state;
+      n += states.empty() || std::find(states.begin(), states.end(), s) != states.end();
+    }
+    return n;
   }
 
   std::int64_t claim_grid_id(std::int64_t study_id, std::int64_t trial_id, const nlohmann::json& search_space,
@@ -185,6 +209,7 @@ class InMemoryStorage final : public Storage {
     std::int64_t study_id;
     FrozenTrial trial;
     std::optional<TimePoint> heartbeat;
+    std::shared_ptr<const FrozenTrial> frozen;  // once finished: the shared immutable copy
   };
   StudyEntry& study(std::int64_t id) {
     const auto it = studies_.find(id);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,12 @@ class StudyView {
   virtual const std::vector<StudyDirection>& directions() const = 0;
   /// The study's trials by number; only those in `states` when it is not empty.
   virtual std::vector<FrozenTrial> get_trials(const std::vector<TrialState>& states = {}) const = 0;
+  /// The same trials without copying them where the storage can (Storage::
+  /// get_all_trials_shared): what samplers read on every trial.
+  virtual std::vector<std::shared_ptr<const FrozenTrial>> get_trials_shared(
+      const std::vector<TrialState>& states = {}) const {
+    return storage().get_all_trials_shared(study_id(), states);
+  }
   virtual Storage& storage() const = 0;
   /// Ends optimize() after the running trial (Optuna's study.stop()).
   virtual void stop() = 0;
@@ -76,11 +83,12 @@ class Sampler {
   virtual std::string name() const = 0;
 };
 
-/// Optuna's IntersectionSearchSpace: the parameters every COMPLETE (or, with
-/// include_pruned, PRUNED) trial has with the same distribution, ordered by name.
-inline SearchSpace intersection_search_space(const std::vector<FrozenTrial>& trials, bool include_pruned = false) {
+namespace detail {
+template <class Trials, class Get>
+SearchSpace intersection_search_space(const Trials& trials, bool include_pruned, Get get) {
   std::optional<SearchSpace> space;
-  for (const auto& t : trials) {
+  for (const auto& item : trials) {
+    const FrozenTrial& t = get(item);
     if (!(t.state == TrialState::complete || (include_pruned && t.state == TrialState::pruned))) continue;
     if (!space) {
       space = SearchSpace(t.distributions.begin(), t.distributions.end());
@@ -95,6 +103,19 @@ inline SearchSpace intersection_search_space(const std::vector<FrozenTrial>& tri
     }
   }
   return space.value_or(SearchSpace{});
+}
+}  // namespace detail
+
+/// Optuna's IntersectionSearchSpace: the parameters every COMPLETE (or, with
+/// include_pruned, PRUNED) trial has with the same distribution, ordered by name.
+inline SearchSpace intersection_search_space(const std::vector<FrozenTrial>& trials, bool include_pruned = false) {
+  return detail::intersection_search_space(trials, include_pruned,
+                                           [](const FrozenTrial& t) -> const FrozenTrial& { return t; });
+}
+inline SearchSpace intersection_search_space(const std::vector<std::shared_ptr<const FrozenTrial>>& trials,
+                                             bool include_pruned = false) {
+  return detail::intersection_search_space(
+      trials, include_pruned, [](const std::shared_ptr<const FrozenTrial>& t) -> const FrozenTrial& { return *t; });
 }
 
 }  // namespace qnum::search

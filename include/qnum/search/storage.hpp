@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,15 @@ class Storage {
   virtual std::vector<FrozenTrial> get_all_trials(std::int64_t study_id,
                                                   const std::vector<TrialState>& states = {}) = 0;
   virtual std::int64_t get_n_trials(std::int64_t study_id, const std::vector<TrialState>& states = {}) = 0;
+  /// get_all_trials without copies where the storage can: finished trials never change, so
+  /// a storage may hand out the same immutable object every time (the in-memory and RDB
+  /// storages do; samplers read the study this way once per trial). This default copies.
+  virtual std::vector<std::shared_ptr<const FrozenTrial>> get_all_trials_shared(
+      std::int64_t study_id, const std::vector<TrialState>& states = {}) {
+    std::vector<std::shared_ptr<const FrozenTrial>> out;
+    for (auto& t : get_all_trials(study_id, states)) out.push_back(std::make_shared<const FrozenTrial>(std::move(t)));
+    return out;
+  }
 
   // ---- grid claims (GridSampler)
   /// Atomically gives the trial a grid point of `search_space` (Optuna's system attributes
@@ -103,6 +113,18 @@ inline std::int64_t choose_grid_id(std::int64_t preferred, const std::vector<std
   for (const auto g : order)
     if (!held(finished, g) && !held(running, g)) return g;
   return -1;
+}
+
+// The URL without its password (scheme://user:***@host...), for messages.
+inline std::string redact_url_password(const std::string& url) {
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const auto at = url.find('@', scheme + 3);
+  const auto slash = url.find('/', scheme + 3);
+  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
+  const auto colon = url.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon) + ":***" + url.substr(at);
 }
 
 }  // namespace detail

@@ -250,7 +250,7 @@ class TPESampler final : public Sampler {
   SearchSpace infer_relative_search_space(StudyView& study, const FrozenTrial&) override {
     if (!options_.multivariate) return {};
     SearchSpace out;
-    for (auto& [name, d] : intersection_search_space(study.get_trials(), /*include_pruned=*/true))
+    for (auto& [name, d] : intersection_search_space(study.get_trials_shared(), /*include_pruned=*/true))
       if (!single(d)) out.emplace(name, d);
     return out;
   }
@@ -295,10 +295,10 @@ class TPESampler final : public Sampler {
   }
 
   // COMPLETE and PRUNED trials, read once per trial (Optuna reads them through its trial
-  // cache too): 20 parameters of one trial do not copy the study 40 times.
-  const std::vector<FrozenTrial>& finished(StudyView& study, const FrozenTrial& trial) {
+  // cache too) and shared with the storage, not copied.
+  const std::vector<std::shared_ptr<const FrozenTrial>>& finished(StudyView& study, const FrozenTrial& trial) {
     if (cache_study_ != study.study_id() || cache_number_ != trial.number || cache_trial_id_ != trial.trial_id) {
-      cache_ = study.get_trials({TrialState::complete, TrialState::pruned});
+      cache_ = study.get_trials_shared({TrialState::complete, TrialState::pruned});
       cache_study_ = study.study_id();
       cache_number_ = trial.number;
       cache_trial_id_ = trial.trial_id;
@@ -313,11 +313,11 @@ class TPESampler final : public Sampler {
                      const std::vector<std::pair<std::string, Distribution>>& space) {
     check_single_objective(study);
     std::vector<const FrozenTrial*> trials;
-    for (const auto& t : finished(study, trial)) trials.push_back(&t);
-    std::vector<FrozenTrial> running;  // the constant liar's: read fresh, other workers move on
-    if (options_.constant_liar) running = study.get_trials({TrialState::running});
+    for (const auto& t : finished(study, trial)) trials.push_back(t.get());
+    std::vector<std::shared_ptr<const FrozenTrial>> running;  // the constant liar's: read fresh
+    if (options_.constant_liar) running = study.get_trials_shared({TrialState::running});
     for (const auto& t : running)
-      if (t.number != trial.number) trials.push_back(&t);
+      if (t->number != trial.number) trials.push_back(t.get());
     TpeParamsOf params_of;
     if (options_.multivariate && options_.constant_liar)
       params_of = [&space](const FrozenTrial& t) { return published_relative(t, space); };
@@ -362,7 +362,7 @@ class TPESampler final : public Sampler {
 
   TPEOptions options_;
   std::shared_ptr<UniformSource> tpe_rng_, startup_rng_;
-  std::vector<FrozenTrial> cache_;
+  std::vector<std::shared_ptr<const FrozenTrial>> cache_;
   std::int64_t cache_study_ = -1, cache_number_ = -1, cache_trial_id_ = -1;
 };
 

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# PostgreSQL study storage against a real server started here: initdb in a temp directory
+# (as an unprivileged user when run as root: initdb refuses root), the server listening only
+# on a unix socket in that directory, then the search suite's search.postgres* cases, two
+# `qnum search` workers at once (random and grid), and Optuna loading the qnum study (when
+# python3 has optuna and psycopg2). Stops the server and removes everything on exit.
+# Exit 77 (skipped) when the PostgreSQL server binaries are not installed (Debian: postgresql).
+# Needs $SEARCH_TESTS (qnum-search-tests) and $QNUM (the qnum binary).
+set -u
+SEARCH_TESTS=${SEARCH_TESTS:?set SEARCH_TESTS to qnum-search-tests}
+QNUM=${QNUM:?set QNUM to the qnum binary}
+
+bindir=""
+for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+  if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then bindir=$d; break; fi
+done
+if [ -z "$bindir" ] && command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
+  bindir=$(dirname "$(command -v initdb)")
+fi
+if [ -z "$bindir" ]; then
+  echo "PostgreSQL server binaries (initdb, pg_ctl) not found: skipped (Debian: apt-get install postgresql)"
+  exit 77
+fi
+
+work=$(mktemp -d /tmp/qnum-pg.XXXXXX) # short: a unix socket path must stay under 108 bytes
+as_user=()
+if [ "$(id -u)" -eq 0 ]; then
+  user=nobody
+  id postgres >/dev/null 2>&1 && user=postgres
+  chown "$user" "$work"
+  as_user=(runuser -u "$user" --)
+fi
+stop() {
+  "${as_user[@]}" "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1
+  kill -9 $(jobs -p) 2>/dev/null
+  rm -rf "$work"
+}
+trap stop EXIT
+port=5432 # no TCP listener (listen_addresses ''): the port only names the socket file
+
+if ! "${as_user[@]}" "$bindir/initdb" -D "$work/data" -U qnum --auth=trust -E UTF8 --no-sync >"$work/initdb.log" 2>&1; then
+  cat "$work/initdb.log"; echo "initdb failed"; exit 1
+fi
+if ! "${as_user[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
+  -o "-k $work -h '' -p $port -F" start >/dev/null; then
+  cat "$work/server.log"; echo "the PostgreSQL server did not start"; exit 1
+fi
+"${as_user[@]}" "$bindir/createdb" -h "$work" -p $port -U qnum studies || { echo "createdb failed"; exit 1; }
+url="postgresql://qnum@/studies?host=$work&port=$port"
+echo "server: $bindir, socket in $work"
+
+fails=0
+check() { # check NAME CONDITION-COMMAND...
+  local name=$1; shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+csv_col() { # csv_col FILE COLUMN-NAME: the column's cells (no header)
+  awk -F, -v want="$2" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == want) c = i; next } { print $c }' "$1"
+}
+
+# --- the C++ cases (round trip, processes, grid, SIGKILL + resume, shared finished trials)
+QNUM_TEST_POSTGRES_URL="$url" "$SEARCH_TESTS" --test-case='search.postgres*' >"$work/suite.txt" 2>&1
+rc=$?
+tail -n 4 "$work/suite.txt"
+[ $rc -eq 0 ] || cat "$work/suite.txt"
+check "search.postgres* cases" test $rc -eq 0
+
+cd "$work"
+# --- two qnum workers at once on one random study: 2 x 30 trials, numbers 0..59 once each
+"$QNUM" search --objective branin --sampler random --trials 30 --seed 1 --storage "$url" --study-name par --resume >w1.txt 2>&1 &
+p1=$!
+"$QNUM" search --objective branin --sampler random --trials 30 --seed 2 --storage "$url" --study-name par --resume >w2.txt 2>&1 &
+p2=$!
+wait $p1; r1=$?
+wait $p2; r2=$?
+[ "$r1$r2" = "00" ] || cat w1.txt w2.txt
+check "cli workers exit 0" test "$r1$r2" = "00"
+"$QNUM" study show --storage "$url" --study-name par --csv par.csv >/dev/null
+check "cli: 60 trials" test "$(csv_col par.csv number | wc -l)" -eq 60
+check "cli: 60 distinct numbers 0..59" test "$(csv_col par.csv number | sort -un | wc -l)$(csv_col par.csv number | sort -n | tail -1)" = "6059"
+check "cli: all COMPLETE" test "$(csv_col par.csv state | grep -c COMPLETE)" -eq 60
+
+# --- two grid workers at once: the 256-point mixed-precision grid runs each point once
+"$QNUM" search --objective mixed-precision --sampler grid --trials 200 --storage "$url" --resume >g1.txt 2>&1 &
+p1=$!
+"$QNUM" search --objective mixed-precision --sampler grid --trials 200 --storage "$url" --resume >g2.txt 2>&1 &
+p2=$!
+wait $p1; r1=$?
+wait $p2; r2=$?
+check "grid workers exit 0" test "$r1$r2" = "00"
+"$QNUM" study show --storage "$url" --study-name mixed-precision-grid --csv g.csv >/dev/null
+points=$(grep COMPLETE g.csv | awk -F, '{ print $6 "," $7 "," $8 "," $9 }' | sort -u | wc -l)
+check "grid: 256 COMPLETE trials" test "$(csv_col g.csv state | grep -c COMPLETE)" -eq 256
+check "grid: 256 distinct points" test "$points" -eq 256
+
+# --- Optuna reads the qnum study from PostgreSQL and adds a trial that qnum then reads
+if python3 -c "import optuna, psycopg2" >/dev/null 2>&1; then
+  python3 - "postgresql+psycopg2://qnum@/studies?host=$work&port=$port" >optuna.txt 2>&1 <<'PY'
+import sys, csv, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name="par", storage=sys.argv[1])
+trials = study.get_trials()
+assert len(trials) == 60, len(trials)
+assert sorted(t.number for t in trials) == list(range(60))
+assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+assert set(trials[0].params) == {"x0", "x1"}, trials[0].params
+study.optimize(lambda t: (t.suggest_float("x0", -5, 10) - 3) ** 2 + t.suggest_float("x1", 0, 15), n_trials=1)
+print("optuna read", len(trials), "trials; best", study.best_value)
+PY
+  orc=$?
+  cat optuna.txt
+  check "optuna: loads the qnum study" test $orc -eq 0
+  "$QNUM" study show --storage "$url" --study-name par --csv par2.csv >/dev/null
+  check "optuna: its trial 60 is read by qnum" test "$(csv_col par2.csv number | sort -n | tail -1)" -eq 60
+else
+  echo "skip optuna load (python3 with optuna and psycopg2-binary not found)"
+fi
+
+if [ $fails -ne 0 ]; then
+  echo "$fails check(s) failed"
+  exit 1
+fi
+echo "all PostgreSQL checks passed"
