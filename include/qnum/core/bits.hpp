@@ -7,26 +7,28 @@
 #include <limits>
 #include <string>
 
+#include "qnum/core/hd.hpp"
+
 namespace qnum::detail {
 
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-constexpr std::uint32_t float_bits(float x) { return std::bit_cast<std::uint32_t>(x); }
-constexpr float bits_float(std::uint32_t b) { return std::bit_cast<float>(b); }
-constexpr std::uint64_t double_bits(double x) { return std::bit_cast<std::uint64_t>(x); }
-constexpr double bits_double(std::uint64_t b) { return std::bit_cast<double>(b); }
+QNUM_HD constexpr std::uint32_t float_bits(float x) { return std::bit_cast<std::uint32_t>(x); }
+QNUM_HD constexpr float bits_float(std::uint32_t b) { return std::bit_cast<float>(b); }
+QNUM_HD constexpr std::uint64_t double_bits(double x) { return std::bit_cast<std::uint64_t>(x); }
+QNUM_HD constexpr double bits_double(std::uint64_t b) { return std::bit_cast<double>(b); }
 
-constexpr bool is_nan(double x) { return x != x; }
-constexpr bool is_inf(double x) {
+QNUM_HD constexpr bool is_nan(double x) { return x != x; }
+QNUM_HD constexpr bool is_inf(double x) {
   return x == std::numeric_limits<double>::infinity() || x == -std::numeric_limits<double>::infinity();
 }
-constexpr bool is_finite(double x) { return !is_nan(x) && !is_inf(x); }
-constexpr bool sign_bit(float x) { return (float_bits(x) >> 31) != 0; }
-constexpr double abs(double x) { return x < 0 || (x == 0 && (double_bits(x) >> 63)) ? -x : x; }
+QNUM_HD constexpr bool is_finite(double x) { return !is_nan(x) && !is_inf(x); }
+QNUM_HD constexpr bool sign_bit(float x) { return (float_bits(x) >> 31) != 0; }
+QNUM_HD constexpr double abs(double x) { return x < 0 || (x == 0 && (double_bits(x) >> 63)) ? -x : x; }
 
 /// Exact 2^e as a double for e in [-1074, 1023] (0 below, +inf above).
-constexpr double pow2(int e) {
+QNUM_HD constexpr double pow2(int e) {
   if (e > 1023) return std::numeric_limits<double>::infinity();
   if (e >= -1022) return bits_double(static_cast<std::uint64_t>(e + 1023) << 52);
   if (e >= -1074) return bits_double(std::uint64_t{1} << (e + 1074));
@@ -34,7 +36,7 @@ constexpr double pow2(int e) {
 }
 
 /// Exact 2^e as a float for e in [-149, 127] (0 below, +inf above).
-constexpr float pow2f(int e) {
+QNUM_HD constexpr float pow2f(int e) {
   if (e > 127) return std::numeric_limits<float>::infinity();
   if (e >= -126) return bits_float(static_cast<std::uint32_t>(e + 127) << 23);
   if (e >= -149) return bits_float(std::uint32_t{1} << (e + 149));
@@ -42,7 +44,7 @@ constexpr float pow2f(int e) {
 }
 
 /// floor(log2(|x|)) from the bits, for finite non-zero x (subnormals included).
-constexpr int ilog2(double x) {
+QNUM_HD constexpr int ilog2(double x) {
   const std::uint64_t b = double_bits(x) & ~(std::uint64_t{1} << 63);
   const int biased = static_cast<int>(b >> 52);
   if (biased != 0) return biased - 1023;
@@ -51,7 +53,7 @@ constexpr int ilog2(double x) {
 }
 
 /// x * 2^e exactly (no double rounding) while the result stays a normal double.
-constexpr double scale2(double x, int e) {
+QNUM_HD constexpr double scale2(double x, int e) {
   // split to keep each factor representable
   while (e > 1000) {
     x *= pow2(1000);

@@ -7,14 +7,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "qnum/core/hd.hpp"
 namespace qnum {
 
 /// Philox4x32-10 keyed by a 64-bit seed; `draw(counter)` returns four 32-bit words.
 class CounterRng {
  public:
-  constexpr explicit CounterRng(std::uint64_t seed = 0) : seed_(seed) {}
+  QNUM_HD constexpr explicit CounterRng(std::uint64_t seed = 0) : seed_(seed) {}
 
-  constexpr std::array<std::uint32_t, 4> draw(std::uint64_t counter, std::uint64_t stream = 0) const {
+  QNUM_HD constexpr std::array<std::uint32_t, 4> draw(std::uint64_t counter, std::uint64_t stream = 0) const {
     std::array<std::uint32_t, 4> c{static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32),
                                    static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)};
     std::uint32_t k0 = static_cast<std::uint32_t>(seed_), k1 = static_cast<std::uint32_t>(seed_ >> 32);
@@ -30,7 +31,7 @@ class CounterRng {
   }
 
   /// Uniform float in [0, 1) with 24 random bits, for element `counter`.
-  constexpr float uniform(std::uint64_t counter) const {
+  QNUM_HD constexpr float uniform(std::uint64_t counter) const {
     return static_cast<float>(draw(counter)[0] >> 8) * (1.0f / 16777216.0f);
   }
 

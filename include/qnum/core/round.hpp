@@ -8,30 +8,31 @@
 #include <limits>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 
 namespace qnum::detail {
 
 /// floor for doubles, constexpr (std::floor is constexpr only from C++23).
-constexpr double floor_(double v) {
+QNUM_HD constexpr double floor_(double v) {
   if (!(abs(v) < 4503599627370496.0)) return v;  // |v| >= 2^52 (or NaN): already integral
   const double t = static_cast<double>(static_cast<std::int64_t>(v));
   return t > v ? t - 1.0 : t;
 }
-constexpr double ceil_(double v) { return -floor_(-v); }
+QNUM_HD constexpr double ceil_(double v) { return -floor_(-v); }
 
-constexpr double round_int_unsigned_zero(double v, Rounding r, float u);
+QNUM_HD constexpr double round_int_unsigned_zero(double v, Rounding r, float u);
 
 /// Rounds v to an integer-valued double. `u` in [0,1) is the uniform draw used only by
 /// Rounding::stochastic (round up with probability v - floor(v)). A zero result keeps the
 /// sign of v, as nearbyint / torch.round / torch.floor do.
-constexpr double round_int(double v, Rounding r, float u = 0.0f) {
+QNUM_HD constexpr double round_int(double v, Rounding r, float u = 0.0f) {
   const double q = round_int_unsigned_zero(v, r, u);
   if (q == 0.0) return (double_bits(v) >> 63) ? -0.0 : 0.0;
   return q;
 }
 
-constexpr double round_int_unsigned_zero(double v, Rounding r, float u) {
+QNUM_HD constexpr double round_int_unsigned_zero(double v, Rounding r, float u) {
   const double lo = floor_(v);
   const double frac = v - lo;  // exact for |v| < 2^52
   switch (r) {
@@ -57,7 +58,7 @@ constexpr double round_int_unsigned_zero(double v, Rounding r, float u) {
 
 /// Rounds a non-negative magnitude of a value whose sign is `negative`, so that directed
 /// modes act on the signed value (floor of a negative value rounds its magnitude up).
-constexpr double round_magnitude(double mag, bool negative, Rounding r, float u = 0.0f) {
+QNUM_HD constexpr double round_magnitude(double mag, bool negative, Rounding r, float u = 0.0f) {
   if (negative) {
     if (r == Rounding::floor)
       r = Rounding::ceil;
@@ -79,7 +80,7 @@ struct FloatGrid {
 
 /// Rounds |x| onto the grid. Carries into the next binade; the result may exceed g.max,
 /// which the caller resolves with its overflow policy. `mag` must be finite and >= 0.
-constexpr double round_to_grid(const FloatGrid& g, double mag, bool negative, Rounding r, float u = 0.0f) {
+QNUM_HD constexpr double round_to_grid(const FloatGrid& g, double mag, bool negative, Rounding r, float u = 0.0f) {
   const int e = mag == 0.0 ? g.emin : (ilog2(mag) > g.emin ? ilog2(mag) : g.emin);
   const int step_exp = e - (g.precision - 1);
   const double k = round_magnitude(scale2(mag, -step_exp), negative, r, u);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/spec_text.hpp"
@@ -42,8 +43,8 @@ struct FixedSpec {
                     " must be in [", -max_abs_frac, ", ", max_abs_frac, "]");
   }
   /// Smallest and largest integer mantissa k.
-  constexpr std::int64_t kmin() const { return is_signed ? -(std::int64_t{1} << (width - 1)) : 0; }
-  constexpr std::int64_t kmax() const {
+  QNUM_HD constexpr std::int64_t kmin() const { return is_signed ? -(std::int64_t{1} << (width - 1)) : 0; }
+  QNUM_HD constexpr std::int64_t kmax() const {
     return is_signed ? (std::int64_t{1} << (width - 1)) - 1 : (std::int64_t{1} << width) - 1;
   }
 
@@ -75,7 +76,7 @@ namespace detail {
 
 /// MASE: clamp(round(x * 2^F), kmin, kmax) / 2^F evaluated in float32, as torch does it
 /// (the clamp bounds are converted to float32, so W = 32 saturates at 2^31, not 2^31-1).
-inline float fixed_quantize_mase(const FixedSpec& s, Rounding r, float x) {
+QNUM_HD inline float fixed_quantize_mase(const FixedSpec& s, Rounding r, float x) {
   const float scale = pow2f(s.frac_width);
   const float v = x * scale;
   float k = static_cast<float>(round_int(static_cast<double>(v), r));  // exact: v is a float
@@ -87,7 +88,7 @@ inline float fixed_quantize_mase(const FixedSpec& s, Rounding r, float x) {
 }
 
 /// The integer mantissa k of the correctly rounded, overflow-resolved value (x not NaN).
-inline std::int64_t fixed_mantissa(const FixedSpec& s, const Policy& p, float x, std::uint64_t index) {
+QNUM_HD inline std::int64_t fixed_mantissa(const FixedSpec& s, const Policy& p, float x, std::uint64_t index) {
   const auto lo = static_cast<double>(s.kmin()), hi = static_cast<double>(s.kmax());
   if (is_inf(x)) return x > 0 ? s.kmax() : s.kmin();
   const double v = scale2(static_cast<double>(x), s.frac_width);  // exact
@@ -106,7 +107,7 @@ inline std::int64_t fixed_mantissa(const FixedSpec& s, const Policy& p, float x,
 
 /// The reference: `x` rounded onto the fixed-point grid under `policy`. NaN stays NaN;
 /// +-Inf saturate. `index` keys stochastic rounding (the element's flat position).
-inline float quantize(const FixedSpec& s, const Policy& p, float x, std::uint64_t index = 0) {
+QNUM_HD inline float quantize(const FixedSpec& s, const Policy& p, float x, std::uint64_t index = 0) {
   if (p.is_mase()) return detail::fixed_quantize_mase(s, p.rounding, x);
   if (detail::is_nan(x)) return x;
   const auto k = detail::fixed_mantissa(s, p, x, index);
@@ -127,7 +128,7 @@ inline std::uint32_t encode(const FixedSpec& s, float x, const Policy& p = exact
 }
 
 /// The value of a W-bit code.
-inline float decode(const FixedSpec& s, std::uint32_t code) {
+QNUM_HD inline float decode(const FixedSpec& s, std::uint32_t code) {
   std::int64_t k = static_cast<std::int64_t>(code & ((std::uint64_t{1} << s.width) - 1));
   if (s.is_signed && (k >> (s.width - 1)) & 1) k -= std::int64_t{1} << s.width;
   return static_cast<float>(detail::scale2(static_cast<double>(k), -s.frac_width));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/minifloat.hpp"  // MASE float32 primitives
@@ -34,9 +35,9 @@ struct LogSpec {
 
   friend bool operator==(const LogSpec&, const LogSpec&) = default;
 
-  constexpr int bias() const { return exponent_bias ? *exponent_bias : (1 << (width - 2)) - 1; }
-  constexpr int emin() const { return -bias(); }
-  constexpr int emax() const { return (1 << (width - 1)) - 1 - bias(); }
+  QNUM_HD constexpr int bias() const { return exponent_bias ? *exponent_bias : (1 << (width - 2)) - 1; }
+  QNUM_HD constexpr int emin() const { return -bias(); }
+  QNUM_HD constexpr int emax() const { return (1 << (width - 1)) - 1 - bias(); }
 
   void validate() const {
     detail::require(width >= 2 && width <= 9, name, ": width ", width, " must be in [2, 9]");
@@ -65,7 +66,7 @@ namespace detail {
 
 /// MASE's `_log_quantize` on one float32 element: eps = 0.1 * 2^emin (a Python double,
 /// rounded once to float32 by torch), sign = sign(x + eps), e = clamp(round(log2(|x| + eps))).
-inline float log_quantize_mase(float x, int emin, int emax) {
+QNUM_HD inline float log_quantize_mase(float x, int emin, int emax) {
   const auto eps = static_cast<float>(pow2(emin) * 0.1);
   const float sign = torchf::sign(x + eps);
   const float value = std::fabs(x) + eps;
@@ -74,7 +75,7 @@ inline float log_quantize_mase(float x, int emin, int emax) {
 }
 
 /// Exact semantics: the exponent of the result for a finite magnitude `mag` (> 0 or 0).
-inline int log_exponent(const LogSpec& s, const Policy& p, double mag, bool negative, std::uint64_t index) {
+QNUM_HD inline int log_exponent(const LogSpec& s, const Policy& p, double mag, bool negative, std::uint64_t index) {
   if (mag == 0) return s.emin();  // no zero code: the smallest magnitude
   const int k = ilog2(mag);
   const double r = scale2(mag, -k);  // in [1, 2), exact
@@ -93,7 +94,7 @@ inline int log_exponent(const LogSpec& s, const Policy& p, double mag, bool nega
 /// threshold at the geometric mean 2^(k+0.5)), sign from x's sign bit (+-0 -> +-2^emin),
 /// saturating; Inf -> +-2^emax. mase = MASE's float32 arithmetic (0 and tiny negatives ->
 /// +2^emin).
-inline float quantize(const LogSpec& s, const Policy& p, float x, std::uint64_t index = 0) {
+QNUM_HD inline float quantize(const LogSpec& s, const Policy& p, float x, std::uint64_t index = 0) {
   if (p.is_mase()) return detail::log_quantize_mase(x, s.emin(), s.emax());
   if (detail::is_nan(x)) return x;
   const bool neg = detail::sign_bit(x);
@@ -117,7 +118,7 @@ inline std::uint32_t encode(const LogSpec& s, float x, const Policy& p = exact) 
 }
 
 /// The value of a W-bit code: +-2^(field - b).
-inline float decode(const LogSpec& s, std::uint32_t code) {
+QNUM_HD inline float decode(const LogSpec& s, std::uint32_t code) {
   const std::uint32_t c = code & ((1u << s.width) - 1);
   const int field = static_cast<int>(c & ((1u << (s.width - 1)) - 1));
   const float r = detail::pow2f(field - s.bias());

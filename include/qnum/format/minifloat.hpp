@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/spec_text.hpp"
@@ -63,8 +64,8 @@ struct MinifloatSpec {
 
   friend bool operator==(const MinifloatSpec&, const MinifloatSpec&) = default;
 
-  constexpr int mantissa_bits() const { return width - exponent_width - 1; }
-  constexpr int bias() const { return exponent_bias ? *exponent_bias : (1 << (exponent_width - 1)) - 1; }
+  QNUM_HD constexpr int mantissa_bits() const { return width - exponent_width - 1; }
+  QNUM_HD constexpr int bias() const { return exponent_bias ? *exponent_bias : (1 << (exponent_width - 1)) - 1; }
 
   /// OCP FP8 E4M3 (max 448, NaN = S.1111.111, no Inf).
   static MinifloatSpec fp8_e4m3() { return {8, 4, 7, Specials::fn}; }
@@ -115,25 +116,25 @@ struct MinifloatSpec {
 namespace detail::torchf {
 
 /// torch.sign: -1, 0 or +1 (0 for +-0 and NaN).
-inline float sign(float v) { return static_cast<float>((v > 0.0f) - (v < 0.0f)); }
+QNUM_HD inline float sign(float v) { return static_cast<float>((v > 0.0f) - (v < 0.0f)); }
 
 /// torch.round: round half to even, -0 kept, NaN/Inf unchanged.
-inline float round(float v) {
+QNUM_HD inline float round(float v) {
   if (!(std::fabs(v) < 8388608.0f)) return v;  // |v| >= 2^23, Inf, NaN: already integral
   return static_cast<float>(round_int(static_cast<double>(v), Rounding::nearest_even));
 }
 
 /// torch.clamp with scalar bounds: NaN propagates.
-inline float clamp(float v, float lo, float hi) {
+QNUM_HD inline float clamp(float v, float lo, float hi) {
   if (v != v) return v;
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
 /// torch.log2 on float32, correctly rounded (spec 0.3; torch's SLEEF log2f is within 1 ulp).
-inline float log2(float v) { return static_cast<float>(std::log2(static_cast<double>(v))); }
+QNUM_HD inline float log2(float v) { return static_cast<float>(std::log2(static_cast<double>(v))); }
 
 /// torch.pow(2, e) for an integral float exponent: exact, 0 below 2^-149, Inf above 2^127.
-inline float exp2(float e) {
+QNUM_HD inline float exp2(float e) {
   if (e != e) return e;
   if (e > 200.0f) return kInf;
   if (e < -200.0f) return 0.0f;
@@ -141,10 +142,10 @@ inline float exp2(float e) {
 }
 
 /// torch.isclose(|x|, 0) with default tolerances: |x| <= float32(1e-8), finite.
-inline bool isclose0(float mag) { return mag <= 1e-8f; }
+QNUM_HD inline bool isclose0(float mag) { return mag <= 1e-8f; }
 
 /// MASE's final select `(~close) * q + close * x` (so -0 -> +0, +-Inf -> NaN via 0 * Inf).
-inline float passthrough(float q, float x) {
+QNUM_HD inline float passthrough(float q, float x) {
   const float c = torchf::isclose0(std::fabs(x)) ? 1.0f : 0.0f;
   return (1.0f - c) * q + c * x;
 }
@@ -155,7 +156,7 @@ namespace detail {
 
 /// MASE's `_minifloat_ieee_quantize` on one float32 element (bias may be any integer:
 /// block_minifloat passes per-block biases; out-of-range powers behave as in float32).
-inline float minifloat_ieee_mase(float x, int exponent_width, int mantissa_bits, int bias) {
+QNUM_HD inline float minifloat_ieee_mase(float x, int exponent_width, int mantissa_bits, int bias) {
   const float emin = static_cast<float>(-bias);
   const float emax = static_cast<float>((1LL << exponent_width) - 1 - bias);
   const float shift = pow2f(mantissa_bits);
@@ -180,25 +181,25 @@ inline float minifloat_ieee_mase(float x, int exponent_width, int mantissa_bits,
 namespace detail {
 
 /// Exponent of the top finite binade (the all-ones field is Inf/NaN for specials=ieee).
-constexpr int minifloat_emax(const MinifloatSpec& s) {
+QNUM_HD constexpr int minifloat_emax(const MinifloatSpec& s) {
   return (1 << s.exponent_width) - (s.specials == Specials::ieee ? 2 : 1) - s.bias();
 }
 
 /// Largest finite magnitude: 2^emax (2 - 2^-M), one step less for fn (its top code is NaN).
-constexpr double minifloat_max(const MinifloatSpec& s) {
+QNUM_HD constexpr double minifloat_max(const MinifloatSpec& s) {
   const int m = s.mantissa_bits();
   const double top = pow2(m + 1) - (s.specials == Specials::fn ? 2.0 : 1.0);  // significand * 2^M
   return scale2(top, minifloat_emax(s) - m);
 }
 
 /// The format as an IEEE-like grid: precision M+1, smallest normal binade 2^(1-b).
-constexpr FloatGrid minifloat_grid(const MinifloatSpec& s, Subnormals sub) {
+QNUM_HD constexpr FloatGrid minifloat_grid(const MinifloatSpec& s, Subnormals sub) {
   return FloatGrid{s.mantissa_bits() + 1, 1 - s.bias(), minifloat_max(s), sub == Subnormals::keep};
 }
 
 /// Whether rounding under `r` moves a value of this sign away from zero at the top of the
 /// range (IEEE: overflow gives Inf for these, the largest finite value otherwise).
-constexpr bool rounds_outward(Rounding r, bool negative) {
+QNUM_HD constexpr bool rounds_outward(Rounding r, bool negative) {
   switch (r) {
     case Rounding::toward_zero:
       return false;
@@ -212,7 +213,8 @@ constexpr bool rounds_outward(Rounding r, bool negative) {
 }
 
 /// Exact semantics on the grid `g` (finite `max`); `inf_code`: the format has +-Inf.
-inline float float_grid_quantize(const FloatGrid& g, bool inf_code, const Policy& p, float x, std::uint64_t index) {
+QNUM_HD inline float float_grid_quantize(const FloatGrid& g, bool inf_code, const Policy& p, float x,
+                                         std::uint64_t index) {
   if (is_nan(x)) return x;
   const bool neg = sign_bit(x);
   const float maxf = static_cast<float>(g.max);
@@ -231,7 +233,7 @@ inline float float_grid_quantize(const FloatGrid& g, bool inf_code, const Policy
 /// The reference: exact = nearest value of the grid under the policy's rounding, carrying
 /// into the next binade, saturating (or Inf where the format has it and overflow=infinity);
 /// mase = MASE's float32 arithmetic (see docs/formats.md). Exact keeps the sign of zero.
-inline float quantize(const MinifloatSpec& s, const Policy& p, float x, std::uint64_t index = 0) {
+QNUM_HD inline float quantize(const MinifloatSpec& s, const Policy& p, float x, std::uint64_t index = 0) {
   if (p.is_mase()) return detail::minifloat_ieee_mase(x, s.exponent_width, s.mantissa_bits(), s.bias());
   return detail::float_grid_quantize(detail::minifloat_grid(s, p.subnormals), s.specials == Specials::ieee, p, x,
                                      index);
@@ -274,7 +276,7 @@ inline std::uint32_t encode(const MinifloatSpec& s, float x, const Policy& p = e
 }
 
 /// The value of a W-bit code: subnormal k 2^(1-b-M) at field 0, else (1 + k/2^M) 2^(field-b).
-inline float decode(const MinifloatSpec& s, std::uint32_t code) {
+QNUM_HD inline float decode(const MinifloatSpec& s, std::uint32_t code) {
   const int m = s.mantissa_bits(), b = s.bias();
   const std::uint64_t c = code & ((std::uint64_t{1} << s.width) - 1);
   const bool neg = (c >> (s.width - 1)) & 1;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/mx_element.hpp"
@@ -168,17 +169,24 @@ inline int mx_axis(std::string_view family, int block_dim, std::size_t rank) {
   return block_dim < 0 ? block_dim + r : block_dim;
 }
 
-inline int mx_scale_bias(int scale_bits) { return (1 << (scale_bits - 1)) - 1; }
+QNUM_HD inline int mx_scale_bias(int scale_bits) { return (1 << (scale_bits - 1)) - 1; }
 
 // ---- exact (OCP MX v1.0) blocks ----------------------------------------------------------
 
 /// Shared exponent of a block whose values are finite: floor(log2 clip) - emax_elem from the
 /// bits, clamped to [-bias, bias]; clip 0 -> -bias (scale 2^-127: every element is 0).
-inline int mx_exact_scale_exp(const MXElement& e, int scale_bits, double clip) {
+QNUM_HD inline int mx_exact_scale_exp(const MXElement& e, int scale_bits, double clip) {
   const int bias = mx_scale_bias(scale_bits);
   if (clip == 0.0) return -bias;
   const int x = ilog2(clip) - e.emax();
   return x < -bias ? -bias : (x > bias ? bias : x);
+}
+
+/// Element `x` of a block with shared exponent `sexp`, quantized in units of the scale
+/// (`index`: its flat position, which keys stochastic rounding).
+QNUM_HD inline float mx_block_element(const MXElement& e, const Policy& p, int sexp, float x, std::uint64_t index) {
+  const float y = static_cast<float>(scale2(static_cast<double>(x), -sexp));
+  return quantize_element(e, p, y, stochastic_draw(p, index));
 }
 
 /// Quantizes one block under OCP semantics; writes values (may be null) and codes (may be
@@ -202,8 +210,7 @@ inline std::uint8_t mx_exact_block(const MXElement& e, int scale_bits, bool quan
     return static_cast<std::uint8_t>((1u << scale_bits) - 1);
   }
   auto element_of = [&](int sexp, std::size_t i) {
-    const float y = static_cast<float>(scale2(static_cast<double>(xs[i]), -sexp));
-    return quantize_element(e, p, y, stochastic_draw(p, static_cast<std::uint64_t>(idx[i])));
+    return mx_block_element(e, p, sexp, xs[i], static_cast<std::uint64_t>(idx[i]));
   };
   int sexp = mx_exact_scale_exp(e, scale_bits, amax);
   if (quantile_search && n > 1) {
@@ -231,7 +238,7 @@ inline std::uint8_t mx_exact_block(const MXElement& e, int scale_bits, bool quan
   for (std::size_t i = 0; i < n; ++i) {
     const float q = element_of(sexp, i);
     if (values) values[i] = static_cast<float>(scale2(static_cast<double>(q), sexp));
-    if (codes) codes[i] = static_cast<std::uint16_t>(encode(e, q, exact));
+    if (codes) codes[i] = static_cast<std::uint16_t>(mx_element_code(e, q));
   }
   return static_cast<std::uint8_t>(sexp + mx_scale_bias(scale_bits));
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/tensor_io.hpp"
@@ -29,32 +30,32 @@ struct MXElement {
   static constexpr MXElement integer(int w) { return {true, 0, w - 2, w}; }
   static constexpr MXElement fp(int e, int m) { return {false, e, m, 1 + e + m}; }
 
-  constexpr bool is_e4m3() const { return !is_int && exponent_width == 4 && frac_width == 3; }
-  constexpr bool is_e5m2() const { return !is_int && exponent_width == 5 && frac_width == 2; }
+  QNUM_HD constexpr bool is_e4m3() const { return !is_int && exponent_width == 4 && frac_width == 3; }
+  QNUM_HD constexpr bool is_e5m2() const { return !is_int && exponent_width == 5 && frac_width == 2; }
   /// One of OCP MX v1.0's element types (INT8 generalised to any width).
-  constexpr bool is_ocp() const {
+  QNUM_HD constexpr bool is_ocp() const {
     if (is_int) return true;
     const int e = exponent_width, m = frac_width;
     return (e == 4 && m == 3) || (e == 5 && m == 2) || (e == 3 && m == 2) || (e == 2 && m == 3) || (e == 2 && m == 1);
   }
-  constexpr int bias() const { return is_int ? 0 : (1 << (exponent_width - 1)) - 1; }
+  QNUM_HD constexpr int bias() const { return is_int ? 0 : (1 << (exponent_width - 1)) - 1; }
   /// Exponent of the largest binade (OCP's emax_elem): INT 0, E4M3 8, E5M2 15, E3M2 4, E2M3/E2M1 2.
-  constexpr int emax() const {
+  QNUM_HD constexpr int emax() const {
     if (is_int) return 0;
     const int top_field = is_e5m2() ? (1 << exponent_width) - 2 : (1 << exponent_width) - 1;
     return top_field - bias();
   }
-  constexpr int emin() const { return is_int ? 0 : 1 - bias(); }
-  constexpr std::int64_t kmin() const { return -(std::int64_t{1} << (width - 1)); }
-  constexpr std::int64_t kmax() const { return (std::int64_t{1} << (width - 1)) - 1; }
+  QNUM_HD constexpr int emin() const { return is_int ? 0 : 1 - bias(); }
+  QNUM_HD constexpr std::int64_t kmin() const { return -(std::int64_t{1} << (width - 1)); }
+  QNUM_HD constexpr std::int64_t kmax() const { return (std::int64_t{1} << (width - 1)) - 1; }
   /// Largest finite magnitude (E4M3 448, E5M2 57344, E3M2 28, E2M3 7.5, E2M1 6, INT8 1.984375).
-  constexpr double max() const {
+  QNUM_HD constexpr double max() const {
     if (is_int) return detail::scale2(static_cast<double>(kmax()), -frac_width);
     const double top_mant = is_e4m3() ? 2.0 - detail::pow2(1 - frac_width) : 2.0 - detail::pow2(-frac_width);
     return top_mant * detail::pow2(emax());
   }
   /// Smallest positive magnitude (INT: 2^-(w-2); FP: the smallest subnormal).
-  constexpr double min_positive() const {
+  QNUM_HD constexpr double min_positive() const {
     return is_int ? detail::pow2(-frac_width) : detail::pow2(emin() - frac_width);
   }
   /// Distinct finite real values (one zero; NaN/Inf codes excluded).
@@ -69,11 +70,13 @@ struct MXElement {
     if (is_int) return "INT" + std::to_string(width);
     return "E" + std::to_string(exponent_width) + "M" + std::to_string(frac_width);
   }
-  constexpr detail::FloatGrid grid(bool subnormals = true) const { return {frac_width + 1, emin(), max(), subnormals}; }
+  QNUM_HD constexpr detail::FloatGrid grid(bool subnormals = true) const {
+    return {frac_width + 1, emin(), max(), subnormals};
+  }
 };
 
 /// The value of an element code (in units of the shared scale). NaN/Inf codes decode to NaN/Inf.
-constexpr float decode(const MXElement& e, std::uint32_t code) {
+QNUM_HD constexpr float decode(const MXElement& e, std::uint32_t code) {
   code &= static_cast<std::uint32_t>((std::uint64_t{1} << e.width) - 1);
   if (e.is_int) {
     std::int64_t k = code;
@@ -99,7 +102,7 @@ constexpr float decode(const MXElement& e, std::uint32_t code) {
 
 /// `y` (in units of the scale) rounded onto the element grid under p.rounding (u: the
 /// stochastic draw), saturating at +-max. NaN stays NaN; a negative value rounding to 0 gives -0.
-inline float quantize_element(const MXElement& e, const Policy& p, float y, float u = 0.0f) {
+QNUM_HD inline float quantize_element(const MXElement& e, const Policy& p, float y, float u = 0.0f) {
   if (detail::is_nan(y)) return y;
   const bool neg = detail::sign_bit(y);
   if (detail::is_inf(y)) {
@@ -122,8 +125,12 @@ inline float quantize_element(const MXElement& e, const Policy& p, float y, floa
 }
 
 /// Same as quantize_element; `index` keys the stochastic draw (the conformance interface).
-inline float quantize(const MXElement& e, const Policy& p, float y, std::uint64_t index = 0) {
+QNUM_HD inline float quantize(const MXElement& e, const Policy& p, float y, std::uint64_t index = 0) {
   return quantize_element(e, p, y, detail::stochastic_draw(p, index));
+}
+
+namespace detail {
+QNUM_HD inline std::uint32_t mx_element_code(const MXElement& e, float q);
 }
 
 /// The code of `y` after quantize_element under `p` (exact RNE by default). NaN: E4M3 S.1111.111,
@@ -134,7 +141,13 @@ inline std::uint32_t encode(const MXElement& e, float y, const Policy& p = exact
     detail::require(e.is_e4m3() || e.is_e5m2(), "mx element ", e.name(), ": NaN has no code");
     return mask >> 1;  // positive, all exponent and mantissa bits set
   }
-  const float q = quantize(e, p, y, 0);
+  return detail::mx_element_code(e, quantize(e, p, y, 0));
+}
+
+namespace detail {
+/// The code of a non-NaN element value `q` already on e's grid (encode without the NaN case).
+QNUM_HD inline std::uint32_t mx_element_code(const MXElement& e, float q) {
+  const std::uint32_t mask = static_cast<std::uint32_t>((std::uint64_t{1} << e.width) - 1);
   if (e.is_int) {
     const auto k = static_cast<std::int64_t>(detail::scale2(static_cast<double>(q), e.frac_width));
     return static_cast<std::uint32_t>(k) & mask;
@@ -154,6 +167,7 @@ inline std::uint32_t encode(const MXElement& e, float y, const Policy& p = exact
   }
   return (neg ? 1u << (e.width - 1) : 0u) | mag;
 }
+}  // namespace detail
 
 namespace detail {
 

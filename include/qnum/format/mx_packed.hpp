@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "qnum/core/hd.hpp"
 #include "qnum/format/mx.hpp"
 
 namespace qnum {
@@ -121,12 +122,14 @@ std::string to_binary(const MXBlock<Elem, N>& b) {
 
 namespace detail {
 /// float -> bfloat16 bits, round to nearest even (NaN -> 0x7FC0), as torch's .bfloat16().
-constexpr std::uint16_t mx_float_to_bf16_bits(float x) {
+QNUM_HD constexpr std::uint16_t mx_float_to_bf16_bits(float x) {
   const std::uint32_t u = float_bits(x);
   if (is_nan(x)) return 0x7FC0;
   return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
-constexpr float mx_bf16_bits_to_float(std::uint16_t b) { return bits_float(static_cast<std::uint32_t>(b) << 16); }
+QNUM_HD constexpr float mx_bf16_bits_to_float(std::uint16_t b) {
+  return bits_float(static_cast<std::uint32_t>(b) << 16);
+}
 }  // namespace detail
 
 /// mase-cuda's packed MXINT8: int8 mantissas m in [-127, 127] and one scale byte S per group;
@@ -136,6 +139,42 @@ struct MXInt8MaseCuda {
   std::vector<std::uint8_t> scale;
   int group_size = 32;
 };
+
+namespace detail {
+/// |bf16(w)| of one mase-cuda input, magnitudes below 2^-126 flushed to 0 (sign kept apart).
+QNUM_HD inline float mase_cuda_magnitude(float w, bool& negative) {
+  const float v = mx_bf16_bits_to_float(mx_float_to_bf16_bits(w));
+  negative = v < 0;
+  const float m = bits_float(float_bits(v) & 0x7FFFFFFFu);
+  return m < bits_float(0x00800000u) ? 0.0f : m;
+}
+}  // namespace detail
+
+/// One mase-cuda MXINT8 group of `G` floats at `w`: writes the G mantissas to `m` and returns
+/// the scale byte S (the definition quantize_mxint8_mase_cuda and the CUDA kernel share).
+QNUM_HD inline std::uint8_t quantize_mxint8_mase_cuda_group(const float* w, int G, std::int8_t* m) {
+  std::uint32_t S = 0;
+  bool zeros = true;
+  for (int i = 0; i < G; ++i) {
+    bool neg = false;
+    const float a = detail::mase_cuda_magnitude(w[i], neg);
+    zeros &= a == 0.0f;
+    const std::uint32_t e = (detail::float_bits(a) >> 23) & 0xFFu;
+    S = e > S ? e : S;
+  }
+  const float div = detail::bits_float((zeros ? 1u : S) << 23);
+  for (int i = 0; i < G; ++i) {
+    bool neg = false;
+    const float a = detail::mase_cuda_magnitude(w[i], neg);
+    // RNE to an integer (as nearbyint); NaN stays NaN and becomes 0 below.
+    float q = static_cast<float>(detail::round_int(static_cast<double>(a / div * 64.0f), Rounding::nearest_even));
+    if (q < 0.0f) q = 0.0f;
+    if (q > 127.0f) q = 127.0f;
+    const int k = detail::is_nan(q) ? 0 : static_cast<int>(q);
+    m[i] = static_cast<std::int8_t>(neg ? -k : k);
+  }
+  return static_cast<std::uint8_t>(S);
+}
 
 /// mase-cuda quantize1d_simulated: bf16 pre-rounding, magnitudes below 2^-126 flushed,
 /// S = max float32 exponent field of the group (all-zero group: S = 0), m = clamp(RNE(|w| /
@@ -150,36 +189,14 @@ inline MXInt8MaseCuda quantize_mxint8_mase_cuda(std::span<const float> w, int gr
   r.mantissa.resize(w.size());
   const auto G = static_cast<std::size_t>(group_size);
   r.scale.resize(w.size() / G);
-  std::vector<float> a(G);
-  std::vector<bool> neg(G);
-  for (std::size_t g = 0; g < r.scale.size(); ++g) {
-    std::uint32_t S = 0;
-    bool zeros = true;
-    for (std::size_t i = 0; i < G; ++i) {
-      const float v = detail::mx_bf16_bits_to_float(detail::mx_float_to_bf16_bits(w[g * G + i]));
-      neg[i] = v < 0;
-      float m = std::fabs(v);
-      if (m < std::numeric_limits<float>::min()) m = 0.0f;
-      a[i] = m;
-      zeros &= m == 0.0f;
-      S = std::max(S, (detail::float_bits(m) >> 23) & 0xFFu);
-    }
-    r.scale[g] = static_cast<std::uint8_t>(S);
-    const float div = detail::bits_float((zeros ? 1u : S) << 23);
-    for (std::size_t i = 0; i < G; ++i) {
-      float q = std::nearbyint(a[i] / div * 64.0f);
-      if (q < 0.0f) q = 0.0f;
-      if (q > 127.0f) q = 127.0f;
-      const auto m = detail::is_nan(q) ? 0 : static_cast<int>(q);
-      r.mantissa[g * G + i] = static_cast<std::int8_t>(neg[i] ? -m : m);
-    }
-  }
+  for (std::size_t g = 0; g < r.scale.size(); ++g)
+    r.scale[g] = quantize_mxint8_mase_cuda_group(w.data() + g * G, group_size, r.mantissa.data() + g * G);
   return r;
 }
 
 /// mase-cuda's dequantize to bf16 by bit construction: sign | S << 7 | (|m| & 63) << 1, minus
 /// the implicit one (sign | S << 7) when bit 6 of |m| is clear. Exact for S in [1, 254].
-constexpr std::uint16_t dequantize_mxint8_to_bf16_bits(std::int8_t m, std::uint8_t S) {
+QNUM_HD constexpr std::uint16_t dequantize_mxint8_to_bf16_bits(std::int8_t m, std::uint8_t S) {
   const auto mu = static_cast<std::uint8_t>(m);
   const std::uint16_t sign = (mu & 0x80u) ? 0x8000u : 0u;
   const auto mabs = static_cast<std::uint8_t>(m < 0 ? -static_cast<int>(m) : m);  // -128 stays 0x80

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "qnum/core/error.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/rng.hpp"
 #include "qnum/core/shape.hpp"
@@ -29,7 +30,7 @@ void quantize_each(std::span<const float> in, std::span<float> out, Q&& q) {
 }
 
 /// The uniform draw for element `index` under `policy` (only used by stochastic rounding).
-inline float stochastic_draw(const Policy& policy, std::uint64_t index) {
+QNUM_HD inline float stochastic_draw(const Policy& policy, std::uint64_t index) {
   return policy.rounding == Rounding::stochastic ? CounterRng(policy.seed).uniform(index) : 0.0f;
 }
 
