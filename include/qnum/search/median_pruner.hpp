@@ -54,7 +54,7 @@ class PercentilePruner : public Pruner {
   }
 
   bool prune(StudyView& study, const FrozenTrial& trial) override {
-    const auto completed = study.get_trials({TrialState::complete});
+    const auto completed = study.get_trials_shared({TrialState::complete});
     const auto n = static_cast<std::int64_t>(completed.size());
     if (n == 0 || n < n_startup_trials_) return false;
     const auto step = trial.last_step();
@@ -77,7 +77,7 @@ class PercentilePruner : public Pruner {
 
     std::vector<double> at_step;
     for (const auto& t : completed)
-      if (const auto it = t.intermediate_values.find(*step); it != t.intermediate_values.end())
+      if (const auto it = t->intermediate_values.find(*step); it != t->intermediate_values.end())
         at_step.push_back(it->second);
     if (static_cast<std::int64_t>(at_step.size()) < n_min_trials_) return false;
     const double p = detail::nanpercentile(at_step, maximize ? 100.0 - percentile_ : percentile_);

@@ -285,27 +285,27 @@ class Study final : public StudyView {
   /// The best COMPLETE trial of a single-objective study (the first of equals).
   FrozenTrial best_trial() const {
     const auto dir = direction();
-    std::optional<FrozenTrial> best;
-    for (auto& t : get_trials({TrialState::complete}))
-      if (!best || (dir == StudyDirection::maximize ? t.values[0] > best->values[0] : t.values[0] < best->values[0]))
+    std::shared_ptr<const FrozenTrial> best;  // shared reads: only the best one is copied
+    for (auto& t : get_trials_shared({TrialState::complete}))
+      if (!best || (dir == StudyDirection::maximize ? t->values[0] > best->values[0] : t->values[0] < best->values[0]))
         best = std::move(t);
-    qnum::detail::require(best.has_value(), "study '", info_.name, "': no trials are completed yet");
+    qnum::detail::require(best != nullptr, "study '", info_.name, "': no trials are completed yet");
     return *best;
   }
   double best_value() const { return best_trial().values[0]; }
   /// The Pareto front: COMPLETE trials no other COMPLETE trial dominates (for one objective,
   /// every trial with the best value).
   std::vector<FrozenTrial> best_trials() const {
-    const auto done = get_trials({TrialState::complete});
+    const auto done = get_trials_shared({TrialState::complete});
     std::vector<FrozenTrial> front;
     for (const auto& t : done) {
       bool dominated = false;
       for (const auto& o : done)
-        if (dominates(o.values, t.values, info_.directions)) {
+        if (dominates(o->values, t->values, info_.directions)) {
           dominated = true;
           break;
         }
-      if (!dominated) front.push_back(t);
+      if (!dominated) front.push_back(*t);
     }
     return front;
   }
@@ -315,11 +315,12 @@ class Study final : public StudyView {
     const bool maximize = direction() == StudyDirection::maximize;
     std::vector<std::pair<std::int64_t, double>> out;
     double best = std::numeric_limits<double>::quiet_NaN();
-    for (const auto& t : get_trials()) {
-      if (!is_finished(t.state)) continue;
-      if (t.state == TrialState::complete && (std::isnan(best) || (maximize ? t.values[0] > best : t.values[0] < best)))
-        best = t.values[0];
-      out.emplace_back(t.number, best);
+    for (const auto& t : get_trials_shared()) {
+      if (!is_finished(t->state)) continue;
+      if (t->state == TrialState::complete &&
+          (std::isnan(best) || (maximize ? t->values[0] > best : t->values[0] < best)))
+        best = t->values[0];
+      out.emplace_back(t->number, best);
     }
     return out;
   }
