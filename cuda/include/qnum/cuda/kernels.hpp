@@ -1,0 +1,68 @@
+// qnum::cuda: the format references run on device buffers. Every kernel calls the same
+// QNUM_HD scalar definition the CPU uses (include/qnum/format/*), so results are bit-identical
+// to the CPU reference. Pointers are device pointers; calls are asynchronous on `stream`
+// (0: the default stream) and throw qnum::Error on bad arguments or a failed launch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "qnum/format/fixed.hpp"
+#include "qnum/format/log.hpp"
+#include "qnum/format/minifloat.hpp"
+#include "qnum/format/mx.hpp"
+
+namespace qnum::cuda {
+
+/// Number of CUDA devices, 0 when there is none or no driver (never throws).
+int device_count();
+
+// ---- elementwise quantize (grid-stride; element i uses stochastic index first_index + i) ----
+
+void quantize(const FixedSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+              std::uint64_t first_index = 0, cudaStream_t stream = 0);
+void quantize(const MinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+              std::uint64_t first_index = 0, cudaStream_t stream = 0);
+void quantize(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+              std::uint64_t first_index = 0, cudaStream_t stream = 0);
+/// One MX element type alone (values in units of the scale).
+void quantize(const MXElement& e, const Policy& p, const float* in, float* out, std::size_t n,
+              std::uint64_t first_index = 0, cudaStream_t stream = 0);
+
+/// Codes of an elementwise format: decode(s, code) for every code in [0, n) (the exhaustive
+/// decode check of <= 16-bit formats).
+void decode_codes(const MinifloatSpec& s, float* out, std::uint32_t n, cudaStream_t stream = 0);
+void decode_codes(const FixedSpec& s, float* out, std::uint32_t n, cudaStream_t stream = 0);
+
+// ---- OCP MX blocks (exact semantics, 8-bit E8M0 scale, no quantile search) ---------------
+
+/// Contiguous blocks of `block_size` values of the flat array (the last block may be short),
+/// one warp per block, as detail::mx_exact_block: values (may be null), one scale byte per
+/// block (may be null) and element codes (may be null).
+void mx_quantize_blocks(const MXElement& e, const Policy& p, const float* in, std::size_t n, int block_size,
+                        float* values, std::uint8_t* scales, std::uint16_t* codes, cudaStream_t stream = 0);
+
+// ---- mase-cuda packed MXINT8 (formats.md §2.14) ----------------------------------------
+
+/// quantize_mxint8_mase_cuda on the device: n % group_size == 0, one thread per group.
+void mxint8_mase_cuda_quantize(const float* in, std::size_t n, int group_size, std::int8_t* mantissa,
+                               std::uint8_t* scale, cudaStream_t stream = 0);
+/// dequantize_mxint8_mase_cuda_bf16 on the device: 1-D grid-stride (no grid-y limit).
+void mxint8_mase_cuda_dequantize_bf16(const std::int8_t* mantissa, const std::uint8_t* scale, std::size_t n,
+                                      int group_size, std::uint16_t* out_bf16, cudaStream_t stream = 0);
+
+// ---- GEMM -------------------------------------------------------------------------------
+
+/// C[M,N] (fp32, row-major) = A[M,K] (bf16 bits, row-major) x W[N,K]^T with W packed mase-cuda
+/// MXINT8, groups of 32 along K (a Linear weight). Dequantize-on-load into shared memory and
+/// WMMA bf16 tensor cores with fp32 accumulation (sm_80+). M, N multiples of 64, K of 32.
+void mxint8_gemm(const std::uint16_t* a_bf16, const std::int8_t* w_mantissa, const std::uint8_t* w_scale, float* c,
+                 int M, int N, int K, cudaStream_t stream = 0);
+/// The same product with W already dequantized to bf16 (row-major [N,K]): one cuBLAS
+/// cublasGemmEx call (bf16 inputs, fp32 compute and output), the baseline.
+void cublas_bf16_gemm(const std::uint16_t* a_bf16, const std::uint16_t* w_bf16, float* c, int M, int N, int K,
+                      cudaStream_t stream = 0);
+
+}  // namespace qnum::cuda

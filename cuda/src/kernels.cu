@@ -1,0 +1,211 @@
+// Format kernels: each thread calls the QNUM_HD scalar reference, so the device computes the
+// CPU's definition (compiled with --fmad=false: no contraction the CPU reference lacks).
+#include <algorithm>
+
+#include "qnum/cuda/check.hpp"
+#include "qnum/cuda/kernels.hpp"
+
+namespace qnum::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+/// Grid for a grid-stride loop over `work` items: enough CTAs to fill the device, capped.
+unsigned grid_for(std::size_t work, int per_cta = kThreads) {
+  const std::size_t ctas = (work + static_cast<std::size_t>(per_cta) - 1) / static_cast<std::size_t>(per_cta);
+  return static_cast<unsigned>(std::clamp<std::size_t>(ctas, 1, 1u << 16));
+}
+
+void check_launch(const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    qnum::detail::fail("CUDA: launch of ", kernel, " failed with ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+}
+
+template <class Spec>
+__global__ void quantize_kernel(Spec s, Policy p, const float* in, float* out, std::size_t n, std::uint64_t first) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = qnum::quantize(s, p, in[i], first + i);
+}
+
+template <class Spec>
+void launch_quantize(const Spec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
+                     cudaStream_t stream) {
+  if (n == 0) return;
+  qnum::detail::require(in != nullptr && out != nullptr, "qnum::cuda::quantize: null device pointer");
+  quantize_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, p, in, out, n, first);
+  check_launch("quantize_kernel");
+}
+
+template <class Spec>
+__global__ void decode_kernel(Spec s, float* out, std::uint32_t n) {
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  for (std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += stride) out[c] = qnum::decode(s, c);
+}
+
+__global__ void mx_blocks_kernel(MXElement e, Policy p, const float* in, std::size_t n, int bs, std::size_t nblocks,
+                                 float* values, std::uint8_t* scales, std::uint16_t* codes) {
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const std::size_t warps = (static_cast<std::size_t>(gridDim.x) * blockDim.x) / 32;
+  for (std::size_t b = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; b < nblocks;
+       b += warps) {  // b is the same on every lane of the warp
+    const std::size_t start = b * static_cast<std::size_t>(bs);
+    const int len = static_cast<int>(n - start < static_cast<std::size_t>(bs) ? n - start : bs);
+    double amax = 0;
+    int special = 0;
+    for (int i = lane; i < len; i += 32) {
+      const float x = in[start + static_cast<std::size_t>(i)];
+      special |= !qnum::detail::is_finite(x);
+      amax = fmax(amax, qnum::detail::abs(static_cast<double>(x)));
+    }
+    for (int off = 16; off > 0; off /= 2) {
+      amax = fmax(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
+      special |= __shfl_xor_sync(0xFFFFFFFFu, special, off);
+    }
+    if (special) {  // OCP: NaN scale, the whole block is NaN
+      for (int i = lane; i < len; i += 32) {
+        if (values) values[start + static_cast<std::size_t>(i)] = qnum::detail::kNaN;
+        if (codes) codes[start + static_cast<std::size_t>(i)] = 0;
+      }
+      if (scales && lane == 0) scales[b] = 0xFF;
+      continue;
+    }
+    const int sexp = qnum::detail::mx_exact_scale_exp(e, 8, amax);
+    for (int i = lane; i < len; i += 32) {
+      const std::size_t k = start + static_cast<std::size_t>(i);
+      const float q = qnum::detail::mx_block_element(e, p, sexp, in[k], k);
+      if (values) values[k] = static_cast<float>(qnum::detail::scale2(static_cast<double>(q), sexp));
+      if (codes) codes[k] = static_cast<std::uint16_t>(qnum::detail::mx_element_code(e, q));
+    }
+    if (scales && lane == 0) scales[b] = static_cast<std::uint8_t>(sexp + qnum::detail::mx_scale_bias(8));
+  }
+}
+
+__global__ void mase_quantize_kernel(const float* in, std::size_t groups, int G, std::int8_t* m, std::uint8_t* s) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t g = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride)
+    s[g] = qnum::quantize_mxint8_mase_cuda_group(in + g * static_cast<std::size_t>(G), G,
+                                                 m + g * static_cast<std::size_t>(G));
+}
+
+/// Eight elements per thread: one 8-byte load of mantissas, one 16-byte store of bf16
+/// (needs n % 8 == 0, G % 8 == 0 and aligned pointers; checked by the launcher).
+__global__ void mase_dequantize8_kernel(const std::int8_t* m, const std::uint8_t* s, std::size_t n8, int G,
+                                        std::uint16_t* out) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t v = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < n8; v += stride) {
+    const uint2 raw = reinterpret_cast<const uint2*>(m)[v];
+    const std::uint8_t S = s[(v * 8) / static_cast<std::size_t>(G)];  // G % 8 == 0: one group
+    std::uint32_t w[4];
+    for (int j = 0; j < 4; ++j) {
+      const std::uint32_t word = j < 2 ? raw.x : raw.y;
+      const int sh = (j % 2) * 16;
+      const auto lo = static_cast<std::int8_t>((word >> sh) & 0xFFu);
+      const auto hi = static_cast<std::int8_t>((word >> (sh + 8)) & 0xFFu);
+      w[j] = static_cast<std::uint32_t>(qnum::dequantize_mxint8_to_bf16_bits(lo, S)) |
+             (static_cast<std::uint32_t>(qnum::dequantize_mxint8_to_bf16_bits(hi, S)) << 16);
+    }
+    reinterpret_cast<uint4*>(out)[v] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+__global__ void mase_dequantize_kernel(const std::int8_t* m, const std::uint8_t* s, std::size_t n, int G,
+                                       std::uint16_t* out) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = qnum::dequantize_mxint8_to_bf16_bits(m[i], s[i / static_cast<std::size_t>(G)]);
+}
+
+}  // namespace
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no driver / no device" error
+    return 0;
+  }
+  return n;
+}
+
+void quantize(const FixedSpec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
+              cudaStream_t stream) {
+  s.validate();
+  launch_quantize(s, p, in, out, n, first, stream);
+}
+void quantize(const MinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
+              cudaStream_t stream) {
+  s.validate();
+  launch_quantize(s, p, in, out, n, first, stream);
+}
+void quantize(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
+              cudaStream_t stream) {
+  s.validate();
+  launch_quantize(s, p, in, out, n, first, stream);
+}
+void quantize(const MXElement& e, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
+              cudaStream_t stream) {
+  qnum::detail::require(e.is_ocp() && e.width >= 2 && e.width <= 16, "qnum::cuda::quantize: MX element ", e.name(),
+                        " is not an OCP element type of at most 16 bits");
+  launch_quantize(e, p, in, out, n, first, stream);
+}
+
+void decode_codes(const MinifloatSpec& s, float* out, std::uint32_t n, cudaStream_t stream) {
+  s.validate();
+  if (n == 0) return;
+  decode_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, out, n);
+  check_launch("decode_kernel");
+}
+void decode_codes(const FixedSpec& s, float* out, std::uint32_t n, cudaStream_t stream) {
+  s.validate();
+  if (n == 0) return;
+  decode_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, out, n);
+  check_launch("decode_kernel");
+}
+
+void mx_quantize_blocks(const MXElement& e, const Policy& p, const float* in, std::size_t n, int block_size,
+                        float* values, std::uint8_t* scales, std::uint16_t* codes, cudaStream_t stream) {
+  qnum::detail::require(block_size >= 1, "qnum::cuda::mx_quantize_blocks: block_size ", block_size, " must be >= 1");
+  qnum::detail::require(e.is_ocp() && e.width >= 2 && e.width <= 16, "qnum::cuda::mx_quantize_blocks: element ",
+                        e.name(), " is not an OCP element type of at most 16 bits");
+  if (n == 0) return;
+  const std::size_t nblocks = (n + static_cast<std::size_t>(block_size) - 1) / static_cast<std::size_t>(block_size);
+  mx_blocks_kernel<<<grid_for(nblocks * 32), kThreads, 0, stream>>>(e, p, in, n, block_size, nblocks, values, scales,
+                                                                    codes);
+  check_launch("mx_blocks_kernel");
+}
+
+namespace {
+void check_mase_args(const char* what, std::size_t n, int G) {
+  qnum::detail::require(G > 0, what, ": group_size ", G, " must be positive");
+  qnum::detail::require(n % static_cast<std::size_t>(G) == 0, what, ": ", n,
+                        " elements are not divisible by group_size ", G);
+}
+}  // namespace
+
+void mxint8_mase_cuda_quantize(const float* in, std::size_t n, int group_size, std::int8_t* mantissa,
+                               std::uint8_t* scale, cudaStream_t stream) {
+  check_mase_args("qnum::cuda::mxint8_mase_cuda_quantize", n, group_size);
+  if (n == 0) return;
+  const std::size_t groups = n / static_cast<std::size_t>(group_size);
+  mase_quantize_kernel<<<grid_for(groups), kThreads, 0, stream>>>(in, groups, group_size, mantissa, scale);
+  check_launch("mase_quantize_kernel");
+}
+
+void mxint8_mase_cuda_dequantize_bf16(const std::int8_t* mantissa, const std::uint8_t* scale, std::size_t n,
+                                      int group_size, std::uint16_t* out, cudaStream_t stream) {
+  check_mase_args("qnum::cuda::mxint8_mase_cuda_dequantize_bf16", n, group_size);
+  if (n == 0) return;
+  const bool vec = n % 8 == 0 && group_size % 8 == 0 && reinterpret_cast<std::uintptr_t>(mantissa) % 8 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+  if (vec) {
+    mase_dequantize8_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(mantissa, scale, n / 8, group_size, out);
+    check_launch("mase_dequantize8_kernel");
+  } else {
+    mase_dequantize_kernel<<<grid_for(n), kThreads, 0, stream>>>(mantissa, scale, n, group_size, out);
+    check_launch("mase_dequantize_kernel");
+  }
+}
+
+}  // namespace qnum::cuda
