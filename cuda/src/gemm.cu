@@ -18,7 +18,9 @@ namespace {
 __global__ void __launch_bounds__(128)
     mxint8_gemm_kernel(const std::uint16_t* __restrict__ A, const std::int8_t* __restrict__ Wm,
                        const std::uint8_t* __restrict__ Ws, float* __restrict__ C, int M, int N, int K) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // compiled for an architecture without bf16 WMMA (the launcher refuses it first)
+#elif defined(__CUDA_ARCH__)
   using namespace nvcuda;
   __shared__ __align__(32) std::uint16_t As[BM * LD];
   __shared__ __align__(32) std::uint16_t Bs[BN * LD];
@@ -78,6 +80,11 @@ void mxint8_gemm(const std::uint16_t* a, const std::int8_t* wm, const std::uint8
   QNUM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   qnum::detail::require(major >= 8, "qnum::cuda::mxint8_gemm: needs bf16 tensor cores (sm_80+), device is sm_", major,
                         "x");
+  cudaFuncAttributes attr{};
+  QNUM_CUDA_CHECK(cudaFuncGetAttributes(&attr, mxint8_gemm_kernel));
+  qnum::detail::require(attr.ptxVersion >= 80 && attr.binaryVersion >= 80,
+                        "qnum::cuda::mxint8_gemm: the kernel was compiled for sm_", attr.binaryVersion, " (PTX ",
+                        attr.ptxVersion, "); build with CMAKE_CUDA_ARCHITECTURES >= 80");
   const dim3 grid(static_cast<unsigned>(N / BN), static_cast<unsigned>(M / BM));
   mxint8_gemm_kernel<<<grid, 128, 0, stream>>>(a, wm, ws, c, M, N, K);
   QNUM_CUDA_CHECK(cudaGetLastError());
