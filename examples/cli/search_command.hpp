@@ -4,9 +4,9 @@
 // `qnum study show --storage URL --study-name NAME [--csv FILE] [--plot FILE.svg] [--json]`
 // prints a study's trials and best trial (any study in Optuna's database layout, written by
 // qnum or by Optuna) and writes its best-so-far curve as SVG.
-// Several `qnum search --resume` processes on one sqlite:/// study share the work: trial
-// numbers and grid points never repeat, and trials of a killed worker become FAIL once
-// their heartbeat is older than --grace-period.
+// Several `qnum search --resume` processes on one sqlite:/// or postgresql:// study (the
+// latter from several machines) share the work: trial numbers and grid points never repeat,
+// and trials of a killed worker become FAIL once their heartbeat is older than --grace-period.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -71,7 +71,8 @@ class SearchCommand {
     cmd_->add_option("--objective", objective_, "branin, rastrigin or mixed-precision")->required();
     cmd_->add_option("--sampler", sampler_, "random, grid or tpe")->capture_default_str();
     cmd_->add_option("--trials", trials_, "trials this process runs (a grid stops when exhausted)")->required();
-    cmd_->add_option("--storage", storage_, "memory, sqlite:///relative.db or sqlite:////absolute.db")
+    cmd_->add_option("--storage", storage_,
+                     "memory, sqlite:///relative.db, sqlite:////absolute.db or postgresql://user:pass@host:port/db")
         ->capture_default_str();
     cmd_->add_option("--study-name", study_name_, "study name (default: OBJECTIVE-SAMPLER)");
     cmd_->add_option("--seed", seed_, "sampler seed (give each worker its own)")->capture_default_str();
@@ -191,7 +192,10 @@ class StudyCommand {
     cmd_ = app.add_subcommand("study", "Inspect stored studies");
     cmd_->require_subcommand(1);
     show_ = cmd_->add_subcommand("show", "Print a study's trials and best trial; write its best-so-far plot");
-    show_->add_option("--storage", storage_, "sqlite:///relative.db or sqlite:////absolute.db")->required();
+    show_
+        ->add_option("--storage", storage_,
+                     "sqlite:///relative.db, sqlite:////absolute.db or postgresql://user:pass@host:port/db")
+        ->required();
     show_->add_option("--study-name", name_, "study name (omit to list the studies)");
     show_->add_option("--csv", csv_, "also write the trials table as CSV");
     show_->add_option("--plot", plot_, "write the best-so-far curve as SVG");
