@@ -637,3 +637,201 @@ TEST_CASE("kernel quantize: mase block_fp and mxint in vector registers, every M
   check_shaped(fmt("mxint:width=8,quantile_search=true", qnum::mase_compat), mase_block_inputs(64 * 32, 9, false),
                {64, 32}, Role::weight, false);
 }
+
+namespace {
+
+/// Every element code's value for several shared biases, with float neighbours, ties (the
+/// midpoints and, for log, geometric midpoints), both signs, in blocks of `bs` whose first
+/// element is that bias's largest value (so the block takes that bias).
+std::vector<float> shared_bias_neighbourhood(const Format& f, int bs) {
+  std::vector<float> out;
+  auto emit = [&](const std::vector<float>& vals_in) {
+    std::vector<float> vals;
+    for (float v : vals_in)
+      if (std::isfinite(v) && v >= 0) vals.push_back(v);
+    std::sort(vals.begin(), vals.end());
+    vals.erase(std::unique(vals.begin(), vals.end()), vals.end());
+    if (vals.empty()) return;
+    std::vector<float> pts;
+    for (std::size_t i = 0; i < vals.size(); ++i) {
+      add_with_neighbours(pts, vals[i], 1);
+      if (i + 1 < vals.size()) {
+        add_with_neighbours(pts, static_cast<float>((double(vals[i]) + vals[i + 1]) / 2), 1);
+        add_with_neighbours(pts, static_cast<float>(std::sqrt(double(vals[i]) * vals[i + 1])), 1);
+      }
+    }
+    const std::size_t n = pts.size();
+    for (std::size_t i = 0; i < n; ++i) pts.push_back(-pts[i]);
+    std::size_t j = 0;
+    while (j < pts.size()) {
+      out.push_back(vals.back());
+      for (int k = 1; k < bs && j < pts.size(); ++k, ++j) out.push_back(pts[j]);
+      while (out.size() % static_cast<std::size_t>(bs)) out.push_back(0.0f);
+    }
+  };
+  if (const auto* s = std::get_if<qnum::BlockMinifloatSpec>(&f.spec)) {
+    for (int b : {-100, -3, 0, 7, 100, 127}) {
+      std::vector<float> vals;
+      for (std::uint32_t c = 0; c < (1u << (s->width - 1)); ++c)
+        vals.push_back(qnum::detail::block_minifloat_decode_exact(*s, b, c));
+      emit(vals);
+    }
+  }
+  if (const auto* s = std::get_if<qnum::BlockLogSpec>(&f.spec)) {
+    for (int b : {0, 3, 100, 127, s->bias_max()}) {
+      std::vector<float> vals;
+      for (std::uint32_t c = 0; c < (1u << (s->width - 1)); ++c)
+        vals.push_back(qnum::detail::block_log_decode_exact(*s, b, c));
+      emit(vals);
+    }
+  }
+  return out;
+}
+
+/// A shaped check at 1, 2 and 3 threads on the default architecture.
+void check_threads(const Format& f, const std::vector<float>& x, const qnum::Shape& shape, qnum::Role role) {
+  CAPTURE(f.to_string());
+  CAPTURE(qnum::to_string(shape));
+  const auto ref = f.quantize(x, shape, role);
+  for (int t : {1, 2, 3}) {
+    qnum::set_num_threads(t);
+    std::vector<float> out(x.size(), 123.0f);
+    qnum::kernel::quantize(f, x, out, shape, role);
+    CHECK(count_mismatch(f, x, ref, out, "threads") == 0);
+  }
+  qnum::set_num_threads(1);
+}
+
+}  // namespace
+
+TEST_CASE("kernel quantize: block_minifloat and block_log, exact and mase, threaded per block") {
+  using qnum::Role;
+  std::vector<float> rnd = random_inputs(21);
+  for (const char* spec :
+       {"block_minifloat", "block_minifloat:block_size=7", "block_minifloat:block_size=4x8",
+        "block_minifloat:width=6,exponent_width=3,exponent_bias_width=4", "block_minifloat:block_size=2x3x5",
+        "block_minifloat:width=8,exponent_width=4,rounding=stochastic,seed=3", "block_minifloat:rounding=toward_zero",
+        "block_minifloat:block_size=-1", "block_log", "block_log:block_size=5", "block_log:block_size=3x16",
+        "block_log:width=4,exponent_bias_width=4", "block_log:width=9,exponent_bias_width=8,block_size=1x32",
+        "block_log:rounding=stochastic,seed=4", "block_log:rounding=floor", "block_log:rounding=ceil"}) {
+    const Format f = fmt(spec);
+    // every code's neighbourhood for several biases, ties, specials: 1-D and 2-D
+    std::vector<float> in = shared_bias_neighbourhood(f, 16);
+    in.insert(in.end(), rnd.begin(), rnd.end());
+    const std::int64_t cols = 48, rows = static_cast<std::int64_t>(in.size()) / cols;
+    in.resize(static_cast<std::size_t>(rows * cols));
+    check_shaped(f, in, {rows * cols}, Role::weight, false);
+    check_shaped(f, in, {rows, cols}, Role::weight, false);
+    const std::vector<float> in3(in.begin(), in.begin() + rows / 3 * 3 * cols);
+    check_shaped(f, in3, {rows / 3, 3, cols}, Role::activation, false);
+    CHECK(qnum::kernel::quantize_path(f, {rows, cols}) == qnum::kernel::QuantizePath::scalar);
+    check_threads(f, in, {rows, cols}, Role::weight);
+    check_threads(f, in, {rows * cols}, Role::weight);
+  }
+  for (const char* spec :
+       {"block_minifloat", "block_minifloat:block_size=16", "block_minifloat:block_size=4x8",
+        "block_minifloat:block_size=7", "block_minifloat:width=6,exponent_width=3", "block_minifloat:block_size=-1",
+        "block_log", "block_log:block_size=16", "block_log:block_size=4x8", "block_log:width=4,exponent_bias_width=4",
+        "block_log:block_size=1x16"}) {
+    const Format f = fmt(spec, qnum::mase_compat);
+    for (bool specials : {false, true}) {
+      check_shaped(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight, false);
+      check_shaped(f, mase_block_inputs(37 * 50, 2, specials), {37, 50}, Role::weight, false);
+      check_shaped(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation, false);
+      check_shaped(f, mase_block_inputs(3 * 20 * 33, 4, specials), {3, 20, 33}, Role::activation, false);
+      check_threads(f, mase_block_inputs(301 * 77, 5, specials), {301, 77}, Role::weight);
+      check_threads(f, mase_block_inputs(20 * 30 * 41, 6, specials), {20, 30, 41}, Role::activation);
+    }
+    auto nb = shared_bias_neighbourhood(fmt(spec), 16);
+    nb.resize(nb.size() / 16 * 16);
+    check_shaped(f, nb, {static_cast<std::int64_t>(nb.size()) / 16, 16}, Role::weight, false);
+    check_shaped(f, std::vector<float>(64, 0.0f), {8, 8}, Role::weight, false);  // every block max 1
+    // MASE's errors (1-D activation, 3-D weight) come from the reference
+    std::vector<float> out(60);
+    CHECK_THROWS_AS(qnum::kernel::quantize(f, mase_block_inputs(60, 5, false), out, {60}, Role::activation),
+                    qnum::Error);
+    CHECK_THROWS_AS(qnum::kernel::quantize(f, mase_block_inputs(60, 5, false), out, {3, 4, 5}, Role::weight),
+                    qnum::Error);
+  }
+  // in place, zero-sized, rank 0
+  const Format f = fmt("block_log:block_size=4x4");
+  std::vector<float> x = mase_block_inputs(24 * 10, 9, true);
+  const auto ref = f.quantize(x, {24, 10});
+  qnum::kernel::quantize(f, x, x, {24, 10});
+  CHECK(count_mismatch(f, ref, ref, x, "in place") == 0);
+  std::vector<float> none;
+  qnum::kernel::quantize(f, none, none, {0, 4});
+  std::vector<float> one{3.0f}, o1{0.0f};
+  qnum::kernel::quantize(f, one, o1, {});
+  CHECK(same_bits(o1[0], f.quantize(one, {})[0]));
+}
+
+TEST_CASE("kernel quantize: scale_integer and ternary, both bundles, threaded") {
+  using qnum::Role;
+  std::vector<float> rnd = random_inputs(31);
+  // rows with ties of the integer grid: x * s = k + 1/2 (s = 2^(W-1) / max for exact rows of max
+  // 2^(W-1)), whole zero rows, a NaN row and an Inf row
+  auto rows_input = [&](std::int64_t cols) {
+    std::vector<float> x = mase_block_inputs(static_cast<std::size_t>(40 * cols), 12, false);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      x[static_cast<std::size_t>(2 * cols + c)] = c == 0 ? 128.0f : static_cast<float>(c % 256) - 127.5f;
+      x[static_cast<std::size_t>(3 * cols + c)] = c == 0 ? 127.0f : static_cast<float>(c % 254) - 126.5f;
+      x[static_cast<std::size_t>(4 * cols + c)] = c % 2 ? -0.0f : 0.0f;
+      x[static_cast<std::size_t>(5 * cols + c)] = c == 3 ? qnum::detail::kNaN : 1.0f;
+      x[static_cast<std::size_t>(6 * cols + c)] = c == 3 ? -qnum::detail::kInf : 1.0f;
+    }
+    x.insert(x.end(), rnd.begin(), rnd.begin() + (static_cast<std::int64_t>(rnd.size()) / cols) * cols);
+    return x;
+  };
+  for (const char* spec : {"scale_integer", "scale_integer:width=4", "scale_integer:width=8,is_signed=false",
+                           "scale_integer:width=16", "scale_integer:width=24"}) {
+    for (Policy base : {qnum::exact, qnum::mase_compat}) {
+      const Format f = fmt(spec, base);
+      const bool simd = base.is_mase();
+      for (std::int64_t cols : {1, 7, 16, 33, 300}) {
+        const auto x = rows_input(cols);
+        check_shaped(f, x, {static_cast<std::int64_t>(x.size()) / cols, cols}, Role::weight, simd);
+      }
+      const auto x = rows_input(100);
+      check_shaped(f, x, {static_cast<std::int64_t>(x.size())}, Role::weight, simd);  // one long row
+      check_threads(f, x, {static_cast<std::int64_t>(x.size())}, Role::weight);
+      std::vector<float> big(200003);
+      std::mt19937_64 gen(5);
+      std::normal_distribution<float> normal(0.0f, 3.0f);
+      for (auto& v : big) v = normal(gen);
+      check_threads(f, big, {200003}, Role::weight);
+      check_threads(f, std::vector<float>(big.begin(), big.begin() + 7 * 28571), {7, 28571}, Role::weight);
+    }
+  }
+  const auto x33 = rows_input(33);
+  const qnum::Shape s33{static_cast<std::int64_t>(x33.size()) / 33, 33};
+  check_shaped(fmt("scale_integer:rounding=stochastic,seed=2"), x33, s33, Role::weight, false);
+  check_shaped(fmt("scale_integer:rounding=floor"), x33, s33, Role::weight, false);
+
+  for (const char* spec :
+       {"ternary", "ternary:scaling_factor=true", "ternary:threshold=0.3", "ternary:threshold=0.3,scaling_factor=true",
+        "ternary:threshold=0", "ternary:threshold=1e-40"}) {
+    const Format f = fmt(spec);
+    std::vector<float> x = rows_input(64);
+    // values at and next to the threshold 0.3 (a double that is no float)
+    for (int i = 0; i < 64; ++i) add_with_neighbours(x, (i % 2 ? -1.0f : 1.0f) * 0.3f, 2);
+    x.resize(x.size() / 64 * 64);
+    const auto rows = static_cast<std::int64_t>(x.size()) / 64;
+    check_shaped(f, x, {rows, 64}, Role::weight, true);
+    check_shaped(f, x, {rows * 64}, Role::weight, true);
+    check_shaped(f, x, {rows, 8, 8}, Role::weight, true);
+    check_threads(f, x, {rows, 64}, Role::weight);
+    std::vector<float> big(200003);
+    std::mt19937_64 gen(6);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (auto& v : big) v = normal(gen);
+    check_threads(f, big, {200003}, Role::weight);
+    const Format m = fmt(spec, qnum::mase_compat);
+    std::vector<float> x4 = mase_block_inputs(6 * 3 * 5 * 7, 13, true);
+    check_shaped(m, x4, {6, 3, 5, 7}, Role::weight, false);
+    check_threads(m, std::vector<float>(big.begin(), big.begin() + 7 * 3 * 89 * 100), {7, 3, 89, 100}, Role::weight);
+    std::vector<float> out(60);
+    CHECK_THROWS_AS(qnum::kernel::quantize(m, x4, out, {60}), qnum::Error);                      // size mismatch
+    CHECK_THROWS_AS(qnum::kernel::quantize(m, std::vector<float>(60), out, {60}), qnum::Error);  // MASE: 4-D only
+  }
+}

@@ -107,6 +107,15 @@ inline float scale_integer_value_exact(const ScaleIntegerSpec& s, std::int64_t k
   return static_cast<float>(static_cast<double>(k) * static_cast<double>(row_max) / static_cast<double>(s.kmax()));
 }
 
+/// exact: one element of a row whose max |x| is m (finite); `index` keys stochastic rounding.
+inline float scale_integer_element_exact(const ScaleIntegerSpec& s, const Policy& p, float x, float m,
+                                         std::uint64_t index) {
+  if (m == 0.0f) return s.is_signed ? x : 0.0f;  // all-zero row stays zero (signed keeps -0)
+  const auto k = scale_integer_code_exact(s, p, x, m, index);
+  const float v = scale_integer_value_exact(s, k, m);
+  return v == 0.0f && s.is_signed && sign_bit(x) ? -0.0f : v;
+}
+
 /// Quantizes one row; `first_index` is the row's flat offset (keys stochastic rounding).
 inline void scale_integer_row(const ScaleIntegerSpec& s, const Policy& p, std::span<const float> row,
                               std::span<float> out, std::uint64_t first_index) {
@@ -121,15 +130,7 @@ inline void scale_integer_row(const ScaleIntegerSpec& s, const Policy& p, std::s
     for (auto& o : out) o = kNaN;  // no finite scale
     return;
   }
-  for (std::size_t j = 0; j < row.size(); ++j) {
-    if (m == 0.0f) {
-      out[j] = s.is_signed ? row[j] : 0.0f;  // all-zero row stays zero (signed keeps -0)
-      continue;
-    }
-    const auto k = scale_integer_code_exact(s, p, row[j], m, first_index + j);
-    const float v = scale_integer_value_exact(s, k, m);
-    out[j] = v == 0.0f && s.is_signed && sign_bit(row[j]) ? -0.0f : v;
-  }
+  for (std::size_t j = 0; j < row.size(); ++j) out[j] = scale_integer_element_exact(s, p, row[j], m, first_index + j);
 }
 
 }  // namespace detail

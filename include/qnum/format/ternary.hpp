@@ -118,6 +118,13 @@ inline void ternary_sample_mase(const TernarySpec& s, const float* x, float* out
   }
 }
 
+/// exact: one element against its channel's threshold and scale (alpha = float(c.alpha)).
+inline float ternary_element_exact(float x, const TernaryChannel& c, float alpha) {
+  const double v = x;
+  if (v != v || c.delta != c.delta) return kNaN;
+  return v > c.delta ? alpha : (v < -c.delta ? -alpha : 0.0f);
+}
+
 }  // namespace detail
 
 /// Thresholds and scales per channel (index of dim 0; one channel for rank <= 1) as exact
@@ -155,13 +162,8 @@ inline void quantize(const TernarySpec& s, const Policy& p, std::span<const floa
     const auto off = static_cast<std::size_t>(g * groups.size);
     const auto c = detail::ternary_channel_exact(s, in.subspan(off, static_cast<std::size_t>(groups.size)));
     const auto alpha = static_cast<float>(c.alpha);
-    for (std::size_t j = off; j < off + static_cast<std::size_t>(groups.size); ++j) {
-      const double x = in[j];
-      if (x != x || c.delta != c.delta)
-        out[j] = detail::kNaN;
-      else
-        out[j] = x > c.delta ? alpha : (x < -c.delta ? -alpha : 0.0f);
-    }
+    for (std::size_t j = off; j < off + static_cast<std::size_t>(groups.size); ++j)
+      out[j] = detail::ternary_element_exact(in[j], c, alpha);
   }
 }
 

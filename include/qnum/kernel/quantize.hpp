@@ -20,9 +20,12 @@
 //  - scalar: the same elementwise families under a policy the vector code does not cover
 //    (stochastic and other directed roundings, wrap, extreme biases), and binarize: the scalar
 //    reference per element, keyed by the flat index, still split across threads.
-//  - reference: every other family or setting (mase mxfp and quantile search, exact 2-D tiles,
-//    block_minifloat, block_log, per-channel, residual/ternary, scale_integer, stochastic or
-//    scaled binary):
+//    block_minifloat and block_log (both bundles, every layout, quantize_tiles.hpp): the
+//    reference's per-block code, threaded over blocks.
+//  - quantize_rows.hpp: scale_integer (mase: simd; exact: scalar element, threaded) and
+//    ternary (exact: simd; mase: per-sample reference, threaded).
+//  - reference: every other family or setting (mase mxfp and quantile search, exact 2-D
+//    block_fp/MX tiles, residual_sign, stochastic or scaled binary):
 //    `Format::quantize` itself, single-threaded.
 //
 // How float32 reproduces the double-precision exact reference:
@@ -646,6 +649,8 @@ void plan(const Format& f, OnSimd&& simd, OnScalar&& scalar, OnRef&& reference) 
 }  // namespace qnum::kernel
 
 #include "qnum/kernel/quantize_block.hpp"  // block_fp / MX kernels (use the helpers above)
+#include "qnum/kernel/quantize_rows.hpp"   // scale_integer, ternary
+#include "qnum/kernel/quantize_tiles.hpp"  // block_minifloat / block_log, threaded per block
 
 namespace qnum::kernel {
 inline namespace QNUM_KERNEL_ISA_NS {
@@ -653,6 +658,10 @@ inline namespace QNUM_KERNEL_ISA_NS {
 /// Which path `quantize` takes for `f` on a tensor of `shape` (for reports and benchmarks).
 inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Role role = Role::weight) {
   if (detail::block_supported(f, shape) || detail::mase_block_supported(f, shape, role)) return QuantizePath::simd;
+  if (detail::tiles_supported(f, shape, role)) return QuantizePath::scalar;
+  if (std::holds_alternative<ScaleIntegerSpec>(f.spec) || std::holds_alternative<TernarySpec>(f.spec))
+    return f.policy.is_mase() == std::holds_alternative<ScaleIntegerSpec>(f.spec) ? QuantizePath::simd
+                                                                                  : QuantizePath::scalar;
   QuantizePath r = QuantizePath::reference;
   detail::plan(
       f, [&](const auto&) { r = QuantizePath::simd; }, [&](const auto&) { r = QuantizePath::scalar; },
@@ -694,6 +703,20 @@ void quantize_arch(const Format& f, std::span<const float> in, std::span<float> 
       return detail::mxint_mase_simd<Arch>(*s, in, out);
     }
   }
+  if (detail::tiles_supported(f, shape, role)) {
+    if (const auto* s = std::get_if<BlockMinifloatSpec>(&f.spec)) {
+      s->validate();
+      return detail::block_minifloat_tiles(*s, f.policy, in, out, shape, role);
+    }
+    if (const auto* s = std::get_if<BlockLogSpec>(&f.spec)) {
+      s->validate();
+      return detail::block_log_tiles(*s, f.policy, in, out, shape, role);
+    }
+  }
+  if (const auto* s = std::get_if<ScaleIntegerSpec>(&f.spec))
+    return detail::scale_integer_kernel<Arch>(*s, f.policy, in, out, shape);
+  if (const auto* s = std::get_if<TernarySpec>(&f.spec))
+    return detail::ternary_kernel<Arch>(*s, f.policy, in, out, shape);
   detail::plan(
       f, [&](const auto& k) { detail::run_threaded<Arch>(k, in, out); },
       [&](const auto& s) { detail::run_scalar_threaded(s, f.policy, in, out); },

@@ -1,0 +1,151 @@
+// Threaded kernels for the per-row / per-channel scaled families: scale_integer (both
+// bundles) and ternary (exact in vector registers; MASE's per-sample rule threaded).
+//  - scale_integer: row maxima as integer maxima of |x|'s bits over segments of at most
+//    kQuantizeGrain elements (a max is exact, so the split changes nothing; NaN bits > Inf),
+//    then the elements. mase: MASE's float32 ops on vectors (x * s, round half even, clamp,
+//    k / s: the same IEEE operations as scale_integer_code_mase); exact (double arithmetic
+//    under any rounding): the reference's element function, threaded.
+//  - ternary exact: channel statistics by the reference (its double sum is order-dependent,
+//    so one channel stays one serial sum; channels run in parallel), then the elements as
+//    x > T / x < -T against T = the largest float <= delta (for a float x, x > delta exactly
+//    when x > T). mase: ternary_sample_mase per sample, samples in parallel.
+// Included by quantize.hpp.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "qnum/format/scale_integer.hpp"
+#include "qnum/format/ternary.hpp"
+
+namespace qnum::kernel {
+inline namespace QNUM_KERNEL_ISA_NS {
+namespace detail {
+
+/// Max |x| bits of every row of `row` elements (rows in parallel, long rows in segments).
+template <class A>
+std::vector<std::int32_t> row_max_bits(const float* src, std::int64_t n, std::int64_t row) {
+  const std::int64_t rows = n / row, seg = std::min(row, kQuantizeGrain), segs = (row + seg - 1) / seg;
+  std::vector<std::int32_t> part(static_cast<std::size_t>(rows * segs));
+  parallel_for(rows * segs, std::max<std::int64_t>(1, kQuantizeGrain / seg), [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t r = t / segs, j = t % segs, off = r * row + j * seg;
+      part[static_cast<std::size_t>(t)] = max_abs_bits<A>(src + off, std::min(seg, row - j * seg));
+    }
+  });
+  std::vector<std::int32_t> m(static_cast<std::size_t>(rows), 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < segs; ++j)
+      m[static_cast<std::size_t>(r)] =
+          std::max(m[static_cast<std::size_t>(r)], part[static_cast<std::size_t>(r * segs + j)]);
+  return m;
+}
+
+/// Calls f(row, begin, end) for the runs of [0, n) cut at row boundaries, in parallel chunks
+/// of kQuantizeGrain elements (boundaries depend only on the sizes).
+template <class F>
+void for_each_row_run(std::int64_t n, std::int64_t row, F&& f) {
+  parallel_for(n, kQuantizeGrain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e;) {
+      const std::int64_t r = i / row, end = std::min(e, (r + 1) * row);
+      f(r, i, end);
+      i = end;
+    }
+  });
+}
+
+/// scale_integer, both bundles, rows along the last axis.
+template <class A>
+void scale_integer_kernel(const ScaleIntegerSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                          const Shape& shape) {
+  constexpr std::int64_t N = bf<A>::size;
+  const std::int64_t n = static_cast<std::int64_t>(in.size()), row = shape.empty() ? 1 : shape.back();
+  if (n == 0 || row == 0) return;
+  const float* src = in.data();
+  float* dst = out.data();
+  const auto mb = row_max_bits<A>(src, n, row);
+  auto row_max = [&](std::int64_t r) {
+    return bits_float(static_cast<std::uint32_t>(mb[static_cast<std::size_t>(r)]));
+  };
+  if (!p.is_mase()) {
+    for_each_row_run(n, row, [&](std::int64_t r, std::int64_t b, std::int64_t e) {
+      const float m = row_max(r);
+      if (!std::isfinite(m)) return std::fill(dst + b, dst + e, qnum::detail::kNaN);  // no finite scale
+      for (std::int64_t i = b; i < e; ++i)
+        dst[i] = qnum::detail::scale_integer_element_exact(s, p, src[i], m, static_cast<std::uint64_t>(i));
+    });
+    return;
+  }
+  const auto lo = static_cast<float>(s.kmin()), hi = static_cast<float>(s.kmax());
+  for_each_row_run(n, row, [&](std::int64_t r, std::int64_t b, std::int64_t e) {
+    // a NaN max gives a NaN scale and Inf a zero one: every output NaN, as in the reference
+    const float scale = qnum::detail::scale_integer_mase_scale(s, row_max(r));
+    const bf<A> S(scale), LO(lo), HI(hi);
+    std::int64_t i = b;
+    for (; i + N <= e; i += N) {
+      // nearbyint keeps NaN and the sign of zero; the selects let NaN through (torch.clamp)
+      bf<A> k = xsimd::nearbyint(bf<A>::load_unaligned(src + i) * S);
+      k = xsimd::select(k < LO, LO, k);
+      k = xsimd::select(k > HI, HI, k);
+      (k / S).store_unaligned(dst + i);
+    }
+    for (; i < e; ++i) dst[i] = qnum::detail::scale_integer_code_mase(s, src[i], scale) / scale;
+  });
+}
+
+/// The largest float <= d (d >= 0 or +Inf, not NaN): for a float x, x > d iff x > T.
+inline float float_at_or_below(double d) {
+  float f = static_cast<float>(d);
+  if (static_cast<double>(f) > d) f = std::nextafter(f, -qnum::detail::kInf);
+  return f;
+}
+
+/// ternary, both bundles.
+template <class A>
+void ternary_kernel(const TernarySpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                    const Shape& shape) {
+  constexpr std::int64_t N = bf<A>::size;
+  const float* src = in.data();
+  float* dst = out.data();
+  if (p.is_mase()) {
+    qnum::detail::require_mase_4d(s.name, "ternary_quantizer", shape);
+    if (shape[0] == 0) return;
+    const std::int64_t n = numel(shape) / shape[0];
+    // the reference reads a sample fully before writing it: in place stays correct
+    parallel_for(shape[0], 1, [&](std::int64_t g0, std::int64_t g1) {
+      std::vector<float> scratch;
+      for (std::int64_t g = g0; g < g1; ++g) qnum::detail::ternary_sample_mase(s, src + g * n, dst + g * n, n, scratch);
+    });
+    return;
+  }
+  const auto groups = qnum::detail::channel_groups(shape);
+  const std::int64_t n = numel(shape);
+  if (n == 0 || groups.size == 0) return;
+  std::vector<TernaryChannel> ch(static_cast<std::size_t>(groups.count));
+  parallel_for(groups.count, 1, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g)
+      ch[static_cast<std::size_t>(g)] = qnum::detail::ternary_channel_exact(
+          s, in.subspan(static_cast<std::size_t>(g * groups.size), static_cast<std::size_t>(groups.size)));
+  });
+  for_each_row_run(n, groups.size, [&](std::int64_t g, std::int64_t b, std::int64_t e) {
+    const TernaryChannel& c = ch[static_cast<std::size_t>(g)];
+    const auto alpha = static_cast<float>(c.alpha);
+    if (c.delta != c.delta) return std::fill(dst + b, dst + e, qnum::detail::kNaN);
+    const float t = float_at_or_below(c.delta);
+    const bf<A> T(t), NT(-t), AL(alpha), NAL(-alpha), ZERO(0.0f), NAN_(qnum::detail::kNaN);
+    std::int64_t i = b;
+    for (; i + N <= e; i += N) {
+      const bf<A> x = bf<A>::load_unaligned(src + i);
+      const bf<A> r = xsimd::select(x > T, AL, xsimd::select(x < NT, NAL, ZERO));
+      xsimd::select(xsimd::isnan(x), NAN_, r).store_unaligned(dst + i);
+    }
+    for (; i < e; ++i) dst[i] = qnum::detail::ternary_element_exact(src[i], c, alpha);
+  });
+}
+
+}  // namespace detail
+}  // namespace QNUM_KERNEL_ISA_NS
+}  // namespace qnum::kernel
