@@ -1,0 +1,137 @@
+// The objective of a mixed-precision search (spec/system.md §7.2 without MASE's pitfalls):
+// each trial quantizes a FRESH copy of the base model with the config its space drew,
+// optionally fine-tunes it (compression-aware search), and measures it anew — accuracy and
+// loss on the evaluation split (the validation split; test stays for the final report),
+// model bits (passes::model_size), average bits per parameter and BitOPs of a traced batch
+// (passes::cost). Metrics are combined per objective as MASE's `metrics` tables say: one
+// value per metric (multi-objective) or a scaled sum (single objective).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qnum/core/error.hpp"
+#include "qnum/data/dataset.hpp"
+#include "qnum/nn/module.hpp"
+#include "qnum/passes/cost.hpp"
+#include "qnum/passes/quantize.hpp"
+#include "qnum/passes/trace.hpp"
+#include "qnum/search/storage.hpp"
+#include "qnum/train/evaluate.hpp"
+#include "qnum/train/trainer.hpp"
+
+namespace qnum::search {
+
+/// What one trial measured.
+struct QuantizedMetrics {
+  double accuracy = 0, loss = 0;
+  double bits = 0, float32_bits = 0, parameters = 0;
+  double bitops = 0;  ///< forward BitOPs of the traced batch
+  std::size_t quantized_layers = 0;
+  double average_bitwidth() const { return parameters > 0 ? bits / parameters : 0.0; }
+  /// A metric by name: accuracy, loss, bits (alias model_size), average_bitwidth, bitops,
+  /// size_ratio (bits / float32 bits). Unknown names are errors listing these.
+  double get(const std::string& name) const {
+    if (name == "accuracy") return accuracy;
+    if (name == "loss") return loss;
+    if (name == "bits" || name == "model_size") return bits;
+    if (name == "average_bitwidth") return average_bitwidth();
+    if (name == "bitops") return bitops;
+    if (name == "size_ratio") return float32_bits > 0 ? bits / float32_bits : 0.0;
+    qnum::detail::fail("unknown metric '", name, "' (known: ", metric_names_text(), ")");
+  }
+  static std::string metric_names_text() {
+    return "accuracy, loss, bits, model_size, average_bitwidth, bitops, size_ratio";
+  }
+  nlohmann::json to_json() const {
+    return {{"accuracy", accuracy},
+            {"loss", loss},
+            {"bits", bits},
+            {"float32_bits", float32_bits},
+            {"bitops", bitops},
+            {"average_bitwidth", average_bitwidth()},
+            {"quantized_layers", quantized_layers}};
+  }
+};
+
+/// One objective metric: its name, direction and scale (MASE's [metrics.<name>] table).
+struct Metric {
+  std::string name;
+  StudyDirection direction = StudyDirection::maximize;
+  double scale = 1.0;
+};
+
+/// The study's directions: one per metric, or one "maximize" for a scaled sum.
+inline std::vector<StudyDirection> objective_directions(const std::vector<Metric>& metrics, bool sum_scaled) {
+  qnum::detail::require(!metrics.empty(), "search: no objective metrics");
+  if (sum_scaled) return {StudyDirection::maximize};
+  std::vector<StudyDirection> d;
+  for (const auto& m : metrics) d.push_back(m.direction);
+  return d;
+}
+
+/// The objective values of `r`: scale·metric each, or (sum_scaled) Σ ±scale·metric with +
+/// for metrics to maximize and − for those to minimize, so the sum is maximized.
+inline std::vector<double> objective_values(const QuantizedMetrics& r, const std::vector<Metric>& metrics,
+                                            bool sum_scaled) {
+  std::vector<double> v;
+  double sum = 0;
+  for (const auto& m : metrics) {
+    const double x = m.scale * r.get(m.name);
+    v.push_back(x);
+    sum += m.direction == StudyDirection::maximize ? x : -x;
+  }
+  if (sum_scaled) return {sum};
+  return v;
+}
+
+/// Measures quantize configs on fresh copies of a base model.
+struct QuantizedEvaluator {
+  std::function<std::shared_ptr<nn::Module>()> fresh_model;  ///< a new model holding the base state
+  const data::Dataset* eval = nullptr;                       ///< accuracy/loss split (validation)
+  std::int64_t batch_size = 1024;                            ///< evaluation batch
+  Tensor example;                                            ///< the batch traced for BitOPs
+  int finetune_epochs = 0;                                   ///< > 0: QAT per trial (needs train)
+  const data::Dataset* train = nullptr;
+  train::TrainConfig finetune;  ///< fine-tuning settings (max_epochs and output_dir set per trial)
+
+  /// Quantizes a fresh model with `qconfig`, fine-tunes it into `run_dir` when asked, and
+  /// measures it. The model is returned through `out` when given.
+  QuantizedMetrics operator()(const nlohmann::json& qconfig, const std::filesystem::path& run_dir = {},
+                              std::shared_ptr<nn::Module>* out = nullptr) const {
+    qnum::detail::require(fresh_model && eval != nullptr, "QuantizedEvaluator: no model or evaluation split");
+    auto model = fresh_model();
+    const auto report = passes::quantize(*model, qconfig);
+    QuantizedMetrics r;
+    r.quantized_layers = report.changed();
+    if (finetune_epochs > 0) {
+      qnum::detail::require(train != nullptr, "QuantizedEvaluator: fine-tuning needs the training split");
+      qnum::detail::require(!run_dir.empty(), "QuantizedEvaluator: fine-tuning needs a run directory");
+      auto c = finetune;
+      c.max_epochs = finetune_epochs;
+      c.output_dir = run_dir.string();
+      train::Trainer t(model, c);
+      t.fit(*train, *eval);
+    }
+    const auto e = train::evaluate(*model, *eval, batch_size);
+    r.accuracy = e.accuracy;
+    r.loss = e.loss;
+    const auto size = passes::model_size(*model);
+    r.bits = size.bits;
+    r.float32_bits = size.float32_bits;
+    r.parameters = static_cast<double>(size.parameters);
+    if (example.defined())
+      r.bitops = passes::cost(passes::trace(*model, example)).total(&passes::CostRow::bitops_forward);
+    if (out) *out = model;
+    return r;
+  }
+};
+
+}  // namespace qnum::search
