@@ -148,7 +148,8 @@ class GridSampler final : public Sampler {
   std::vector<std::int64_t> unvisited_grid_ids(StudyView& study, bool exclude_running = true,
                                                bool fall_back_to_running = true) const {
     std::vector<char> visited(grids_.size(), 0), running(grids_.size(), 0);
-    for (const auto& t : study.get_trials()) {
+    for (const auto& shared : study.get_trials_shared()) {
+      const FrozenTrial& t = *shared;
       if (!t.system_attrs.contains("grid_id") || !t.system_attrs.contains("search_space") ||
           t.system_attrs["search_space"] != space_json_)
         continue;

@@ -168,7 +168,7 @@ class NSGAIISampler final : public Sampler {
 
   SearchSpace infer_relative_search_space(StudyView& study, const FrozenTrial&) override {
     SearchSpace out;
-    for (auto& [name, d] : intersection_search_space(study.get_trials(), /*include_pruned=*/false))
+    for (auto& [name, d] : intersection_search_space(study.get_trials_shared(), /*include_pruned=*/false))
       if (!single(d)) out.emplace(name, d);
     return out;
   }
@@ -176,7 +176,7 @@ class NSGAIISampler final : public Sampler {
   std::map<std::string, double> sample_relative(StudyView& study, const FrozenTrial& trial,
                                                 const SearchSpace& space) override {
     const std::int64_t generation = generation_of(study, trial);
-    const std::vector<FrozenTrial> all = study.get_trials();
+    const auto all = study.get_trials_shared();  // shared, not copied
     const std::vector<const FrozenTrial*> parents = parent_population(study, all, generation);
     if (parents.empty() || space.empty()) return {};
     return make_child(study, space, parents);
@@ -210,10 +210,10 @@ class NSGAIISampler final : public Sampler {
   std::int64_t generation_of(StudyView& study, const FrozenTrial& trial) {
     if (const auto g = generation_attr(trial)) return *g;
     if (const auto g = generation_attr(study.storage().get_trial(trial.trial_id))) return *g;
-    const std::vector<FrozenTrial> done = study.get_trials({TrialState::complete});
+    const auto done = study.get_trials_shared({TrialState::complete});
     std::int64_t max_gen = 0, count = 0;
     for (auto it = done.rbegin(); it != done.rend(); ++it) {
-      const std::int64_t g = generation_attr(*it).value_or(-1);
+      const std::int64_t g = generation_attr(**it).value_or(-1);
       if (g < max_gen) continue;
       if (g > max_gen)
         max_gen = g, count = 1;
@@ -225,17 +225,18 @@ class NSGAIISampler final : public Sampler {
     return generation;
   }
 
-  std::vector<const FrozenTrial*> population(const std::vector<FrozenTrial>& all, std::int64_t generation) const {
+  using Trials = std::vector<std::shared_ptr<const FrozenTrial>>;
+
+  std::vector<const FrozenTrial*> population(const Trials& all, std::int64_t generation) const {
     std::vector<const FrozenTrial*> out;
     for (const auto& t : all)
-      if (t.state == TrialState::complete && generation_attr(t) == generation) out.push_back(&t);
+      if (t->state == TrialState::complete && generation_attr(*t) == generation) out.push_back(t.get());
     return out;
   }
 
   // Optuna's get_parent_population: cached ids (returned in trial order), or selected now
   // from the previous generation and its parents (returned in elite order) and cached.
-  std::vector<const FrozenTrial*> parent_population(StudyView& study, const std::vector<FrozenTrial>& all,
-                                                    std::int64_t generation) {
+  std::vector<const FrozenTrial*> parent_population(StudyView& study, const Trials& all, std::int64_t generation) {
     if (generation == 0) return {};
     const std::string key = kParentKeyPrefix + std::to_string(generation);
     const nlohmann::json attrs = study.storage().get_study_system_attrs(study.study_id());
@@ -244,7 +245,7 @@ class NSGAIISampler final : public Sampler {
       for (const auto& id : attrs[key]) ids.insert(id.get<std::int64_t>());
       std::vector<const FrozenTrial*> out;
       for (const auto& t : all)
-        if (ids.count(t.trial_id)) out.push_back(&t);
+        if (ids.count(t->trial_id)) out.push_back(t.get());
       return out;
     }
     std::vector<const FrozenTrial*> candidates = population(all, generation - 1);
