@@ -11,14 +11,16 @@ SEARCH_TESTS=${SEARCH_TESTS:?set SEARCH_TESTS to qnum-search-tests}
 QNUM=${QNUM:?set QNUM to the qnum binary}
 
 bindir=""
+has_tools() { [ -x "$1/initdb" ] && [ -x "$1/pg_ctl" ] && [ -x "$1/createdb" ]; }
 for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
-  if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then bindir=$d; break; fi
+  if has_tools "$d"; then bindir=$d; break; fi
 done
-if [ -z "$bindir" ] && command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
-  bindir=$(dirname "$(command -v initdb)")
+if [ -z "$bindir" ] && command -v initdb >/dev/null 2>&1; then # elsewhere on PATH (links resolved)
+  d=$(dirname "$(readlink -f "$(command -v initdb)")")
+  has_tools "$d" && bindir=$d
 fi
 if [ -z "$bindir" ]; then
-  echo "PostgreSQL server binaries (initdb, pg_ctl) not found: skipped (Debian: apt-get install postgresql)"
+  echo "PostgreSQL server binaries (initdb, pg_ctl, createdb) not found: skipped (Debian: apt-get install postgresql)"
   exit 77
 fi
 
@@ -112,6 +114,20 @@ PY
   check "optuna: loads the qnum study" test $orc -eq 0
   "$QNUM" study show --storage "$url" --study-name par --csv par2.csv >/dev/null
   check "optuna: its trial 60 is read by qnum" test "$(csv_col par2.csv number | sort -n | tail -1)" -eq 60
+  # and the other way: a database whose tables Optuna created, read and continued by qnum
+  "${as_user[@]}" "$bindir/createdb" -h "$work" -p $port -U qnum fromoptuna
+  python3 - "postgresql+psycopg2://qnum@/fromoptuna?host=$work&port=$port" >optuna2.txt 2>&1 <<'PY'
+import sys, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+s = optuna.create_study(study_name="o", storage=sys.argv[1], sampler=optuna.samplers.RandomSampler(seed=0))
+s.optimize(lambda t: (t.suggest_float("x0", -5, 10) - 3) ** 2 + t.suggest_float("x1", 0, 15), n_trials=3)
+PY
+  check "optuna: creates a study" test $? -eq 0
+  ourl="postgresql://qnum@/fromoptuna?host=$work&port=$port"
+  "$QNUM" search --objective branin --sampler random --trials 2 --storage "$ourl" --study-name o --resume >o.txt 2>&1
+  check "qnum continues Optuna's study" test $? -eq 0
+  "$QNUM" study show --storage "$ourl" --study-name o --csv o.csv >/dev/null
+  check "qnum: Optuna's 3 trials and its own 2" test "$(csv_col o.csv state | grep -c COMPLETE)" -eq 5
 else
   echo "skip optuna load (python3 with optuna and psycopg2-binary not found)"
 fi
