@@ -2,6 +2,7 @@
 // another order, against a double-precision reference within a stated bound).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "device_buffer.hpp"
 #include "qnum/cuda/kernels.hpp"
+#include "qnum/kernel/attention.hpp"
 
 using qnum::cuda::DeviceBuffer;
 
@@ -264,4 +266,33 @@ TEST_CASE("cuda: MXINT8 GEMM and the cuBLAS bf16 GEMM match a double reference")
     }
   CHECK(bad1 == 0);
   CHECK(bad2 == 0);
+}
+
+TEST_CASE("cuda: fused attention forward matches qnum::attention_naive") {
+  for (const int d : {64, 40}) {
+    const std::int64_t B = 2, H = 3, SQ = 37, SK = 53;
+    std::mt19937 rng(static_cast<std::uint32_t>(d));
+    std::normal_distribution<float> nd;
+    std::vector<float> q(B * H * SQ * d), k(B * H * SK * d), v(B * H * SK * d), mask(B * SK, 0.0f);
+    for (auto* t : {&q, &k, &v})
+      for (auto& x : *t) x = nd(rng);
+    for (std::int64_t j = 0; j < SK; j += 3) mask[j] = -INFINITY;  // batch 0: every third key masked
+    for (std::int64_t j = 0; j < SK; ++j) mask[SK + j] = j % 2 ? -1.5f : 0.0f;
+    const qnum::AttentionShape s{B, H, SQ, SK, d};
+    std::vector<float> cpu(q.size());
+    qnum::attention_naive(q.data(), k.data(), v.data(), mask.data(), cpu.data(), s);
+    DeviceBuffer<float> dq(q), dk(k), dv(v), dm(mask), dout(q.size());
+    qnum::cuda::attention_fused(dq.get(), dk.get(), dv.get(), dm.get(), dout.get(), B, H, SQ, SK, d);
+    const auto gpu = dout.download();
+    float worst = 0;
+    for (std::size_t i = 0; i < gpu.size(); ++i) worst = std::max(worst, std::fabs(gpu[i] - cpu[i]));
+    CHECK_MESSAGE(worst < 1e-4f, "head_dim " << d << ": max |gpu - cpu| = " << worst);
+    // Fully masked: zeros, as on the CPU.
+    std::vector<float> all_masked(B * SK, -INFINITY);
+    dm.upload(all_masked);
+    qnum::cuda::attention_fused(dq.get(), dk.get(), dv.get(), dm.get(), dout.get(), B, H, SQ, SK, d);
+    for (float x : dout.download()) REQUIRE(x == 0.0f);
+  }
+  CHECK_THROWS_AS(qnum::cuda::attention_fused(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 1, 300),
+                  qnum::Error);
 }

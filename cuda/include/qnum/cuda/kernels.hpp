@@ -65,4 +65,15 @@ void mxint8_gemm(const std::uint16_t* a_bf16, const std::int8_t* w_mantissa, con
 void cublas_bf16_gemm(const std::uint16_t* a_bf16, const std::uint16_t* w_bf16, float* c, int M, int N, int K,
                       cudaStream_t stream = 0);
 
+// ---- attention -------------------------------------------------------------------------
+
+/// Fused attention forward on the device, the contract of qnum::attention_fused
+/// (kernel/attention.hpp; sizes passed one by one so this header stays free of Eigen): q
+/// [batch, heads, seq_q, head_dim], k/v [.., seq_k, ..], optional additive mask [batch, seq_k]
+/// (null: none), scale 1/sqrt(head_dim), fully masked rows give zeros. Online softmax, one warp
+/// per query row, fp32; head_dim <= 256. Agrees with the CPU within float rounding.
+void attention_fused(const float* q, const float* k, const float* v, const float* mask, float* out, std::int64_t batch,
+                     std::int64_t heads, std::int64_t seq_q, std::int64_t seq_k, std::int64_t head_dim,
+                     cudaStream_t stream = 0);
+
 }  // namespace qnum::cuda
