@@ -688,6 +688,30 @@ std::vector<float> shared_bias_neighbourhood(const Format& f, int bs) {
   return out;
 }
 
+/// Whether an exact block_minifloat/block_log spec runs in vector registers on a tensor of
+/// rank r (every dim > 1): nearest rounding (block_log: either nearest) and block_size entries of 1 (or none) on every
+/// leading dim (entries are right-aligned; extra leading ones are ignored).
+bool expect_row_simd(const std::string& spec, std::size_t r) {
+  if (spec.find("rounding=") != std::string::npos &&
+      !(spec.starts_with("block_log") && spec.find("rounding=nearest_away") != std::string::npos))
+    return false;
+  const auto at = spec.find("block_size=");
+  if (at == std::string::npos) return true;
+  std::string v = spec.substr(at + 11);
+  v = v.substr(0, v.find(','));
+  std::vector<int> e;
+  for (std::size_t p = 0; p <= v.size();) {
+    const auto q = std::min(v.find('x', p), v.size());
+    e.push_back(std::stoi(v.substr(p, q - p)));
+    p = q + 1;
+  }
+  for (std::size_t d = 0; d + 1 < r; ++d) {  // entry for dim d, if any
+    const std::ptrdiff_t k = static_cast<std::ptrdiff_t>(e.size()) - static_cast<std::ptrdiff_t>(r - d);
+    if (k >= 0 && e[static_cast<std::size_t>(k)] != 1) return false;
+  }
+  return true;
+}
+
 /// A shaped check at 1, 2 and 3 threads on the default architecture.
 void check_threads(const Format& f, const std::vector<float>& x, const qnum::Shape& shape, qnum::Role role) {
   CAPTURE(f.to_string());
@@ -707,24 +731,40 @@ void check_threads(const Format& f, const std::vector<float>& x, const qnum::Sha
 TEST_CASE("kernel quantize: block_minifloat and block_log, exact and mase, threaded per block") {
   using qnum::Role;
   std::vector<float> rnd = random_inputs(21);
-  for (const char* spec :
-       {"block_minifloat", "block_minifloat:block_size=7", "block_minifloat:block_size=4x8",
-        "block_minifloat:width=6,exponent_width=3,exponent_bias_width=4", "block_minifloat:block_size=2x3x5",
-        "block_minifloat:width=8,exponent_width=4,rounding=stochastic,seed=3", "block_minifloat:rounding=toward_zero",
-        "block_minifloat:block_size=-1", "block_log", "block_log:block_size=5", "block_log:block_size=3x16",
-        "block_log:width=4,exponent_bias_width=4", "block_log:width=9,exponent_bias_width=8,block_size=1x32",
-        "block_log:rounding=stochastic,seed=4", "block_log:rounding=floor", "block_log:rounding=ceil"}) {
+  for (const char* spec : {"block_minifloat",
+                           "block_minifloat:block_size=7",
+                           "block_minifloat:block_size=4x8",
+                           "block_minifloat:width=6,exponent_width=3,exponent_bias_width=4",
+                           "block_minifloat:block_size=2x3x5",
+                           "block_minifloat:width=8,exponent_width=4,rounding=stochastic,seed=3",
+                           "block_minifloat:rounding=toward_zero",
+                           "block_minifloat:block_size=-1",
+                           "block_minifloat:subnormals=flush",
+                           "block_minifloat:width=3,exponent_width=1",
+                           "block_minifloat:width=12,exponent_width=6,exponent_bias_width=2,block_size=32",
+                           "block_log",
+                           "block_log:block_size=5",
+                           "block_log:block_size=3x16",
+                           "block_log:width=4,exponent_bias_width=4",
+                           "block_log:width=9,exponent_bias_width=8,block_size=1x32",
+                           "block_log:width=9,exponent_bias_width=1",
+                           "block_log:width=2,exponent_bias_width=3",
+                           "block_log:rounding=nearest_away",
+                           "block_log:rounding=stochastic,seed=4",
+                           "block_log:rounding=floor",
+                           "block_log:rounding=ceil"}) {
     const Format f = fmt(spec);
     // every code's neighbourhood for several biases, ties, specials: 1-D and 2-D
     std::vector<float> in = shared_bias_neighbourhood(f, 16);
     in.insert(in.end(), rnd.begin(), rnd.end());
     const std::int64_t cols = 48, rows = static_cast<std::int64_t>(in.size()) / cols;
     in.resize(static_cast<std::size_t>(rows * cols));
-    check_shaped(f, in, {rows * cols}, Role::weight, false);
-    check_shaped(f, in, {rows, cols}, Role::weight, false);
+    check_shaped(f, in, {rows * cols}, Role::weight, expect_row_simd(spec, 1));
+    check_shaped(f, in, {rows, cols}, Role::weight, expect_row_simd(spec, 2));
     const std::vector<float> in3(in.begin(), in.begin() + rows / 3 * 3 * cols);
-    check_shaped(f, in3, {rows / 3, 3, cols}, Role::activation, false);
-    CHECK(qnum::kernel::quantize_path(f, {rows, cols}) == qnum::kernel::QuantizePath::scalar);
+    check_shaped(f, in3, {rows / 3, 3, cols}, Role::activation, expect_row_simd(spec, 3));
+    CHECK(qnum::kernel::quantize_path(f, {rows, cols}) ==
+          (expect_row_simd(spec, 2) ? qnum::kernel::QuantizePath::simd : qnum::kernel::QuantizePath::scalar));
     check_threads(f, in, {rows, cols}, Role::weight);
     check_threads(f, in, {rows * cols}, Role::weight);
   }

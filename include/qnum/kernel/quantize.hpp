@@ -21,7 +21,8 @@
 //    (stochastic and other directed roundings, wrap, extreme biases), and binarize: the scalar
 //    reference per element, keyed by the flat index, still split across threads.
 //    block_minifloat and block_log (both bundles, every layout, quantize_tiles.hpp): the
-//    reference's per-block code, threaded over blocks.
+//    reference's per-block code, threaded over blocks; exact mode with blocks inside one row
+//    and nearest rounding runs in vector registers instead (simd).
 //  - quantize_rows.hpp: scale_integer (mase: simd; exact: scalar element, threaded) and
 //    ternary (exact: simd; mase: per-sample reference, threaded).
 //  - reference: every other family or setting (mase mxfp and quantile search, exact 2-D
@@ -658,6 +659,7 @@ inline namespace QNUM_KERNEL_ISA_NS {
 /// Which path `quantize` takes for `f` on a tensor of `shape` (for reports and benchmarks).
 inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Role role = Role::weight) {
   if (detail::block_supported(f, shape) || detail::mase_block_supported(f, shape, role)) return QuantizePath::simd;
+  if (detail::tiles_simd_supported(f, shape)) return QuantizePath::simd;
   if (detail::tiles_supported(f, shape, role)) return QuantizePath::scalar;
   if (std::holds_alternative<ScaleIntegerSpec>(f.spec) || std::holds_alternative<TernarySpec>(f.spec))
     return f.policy.is_mase() == std::holds_alternative<ScaleIntegerSpec>(f.spec) ? QuantizePath::simd
@@ -701,6 +703,16 @@ void quantize_arch(const Format& f, std::span<const float> in, std::span<float> 
     if (const auto* s = std::get_if<MXIntSpec>(&f.spec)) {
       s->validate();
       return detail::mxint_mase_simd<Arch>(*s, in, out);
+    }
+  }
+  if (detail::tiles_simd_supported(f, shape)) {
+    if (const auto* s = std::get_if<BlockMinifloatSpec>(&f.spec)) {
+      s->validate();
+      return detail::block_minifloat_simd<Arch>(*s, f.policy, in, out, shape);
+    }
+    if (const auto* s = std::get_if<BlockLogSpec>(&f.spec)) {
+      s->validate();
+      return detail::block_log_simd<Arch>(*s, f.policy, in, out, shape);
     }
   }
   if (detail::tiles_supported(f, shape, role)) {

@@ -183,6 +183,125 @@ inline void block_log_tiles(const BlockLogSpec& s, const Policy& p, std::span<co
       });
 }
 
+// ---- exact mode in vector registers (blocks inside one row, nearest rounding) -------------
+// The shared bias comes from the reference's own bias function, fed a BlockScan built from
+// the block's max |x| bits (NaN > Inf > finite); the elements are the minifloat grid kernel
+// (GridKernel, bit-identical to round_to_grid) or the log rule from the bits (LogKernel's).
+
+/// Whether the vector path covers this exact block_minifloat / block_log tensor: blocks inside
+/// one row (tiles 1 along every leading dim), round to nearest.
+inline bool tiles_simd_supported(const Format& f, const Shape& shape) {
+  const Policy& p = f.policy;
+  if (p.is_mase() || shape.empty() || shape.size() > 8) return false;
+  std::span<const int> bsz;
+  if (const auto* s = std::get_if<BlockMinifloatSpec>(&f.spec)) {
+    if (p.rounding != Rounding::nearest_even) return false;
+    bsz = s->block_size;
+  } else if (const auto* s = std::get_if<BlockLogSpec>(&f.spec)) {
+    if (p.rounding != Rounding::nearest_even && p.rounding != Rounding::nearest_away) return false;
+    bsz = s->block_size;
+  } else {
+    return false;
+  }
+  const auto L = exact_block_layout(shape, bsz);
+  for (std::size_t d = 0; d + 1 < L.rank(); ++d)
+    if (L.tile[d] > 1) return false;
+  return true;
+}
+
+/// The BlockScan the reference would compute for a block whose max |x| bits are mb (no NaN).
+inline qnum::detail::BlockScan scan_of_bits(std::int32_t mb) {
+  qnum::detail::BlockScan sc;
+  sc.has_inf = mb == 0x7f800000;
+  if (!sc.has_inf) sc.max = static_cast<double>(bits_float(static_cast<std::uint32_t>(mb)));
+  return sc;
+}
+
+/// One block_minifloat block through the reference codec.
+[[gnu::noinline]] inline void block_minifloat_reference_block(const BlockMinifloatSpec& s, const Policy& p,
+                                                              const float* x, float* y, std::int64_t len) {
+  std::vector<float> xs(x, x + len);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(len), 0);
+  std::vector<std::uint32_t> codes(static_cast<std::size_t>(len));
+  const int b = qnum::detail::block_minifloat_encode_exact(s, p, xs, idx, codes);
+  for (std::int64_t j = 0; j < len; ++j) y[j] = qnum::detail::block_minifloat_decode_exact(s, b, codes[j]);
+}
+
+/// block_minifloat exact, nearest even: one grid kernel per bias b (2^bw of them, built once).
+template <class A>
+void block_minifloat_simd(const BlockMinifloatSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                          const Shape& shape) {
+  constexpr std::int64_t N = bf<A>::size;
+  const auto L = exact_block_layout(shape, s.block_size);
+  const std::int64_t row = shape.back(), bs = std::max<std::int64_t>(L.tile.back(), 1);
+  const int bmin = s.bias_min(false), bmax = s.bias_max(false);
+  // b <= 2^(bw-1)-1 <= 127: emin = 1-b >= -126; b >= 2^E-1-127 (the Inf bias): max < 2^128
+  std::vector<GridKernel<MinifloatSpec>> grid;
+  grid.reserve(static_cast<std::size_t>(bmax - bmin + 1));
+  for (int b = bmin; b <= bmax; ++b)
+    grid.emplace_back(MinifloatSpec{}, p, qnum::detail::block_minifloat_grid(s, b, p), false);
+  // GridKernel's subnormal magic 2^(emin - (M+1) + 24) must be a float: blocks of a bias
+  // below this (a max above ~2^(104+M)) run the reference codec
+  const int b_vector = -102 - s.mantissa_bits();
+  auto prep = [&](std::int32_t mb) -> BlockParams {
+    if (mb > 0x7f800000) return {1, 0.0f, 0.0f};  // NaN block
+    const int b = qnum::detail::block_minifloat_bias_exact(s, scan_of_bits(mb));
+    if (b < b_vector) return {2, 0.0f, 0.0f};
+    return {0, static_cast<float>(b - bmin), 0.0f};
+  };
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+    if (bp.kind == 1) return fill_nan(y, len);
+    if (bp.kind == 2) return block_minifloat_reference_block(s, p, x, y, len);
+    const GridKernel<MinifloatSpec> g = grid[static_cast<std::size_t>(bp.a)];
+    for (std::int64_t i = 0; i < len; i += N) g.template apply<A>(bf<A>::load_unaligned(x + i)).store_unaligned(y + i);
+  };
+  for_each_row_block<A>(in, out, row, bs, prep, apply);
+}
+
+/// One block_log block through the reference codec (biases outside float's normal exponents).
+[[gnu::noinline]] inline void block_log_reference_block(const BlockLogSpec& s, const Policy& p, const float* x,
+                                                        float* y, std::int64_t len) {
+  std::vector<float> xs(x, x + len);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(len), 0);
+  std::vector<std::uint32_t> codes(static_cast<std::size_t>(len));
+  const int b = qnum::detail::block_log_encode_exact(s, p, xs, idx, codes);
+  for (std::int64_t j = 0; j < len; ++j) y[j] = qnum::detail::block_log_decode_exact(s, b, codes[j]);
+}
+
+/// block_log exact, nearest: exponents from the bits (m >= sqrt 2 rounds up; m^2 = 2 has no
+/// float), clamped to [-b, top-b]; zeros -> +2^-b. Blocks whose range leaves float's normal
+/// exponents [-126, 127] run the reference codec.
+template <class A>
+void block_log_simd(const BlockLogSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                    const Shape& shape) {
+  constexpr std::int64_t N = bf<A>::size;
+  const auto L = exact_block_layout(shape, s.block_size);
+  const std::int64_t row = shape.back(), bs = std::max<std::int64_t>(L.tile.back(), 1);
+  const int top = s.top();
+  auto prep = [&](std::int32_t mb) -> BlockParams {
+    if (mb > 0x7f800000) return {1, 0.0f, 0.0f};  // NaN block
+    const int b = qnum::detail::block_log_bias_exact(s, scan_of_bits(mb));
+    if (-b < -126 || top - b > 127) return {2, 0.0f, 0.0f};
+    return {0, static_cast<float>(-b), static_cast<float>(top - b)};
+  };
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+    if (bp.kind == 1) return fill_nan(y, len);
+    if (bp.kind == 2) return block_log_reference_block(s, p, x, y, len);
+    const auto emin = static_cast<std::int32_t>(bp.a), emax = static_cast<std::int32_t>(bp.b);
+    const bi<A> MAG(0x7fffffff), SIGN(static_cast<std::int32_t>(0x80000000u)), MANT(0x7fffff), ZERO(0);
+    for (std::int64_t i = 0; i < len; i += N) {
+      const bi<A> bits = as_int<A>(bf<A>::load_unaligned(x + i));
+      const bi<A> a = bits & MAG;
+      const bi<A> up = select_i<A>((a & MANT) >= bi<A>(kSqrt2Mantissa), bi<A>(1), ZERO);
+      // zero and subnormal magnitudes give e <= -126 <= emin: clamped there, as the reference
+      const bi<A> e = clamp_i<A>((a >> 23) - bi<A>(127) + up, emin, emax);
+      const bi<A> sgn = select_i<A>(a == ZERO, ZERO, bits & SIGN);  // +-0 -> +2^emin
+      as_float<A>(((e + bi<A>(127)) << 23) | sgn).store_unaligned(y + i);
+    }
+  };
+  for_each_row_block<A>(in, out, row, bs, prep, apply);
+}
+
 }  // namespace detail
 }  // namespace QNUM_KERNEL_ISA_NS
 }  // namespace qnum::kernel
