@@ -9,9 +9,10 @@
 namespace qnum::cuda::detail {
 
 inline void check(cudaError_t e, const char* call, const char* file, int line) {
-  if (e != cudaSuccess)
-    qnum::detail::fail("CUDA: ", call, " failed with ", cudaGetErrorName(e), " (", static_cast<int>(e),
-                       "): ", cudaGetErrorString(e), " at ", file, ":", line);
+  if (e == cudaSuccess) return;
+  (void)cudaGetLastError();  // clear a non-sticky error so later launch checks do not report it again
+  qnum::detail::fail("CUDA: ", call, " failed with ", cudaGetErrorName(e), " (", static_cast<int>(e),
+                     "): ", cudaGetErrorString(e), " at ", file, ":", line);
 }
 /// cuBLAS status codes are plain ints here so this header needs no cublas_v2.h.
 inline void check_cublas(int status, const char* call, const char* file, int line) {
