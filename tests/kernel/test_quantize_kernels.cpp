@@ -772,20 +772,30 @@ TEST_CASE("kernel quantize: block_minifloat and block_log, exact and mase, threa
        {"block_minifloat", "block_minifloat:block_size=16", "block_minifloat:block_size=4x8",
         "block_minifloat:block_size=7", "block_minifloat:width=6,exponent_width=3", "block_minifloat:block_size=-1",
         "block_log", "block_log:block_size=16", "block_log:block_size=4x8", "block_log:width=4,exponent_bias_width=4",
-        "block_log:block_size=1x16"}) {
+        "block_log:block_size=1x16", "block_log:width=9,exponent_bias_width=8",
+        "block_log:width=3,exponent_bias_width=2", "block_minifloat:exponent_bias_width=4",
+        "block_minifloat:width=12,exponent_width=6"}) {
     const Format f = fmt(spec, qnum::mase_compat);
     for (bool specials : {false, true}) {
-      check_shaped(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight, false);
-      check_shaped(f, mase_block_inputs(37 * 50, 2, specials), {37, 50}, Role::weight, false);
-      check_shaped(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation, false);
-      check_shaped(f, mase_block_inputs(3 * 20 * 33, 4, specials), {3, 20, 33}, Role::activation, false);
+      check_shaped(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight, true);
+      check_shaped(f, mase_block_inputs(37 * 50, 2, specials), {37, 50}, Role::weight, true);
+      check_shaped(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation, true);
+      check_shaped(f, mase_block_inputs(3 * 20 * 33, 4, specials), {3, 20, 33}, Role::activation, true);
       check_threads(f, mase_block_inputs(301 * 77, 5, specials), {301, 77}, Role::weight);
       check_threads(f, mase_block_inputs(20 * 30 * 41, 6, specials), {20, 30, 41}, Role::activation);
     }
     auto nb = shared_bias_neighbourhood(fmt(spec), 16);
     nb.resize(nb.size() / 16 * 16);
-    check_shaped(f, nb, {static_cast<std::int64_t>(nb.size()) / 16, 16}, Role::weight, false);
-    check_shaped(f, std::vector<float>(64, 0.0f), {8, 8}, Role::weight, false);  // every block max 1
+    check_shaped(f, nb, {static_cast<std::int64_t>(nb.size()) / 16, 16}, Role::weight, true);
+    check_shaped(f, std::vector<float>(64, 0.0f), {8, 8}, Role::weight, true);  // every block max 1
+    // log2 decision points, tiny blocks (biases above 126: the element function's tail)
+    auto lp = log2_points();
+    lp.resize(lp.size() / 16 * 16);
+    check_shaped(f, lp, {static_cast<std::int64_t>(lp.size()) / 16, 16}, Role::weight, true);
+    std::vector<float> tiny(32 * 16);
+    for (std::size_t i = 0; i < tiny.size(); ++i)
+      tiny[i] = std::ldexp(static_cast<float>(i % 13) - 6.0f, -150 + static_cast<int>(i % 40));
+    check_shaped(f, tiny, {32, 16}, Role::weight, true);
     // MASE's errors (1-D activation, 3-D weight) come from the reference
     std::vector<float> out(60);
     CHECK_THROWS_AS(qnum::kernel::quantize(f, mase_block_inputs(60, 5, false), out, {60}, Role::activation),

@@ -660,7 +660,7 @@ inline namespace QNUM_KERNEL_ISA_NS {
 inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Role role = Role::weight) {
   if (detail::block_supported(f, shape) || detail::mase_block_supported(f, shape, role)) return QuantizePath::simd;
   if (detail::tiles_simd_supported(f, shape)) return QuantizePath::simd;
-  if (detail::tiles_supported(f, shape, role)) return QuantizePath::scalar;
+  if (detail::tiles_supported(f, shape, role)) return f.policy.is_mase() ? QuantizePath::simd : QuantizePath::scalar;
   if (std::holds_alternative<ScaleIntegerSpec>(f.spec) || std::holds_alternative<TernarySpec>(f.spec))
     return f.policy.is_mase() == std::holds_alternative<ScaleIntegerSpec>(f.spec) ? QuantizePath::simd
                                                                                   : QuantizePath::scalar;
@@ -713,6 +713,16 @@ void quantize_arch(const Format& f, std::span<const float> in, std::span<float> 
     if (const auto* s = std::get_if<BlockLogSpec>(&f.spec)) {
       s->validate();
       return detail::block_log_simd<Arch>(*s, f.policy, in, out, shape);
+    }
+  }
+  if (f.policy.is_mase() && detail::tiles_supported(f, shape, role)) {
+    if (const auto* s = std::get_if<BlockMinifloatSpec>(&f.spec)) {
+      s->validate();
+      return detail::block_minifloat_mase_simd<Arch>(*s, in, out, shape, role);
+    }
+    if (const auto* s = std::get_if<BlockLogSpec>(&f.spec)) {
+      s->validate();
+      return detail::block_log_mase_simd<Arch>(*s, in, out, shape, role);
     }
   }
   if (detail::tiles_supported(f, shape, role)) {

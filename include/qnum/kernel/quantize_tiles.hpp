@@ -302,6 +302,122 @@ void block_log_simd(const BlockLogSpec& s, const Policy& p, std::span<const floa
   for_each_row_block<A>(in, out, row, bs, prep, apply);
 }
 
+// ---- mase mode in vector registers (every MASE tile) -----------------------------------------
+// Block maxima as integer maxima of |x|'s bits over each row's run of a tile (the float max the
+// reference takes, NaN for a NaN block), combined per block, MASE's zero-block rule on those
+// floats; then each row run with its block's bias: the per-bias vector kernel where the
+// block's exponents stay inside float's normal range, else the reference's element function.
+
+/// Calls run(x, y, len, block_max) for every row run of every MASE tile, rows in parallel.
+template <class A, class Run>
+void mase_tile_runs(const BlockLayout& L, std::span<const float> in, std::span<float> out, Run&& run) {
+  const std::int64_t n = numel(L.shape);
+  if (n == 0) return;
+  const std::int64_t C = L.shape.back(), rows = n / C, tc = std::max<std::int64_t>(L.tile.back(), 1);
+  const std::int64_t per_row = (C + tc - 1) / tc, grain = std::max<std::int64_t>(1, kQuantizeGrain / C);
+  const float* src = in.data();
+  float* dst = out.data();
+  std::vector<std::int32_t> run_max(static_cast<std::size_t>(rows * per_row));
+  parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t j = 0; j < per_row; ++j)
+        run_max[static_cast<std::size_t>(r * per_row + j)] =
+            max_abs_bits<A>(src + r * C + j * tc, std::min(tc, C - j * tc));
+  });
+  // a row's blocks are consecutive ids (the last axis is the fastest in block order)
+  std::vector<std::int64_t> row_block(static_cast<std::size_t>(rows));
+  std::vector<std::int32_t> block_bits(static_cast<std::size_t>(L.num_blocks()), 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    row_block[static_cast<std::size_t>(r)] = L.block_of(r * C);
+    for (std::int64_t j = 0; j < per_row; ++j) {
+      auto& m = block_bits[static_cast<std::size_t>(row_block[static_cast<std::size_t>(r)] + j)];
+      m = std::max(m, run_max[static_cast<std::size_t>(r * per_row + j)]);
+    }
+  }
+  std::vector<float> maxima(block_bits.size());
+  for (std::size_t b = 0; b < maxima.size(); ++b) maxima[b] = bits_float(static_cast<std::uint32_t>(block_bits[b]));
+  qnum::detail::mase_fix_zero_blocks(maxima);
+  parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t j = 0; j < per_row; ++j) {
+        const std::int64_t off = r * C + j * tc;
+        run(src + off, dst + off, std::min(tc, C - j * tc),
+            maxima[static_cast<std::size_t>(row_block[static_cast<std::size_t>(r)] + j)]);
+      }
+  });
+}
+
+/// MASE block_minifloat: the bias as block_minifloat_quantize_mase computes it; elements by
+/// MinifloatMaseKernel for minifloat_ieee(W, E) with that bias (bias <= 126).
+template <class A>
+void block_minifloat_mase_simd(const BlockMinifloatSpec& s, std::span<const float> in, std::span<float> out,
+                               const Shape& shape, Role role) {
+  namespace qd = qnum::detail;
+  constexpr std::int64_t N = bf<A>::size;
+  const auto L = mase_block_layout(s.name, shape, s.block_size, role);
+  const float bmax = static_cast<float>(s.bias_max(true));
+  const Policy mp = mase_compat;
+  std::vector<MinifloatMaseKernel> k;
+  for (int b = 0; b <= std::min(126, s.bias_max(true)); ++b)
+    k.emplace_back(MinifloatSpec{s.width, s.exponent_width, b, Specials::none}, mp);
+  const bool fold = L.mase_fold;
+  mase_tile_runs<A>(L, in, out, [&](const float* x, float* y, std::int64_t len, float block_max) {
+    const float bias = qd::mase_clamp(std::floor(qd::mase_log2(block_max)), 0.0f, bmax);
+    std::int64_t i = 0;
+    if (bias <= 126.0f) {  // false for NaN
+      const MinifloatMaseKernel kk = k[static_cast<std::size_t>(bias)];
+      for (; i + N <= len; i += N) {
+        bf<A> q = kk.template apply<A>(bf<A>::load_unaligned(x + i));
+        if (fold) q = bf<A>(0.0f) + q;
+        q.store_unaligned(y + i);
+      }
+    }
+    for (; i < len; ++i) {
+      float q = qd::minifloat_ieee_mase_element(s.width, s.exponent_width, bias, x[i]);
+      if (fold) q = 0.0f + q;
+      y[i] = q;
+    }
+  });
+}
+
+/// MASE block_log: the bias as block_log_quantize_mase computes it; elements by MASE's log rule
+/// with c = 2^-b * 0.1f (float) and round(log2) from the thresholds (exponents in [-126, 127]).
+template <class A>
+void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::span<float> out, const Shape& shape,
+                         Role role) {
+  namespace qd = qnum::detail;
+  constexpr std::int64_t N = bf<A>::size;
+  const auto L = mase_block_layout(s.name, shape, s.block_size, role);
+  const float top = static_cast<float>(s.top()), bmax = static_cast<float>(s.bias_max());
+  std::vector<Log2Lookup> lk(static_cast<std::size_t>(s.bias_max() + 1));
+  for (int b = 0; b <= s.bias_max(); ++b)
+    if (-b >= -126 && s.top() - b <= 127)
+      lk[static_cast<std::size_t>(b)] = Log2Lookup(Log2Op::nearest, -b, s.top() - b);
+  const bool fold = L.mase_fold;
+  mase_tile_runs<A>(L, in, out, [&](const float* x, float* y, std::int64_t len, float block_max) {
+    const float etop = std::ceil(qd::mase_log2(block_max));
+    const float bias = qd::mase_clamp(top - etop, 0.0f, bmax);
+    std::int64_t i = 0;
+    if (bias == bias && lk[static_cast<std::size_t>(bias)].t != nullptr) {
+      const Log2Lookup& l = lk[static_cast<std::size_t>(bias)];
+      const bf<A> C(qd::mase_exp2(-bias) * 0.1f);
+      for (; i + N <= len; i += N) {
+        const bf<A> v = bf<A>::load_unaligned(x + i);
+        const bf<A> sign = sign_t<A>(v + C);
+        const bi<A> e = log2_exponent<A>(xsimd::abs(v) + C, l);
+        bf<A> q = xsimd::select(xsimd::isnan(v), v, sign * pow2_i<A>(e));
+        if (fold) q = bf<A>(0.0f) + q;
+        q.store_unaligned(y + i);
+      }
+    }
+    for (; i < len; ++i) {
+      float q = qd::log_mase_element(s.width, bias, x[i]);
+      if (fold) q = 0.0f + q;
+      y[i] = q;
+    }
+  });
+}
+
 }  // namespace detail
 }  // namespace QNUM_KERNEL_ISA_NS
 }  // namespace qnum::kernel
