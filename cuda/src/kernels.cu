@@ -139,6 +139,11 @@ void quantize(const MinifloatSpec& s, const Policy& p, const float* in, float* o
   s.validate();
   launch_quantize(s, p, in, out, n, first, stream);
 }
+void quantize(const MinifloatDenormSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+              std::uint64_t first, cudaStream_t stream) {
+  s.validate(p);
+  launch_quantize(s, p, in, out, n, first, stream);
+}
 void quantize(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
               cudaStream_t stream) {
   s.validate();
@@ -158,6 +163,13 @@ void decode_codes(const MinifloatSpec& s, float* out, std::uint32_t n, cudaStrea
   check_launch("decode_kernel");
 }
 void decode_codes(const FixedSpec& s, float* out, std::uint32_t n, cudaStream_t stream) {
+  s.validate();
+  if (n == 0) return;
+  decode_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, out, n);
+  check_launch("decode_kernel");
+}
+
+void decode_codes(const MinifloatDenormSpec& s, float* out, std::uint32_t n, cudaStream_t stream) {
   s.validate();
   if (n == 0) return;
   decode_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, out, n);

@@ -104,6 +104,14 @@ TEST_CASE("cuda: minifloat_ieee (OCP FP8 included) quantize equals the CPU refer
     }
 }
 
+TEST_CASE("cuda: minifloat_denorm quantize equals the CPU reference") {
+  for (const qnum::MinifloatDenormSpec s :
+       {qnum::MinifloatDenormSpec{8, 4, std::nullopt}, qnum::MinifloatDenormSpec{6, 3, 2},
+        qnum::MinifloatDenormSpec{16, 5, std::nullopt}})
+    for (const auto& p : policies())
+      check_elementwise(s, p, "minifloat_denorm E" + std::to_string(s.exponent_width) + " W" + std::to_string(s.width));
+}
+
 TEST_CASE("cuda: log quantize equals the CPU reference") {
   for (const qnum::LogSpec s : {qnum::LogSpec{8, std::nullopt}, qnum::LogSpec{4, std::nullopt}, qnum::LogSpec{6, 3}})
     for (const auto& p : policies()) check_elementwise(s, p, "log W" + std::to_string(s.width));
@@ -126,6 +134,15 @@ TEST_CASE("cuda: every code of <= 16-bit formats decodes as on the CPU") {
     std::vector<float> cpu(n), codes(n);
     for (std::uint32_t c = 0; c < n; ++c) cpu[c] = qnum::decode(s, c), codes[c] = static_cast<float>(c);
     require_same_bits(d.download(), cpu, codes, "minifloat decode W" + std::to_string(s.width));
+  }
+  for (const qnum::MinifloatDenormSpec s :
+       {qnum::MinifloatDenormSpec{8, 4, std::nullopt}, qnum::MinifloatDenormSpec{16, 5, std::nullopt}}) {
+    const std::uint32_t n = 1u << s.width;
+    DeviceBuffer<float> d(n);
+    qnum::cuda::decode_codes(s, d.get(), n);
+    std::vector<float> cpu(n), codes(n);
+    for (std::uint32_t c = 0; c < n; ++c) cpu[c] = qnum::decode(s, c), codes[c] = static_cast<float>(c);
+    require_same_bits(d.download(), cpu, codes, "minifloat_denorm decode W" + std::to_string(s.width));
   }
   for (const qnum::FixedSpec s : {qnum::FixedSpec{8, 4, true}, qnum::FixedSpec{16, 3, false}}) {
     const std::uint32_t n = 1u << s.width;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/minifloat.hpp"  // MASE float32 primitives
@@ -36,8 +37,8 @@ struct MinifloatDenormSpec {
 
   friend bool operator==(const MinifloatDenormSpec&, const MinifloatDenormSpec&) = default;
 
-  constexpr int mantissa_bits() const { return width - exponent_width - 1; }
-  constexpr int bias() const { return exponent_bias ? *exponent_bias : (1 << (exponent_width - 1)) - 1; }
+  QNUM_HD constexpr int mantissa_bits() const { return width - exponent_width - 1; }
+  QNUM_HD constexpr int bias() const { return exponent_bias ? *exponent_bias : (1 << (exponent_width - 1)) - 1; }
 
   /// Exact semantics needs at least one mantissa bit; MASE accepts M = 0 (every value
   /// rounds to zero), so mase_compat does too.
@@ -57,8 +58,8 @@ struct MinifloatDenormSpec {
                     ", ", emax, "] with ", mantissa_bits(),
                     " mantissa bits, outside float32 (max exponent 127, smallest step 2^-149)");
   }
-  constexpr int emin() const { return -bias(); }
-  constexpr int emax() const { return (1 << exponent_width) - 1 - bias(); }
+  QNUM_HD constexpr int emin() const { return -bias(); }
+  QNUM_HD constexpr int emax() const { return (1 << exponent_width) - 1 - bias(); }
 
   static std::vector<KeyDoc> key_docs() {
     return {{"width", "8", "total bits W"},
@@ -83,7 +84,7 @@ namespace detail {
 
 /// MASE's `_minifloat_denorm_quantize` on one float32 element: exponent = ceil(log2(v+1e-9)),
 /// mantissa clamped to 2^M-1 (no carry, so powers of two come out one step low).
-inline float minifloat_denorm_mase(float x, int exponent_width, int mantissa_bits, int bias) {
+QNUM_HD inline float minifloat_denorm_mase(float x, int exponent_width, int mantissa_bits, int bias) {
   const float emin = static_cast<float>(-bias);
   const float emax = static_cast<float>((1LL << exponent_width) - 1 - bias);
   const float shift = pow2f(mantissa_bits);
@@ -97,7 +98,7 @@ inline float minifloat_denorm_mase(float x, int exponent_width, int mantissa_bit
 
 /// The value set as an IEEE-like grid (M >= 1): precision M, smallest normal binade
 /// 2^(-b-1), subnormal step 2^(-b-M), max 2^emax (1 - 2^-M).
-constexpr FloatGrid minifloat_denorm_grid(const MinifloatDenormSpec& s, Subnormals sub) {
+QNUM_HD constexpr FloatGrid minifloat_denorm_grid(const MinifloatDenormSpec& s, Subnormals sub) {
   const int m = s.mantissa_bits();
   return FloatGrid{m, s.emin() - 1, scale2(pow2(m) - 1.0, s.emax() - m), sub == Subnormals::keep};
 }
@@ -107,7 +108,7 @@ constexpr FloatGrid minifloat_denorm_grid(const MinifloatDenormSpec& s, Subnorma
 /// The reference: exact = nearest value of the grid under the policy's rounding (with carry,
 /// so powers of two are exact), saturating at +-max, sign of zero kept; subnormals=flush
 /// flushes results below 2^(-b-1). mase = MASE's float32 arithmetic.
-inline float quantize(const MinifloatDenormSpec& s, const Policy& p, float x, std::uint64_t index = 0) {
+QNUM_HD inline float quantize(const MinifloatDenormSpec& s, const Policy& p, float x, std::uint64_t index = 0) {
   if (p.is_mase()) return detail::minifloat_denorm_mase(x, s.exponent_width, s.mantissa_bits(), s.bias());
   if (s.mantissa_bits() == 0) return detail::is_nan(x) ? x : (detail::sign_bit(x) ? -0.0f : 0.0f);  // only zero
   return detail::float_grid_quantize(detail::minifloat_denorm_grid(s, p.subnormals), false, p, x, index);
@@ -132,7 +133,7 @@ inline std::uint32_t encode(const MinifloatDenormSpec& s, float x, const Policy&
 }
 
 /// The value of a W-bit code: +-k * 2^(field - b - M).
-inline float decode(const MinifloatDenormSpec& s, std::uint32_t code) {
+QNUM_HD inline float decode(const MinifloatDenormSpec& s, std::uint32_t code) {
   const int m = s.mantissa_bits();
   const std::uint64_t c = code & ((std::uint64_t{1} << s.width) - 1);
   const bool neg = (c >> (s.width - 1)) & 1;

@@ -12,6 +12,7 @@
 #include "qnum/format/fixed.hpp"
 #include "qnum/format/log.hpp"
 #include "qnum/format/minifloat.hpp"
+#include "qnum/format/minifloat_denorm.hpp"
 #include "qnum/format/mx.hpp"
 
 namespace qnum::cuda {
@@ -25,6 +26,8 @@ void quantize(const FixedSpec& s, const Policy& p, const float* in, float* out, 
               std::uint64_t first_index = 0, cudaStream_t stream = 0);
 void quantize(const MinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
               std::uint64_t first_index = 0, cudaStream_t stream = 0);
+void quantize(const MinifloatDenormSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+              std::uint64_t first_index = 0, cudaStream_t stream = 0);
 void quantize(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
               std::uint64_t first_index = 0, cudaStream_t stream = 0);
 /// One MX element type alone (values in units of the scale).
@@ -35,6 +38,7 @@ void quantize(const MXElement& e, const Policy& p, const float* in, float* out, 
 /// decode check of <= 16-bit formats).
 void decode_codes(const MinifloatSpec& s, float* out, std::uint32_t n, cudaStream_t stream = 0);
 void decode_codes(const FixedSpec& s, float* out, std::uint32_t n, cudaStream_t stream = 0);
+void decode_codes(const MinifloatDenormSpec& s, float* out, std::uint32_t n, cudaStream_t stream = 0);
 
 // ---- OCP MX blocks (exact semantics, 8-bit E8M0 scale, no quantile search) ---------------
 
