@@ -1,3 +1,6 @@
+// `qnum search --config search.toml [--trials N] [--sampler S] [--storage URL] [--study-name
+// NAME] [--seed S] [--timeout T] [--resume] [--json]` runs a mixed-precision search on a
+// trained checkpoint (search_config.hpp), and
 // `qnum search --objective branin|rastrigin|mixed-precision --sampler random|grid|tpe
 // --trials N [--storage URL] [--study-name NAME] [--seed S] [--resume] [--json]` runs a
 // search on a built-in objective (include/qnum/search/objectives.hpp), and
@@ -31,6 +34,7 @@
 #include "qnum/search/random_sampler.hpp"
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
+#include "search_config.hpp"
 #if __has_include("qnum/search/tpe.hpp")
 #include "qnum/search/tpe.hpp"
 #define QNUM_CLI_HAVE_TPE 1
@@ -68,9 +72,11 @@ class SearchCommand {
  public:
   explicit SearchCommand(CLI::App& app) {
     cmd_ = app.add_subcommand("search", "Search a built-in objective with an Optuna-like study (sampler, storage)");
-    cmd_->add_option("--objective", objective_, "branin, rastrigin or mixed-precision")->required();
+    cmd_->add_option("--config", config_,
+                     "TOML/JSON search config: a mixed-precision search on a checkpoint (docs/search.md)");
+    cmd_->add_option("--objective", objective_, "built-in objective: branin, rastrigin or mixed-precision");
     cmd_->add_option("--sampler", sampler_, "random, grid or tpe")->capture_default_str();
-    cmd_->add_option("--trials", trials_, "trials this process runs (a grid stops when exhausted)")->required();
+    cmd_->add_option("--trials", trials_, "trials this process runs (a grid stops when exhausted)");
     cmd_->add_option("--storage", storage_,
                      "memory, sqlite:///relative.db, sqlite:////absolute.db or postgresql://user:pass@host:port/db")
         ->capture_default_str();
@@ -95,6 +101,21 @@ class SearchCommand {
   bool parsed() const { return cmd_->parsed(); }
 
   void run() const {
+    qnum::detail::require(config_.empty() != objective_.empty(),
+                          "search: give exactly one of --config FILE and --objective NAME");
+    if (!config_.empty()) {
+      SearchOverrides ov;
+      if (cmd_->count("--trials")) ov.trials = trials_;
+      if (cmd_->count("--sampler")) ov.sampler = sampler_;
+      if (cmd_->count("--storage")) ov.storage = storage_;
+      if (cmd_->count("--study-name")) ov.study_name = study_name_;
+      if (cmd_->count("--seed")) ov.seed = seed_;
+      ov.timeout = timeout_;
+      ov.resume = resume_;
+      run_search_config(config_, ov, json_);
+      return;
+    }
+    qnum::detail::require(cmd_->count("--trials") > 0, "search: --trials is required with --objective");
     qnum::detail::require(trials_ >= 0, "search: --trials must be >= 0, got ", trials_);
     qnum::detail::require(!timeout_ || *timeout_ > 0, "search: --timeout must be > 0 seconds");
     qnum::detail::require(delay_ >= 0, "search: --trial-delay must be >= 0 seconds, got ", delay_);
@@ -176,7 +197,7 @@ class SearchCommand {
 
  private:
   CLI::App* cmd_ = nullptr;
-  std::string objective_, sampler_ = "random", storage_ = "memory", study_name_;
+  std::string config_, objective_, sampler_ = "random", storage_ = "memory", study_name_;
   std::int64_t trials_ = 0;
   std::uint64_t seed_ = 0;
   std::size_t dims_ = 5;
