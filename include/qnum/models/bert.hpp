@@ -1,0 +1,657 @@
+// BERT for sequence classification (Hugging Face's BertForSequenceClassification, spec/
+// system.md §8.2) as an nn::Module tree whose state_dict names are Hugging Face's
+// ("bert.embeddings.word_embeddings.weight", "bert.encoder.layer.0.attention.self.query.weight",
+// "bert.pooler.dense.weight", "classifier.weight", ...), so an HF safetensors checkpoint of
+// any BERT loads (load_hf_bert) and a qnum checkpoint loads into transformers.
+//
+//   embeddings  word + position + token type, LayerNorm, dropout
+//   layer i     self-attention (query/key/value Linear, Matmul Q·Kᵀ, scale, additive mask on
+//               padded keys, Softmax, dropout, Matmul P·V), output dense + dropout +
+//               residual + LayerNorm; intermediate dense + GELU; output dense + dropout +
+//               residual + LayerNorm
+//   pooler      dense + tanh on the [CLS] token; then dropout and the classifier
+//
+// Attention products and softmax are Matmul / Softmax layers, so the quantize pass selects
+// them by type "matmul" / "softmax" and a trace sees them. When none of them is quantized,
+// no gradient is needed (grad mode off or nothing requires grad), attention dropout is
+// inactive and no trace is running, attention runs through the fused kernel
+// (kernel/attention.hpp) instead — within its stated 1e-5·max|V| of the layer path.
+//
+// Sizes come from BertConfig (HF config.json keys) or a preset: bert-tiny (2 layers, hidden
+// 128, 2 heads, intermediate 512: 4,386,178 parameters with 2 labels), bert-mini, bert-small,
+// bert-medium, bert-base, or bert:L-H-A-I (layers-hidden-heads-intermediate, any sizes).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qnum/core/error.hpp"
+#include "qnum/io/atomic_file.hpp"
+#include "qnum/io/safetensors.hpp"
+#include "qnum/kernel/attention.hpp"
+#include "qnum/nn/layers.hpp"
+#include "qnum/tensor/ops.hpp"
+
+namespace qnum::models {
+
+/// BERT's sizes and settings under Hugging Face's config.json names.
+struct BertConfig {
+  std::int64_t vocab_size = 30522;
+  std::int64_t hidden_size = 128;
+  std::int64_t num_hidden_layers = 2;
+  std::int64_t num_attention_heads = 2;
+  std::int64_t intermediate_size = 512;
+  std::string hidden_act = "gelu";
+  double hidden_dropout_prob = 0.1;
+  double attention_probs_dropout_prob = 0.1;
+  double classifier_dropout = -1;  ///< < 0: HF's null (use hidden_dropout_prob)
+  std::int64_t max_position_embeddings = 512;
+  std::int64_t type_vocab_size = 2;
+  double layer_norm_eps = 1e-12;
+  double initializer_range = 0.02;
+  std::int64_t num_labels = 2;
+
+  /// Checks sizes (positive, hidden divisible by heads), probabilities and the activation.
+  void validate() const {
+    using qnum::detail::require;
+    for (auto [v, name] : {std::pair{vocab_size, "vocab_size"},
+                           {hidden_size, "hidden_size"},
+                           {num_hidden_layers, "num_hidden_layers"},
+                           {num_attention_heads, "num_attention_heads"},
+                           {intermediate_size, "intermediate_size"},
+                           {max_position_embeddings, "max_position_embeddings"},
+                           {type_vocab_size, "type_vocab_size"},
+                           {num_labels, "num_labels"}})
+      require(v > 0, "BertConfig: ", name, " must be > 0, got ", v);
+    require(hidden_size % num_attention_heads == 0, "BertConfig: hidden_size ", hidden_size,
+            " is not a multiple of num_attention_heads ", num_attention_heads);
+    require(hidden_act == "gelu", "BertConfig: hidden_act '", hidden_act,
+            "' is not supported (qnum's BERT has the exact erf GELU, \"gelu\")");
+    for (auto [p, name] : {std::pair{hidden_dropout_prob, "hidden_dropout_prob"},
+                           {attention_probs_dropout_prob, "attention_probs_dropout_prob"}})
+      require(p >= 0.0 && p < 1.0, "BertConfig: ", name, " ", p, " must be in [0, 1)");
+    require(classifier_dropout < 1.0, "BertConfig: classifier_dropout ", classifier_dropout, " must be < 1");
+    require(layer_norm_eps > 0.0 && std::isfinite(layer_norm_eps), "BertConfig: layer_norm_eps must be > 0");
+    require(initializer_range >= 0.0 && std::isfinite(initializer_range), "BertConfig: initializer_range must be >= 0");
+  }
+
+  /// HF config.json fields (model_type "bert", id2label/label2id for num_labels).
+  nlohmann::json to_json() const {
+    nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+    for (std::int64_t i = 0; i < num_labels; ++i) {
+      id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+      label2id["LABEL_" + std::to_string(i)] = i;
+    }
+    return {
+        {"architectures", {"BertForSequenceClassification"}},
+        {"model_type", "bert"},
+        {"vocab_size", vocab_size},
+        {"hidden_size", hidden_size},
+        {"num_hidden_layers", num_hidden_layers},
+        {"num_attention_heads", num_attention_heads},
+        {"intermediate_size", intermediate_size},
+        {"hidden_act", hidden_act},
+        {"hidden_dropout_prob", hidden_dropout_prob},
+        {"attention_probs_dropout_prob", attention_probs_dropout_prob},
+        {"classifier_dropout", classifier_dropout < 0 ? nlohmann::json(nullptr) : nlohmann::json(classifier_dropout)},
+        {"max_position_embeddings", max_position_embeddings},
+        {"type_vocab_size", type_vocab_size},
+        {"layer_norm_eps", layer_norm_eps},
+        {"initializer_range", initializer_range},
+        {"position_embedding_type", "absolute"},
+        {"id2label", id2label},
+        {"label2id", label2id}};
+  }
+
+  /// Reads HF config.json content: known keys must have the right JSON type (else a
+  /// qnum::Error naming the key), unknown keys are ignored as transformers does. num_labels
+  /// comes from "num_labels" or the size of "id2label". The result is validated.
+  static BertConfig from_json(const nlohmann::json& j, const std::string& what = "config.json") {
+    qnum::detail::require(j.is_object(), what, ": expected a JSON object");
+    BertConfig c;
+    auto integer = [&](const char* key, std::int64_t& field) {
+      if (!j.contains(key)) return;
+      qnum::detail::require(j[key].is_number_integer(), what, ": '", key, "' must be an integer, got ", j[key].dump());
+      field = j[key].get<std::int64_t>();
+    };
+    auto number = [&](const char* key, double& field, bool nullable = false) {
+      if (!j.contains(key)) return;
+      if (nullable && j[key].is_null()) return;
+      qnum::detail::require(j[key].is_number(), what, ": '", key, "' must be a number, got ", j[key].dump());
+      field = j[key].get<double>();
+    };
+    if (j.contains("model_type"))
+      qnum::detail::require(j["model_type"].is_string() && j["model_type"].get<std::string>() == "bert", what,
+                            ": model_type ", j["model_type"].dump(), " is not \"bert\"");
+    if (j.contains("position_embedding_type"))
+      qnum::detail::require(
+          j["position_embedding_type"].is_string() && j["position_embedding_type"].get<std::string>() == "absolute",
+          what, ": position_embedding_type ", j["position_embedding_type"].dump(),
+          " is not supported (only \"absolute\")");
+    integer("vocab_size", c.vocab_size);
+    integer("hidden_size", c.hidden_size);
+    integer("num_hidden_layers", c.num_hidden_layers);
+    integer("num_attention_heads", c.num_attention_heads);
+    integer("intermediate_size", c.intermediate_size);
+    integer("max_position_embeddings", c.max_position_embeddings);
+    integer("type_vocab_size", c.type_vocab_size);
+    number("hidden_dropout_prob", c.hidden_dropout_prob);
+    number("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
+    number("classifier_dropout", c.classifier_dropout, true);
+    number("layer_norm_eps", c.layer_norm_eps);
+    number("initializer_range", c.initializer_range);
+    if (j.contains("hidden_act")) {
+      qnum::detail::require(j["hidden_act"].is_string(), what, ": 'hidden_act' must be a string, got ",
+                            j["hidden_act"].dump());
+      c.hidden_act = j["hidden_act"].get<std::string>();
+    }
+    if (j.contains("id2label")) {
+      qnum::detail::require(j["id2label"].is_object(), what, ": 'id2label' must be an object, got ",
+                            j["id2label"].dump());
+      if (!j["id2label"].empty()) c.num_labels = static_cast<std::int64_t>(j["id2label"].size());
+    }
+    integer("num_labels", c.num_labels);
+    try {
+      c.validate();
+    } catch (const Error& e) {
+      qnum::detail::fail(what, ": ", e.what());
+    }
+    return c;
+  }
+
+  /// Reads a config.json file (errors name the file; malformed JSON is an error).
+  static BertConfig from_file(const std::filesystem::path& path) {
+    const std::string what = "BERT config '" + path.string() + "'";
+    qnum::detail::require(std::filesystem::exists(path), what, " not found");
+    const auto j = nlohmann::json::parse(read_file(path), nullptr, false);
+    qnum::detail::require(!j.is_discarded(), what, " is not valid JSON");
+    return from_json(j, what);
+  }
+};
+
+/// The BERT model names bert_config knows (bert:L-H-A-I takes any sizes).
+inline std::vector<std::string> bert_model_names() {
+  return {"bert-tiny", "bert-mini", "bert-small", "bert-medium", "bert-base", "bert:L-H-A-I"};
+}
+
+/// True when `name` is a BERT model name (a preset or bert:...).
+inline bool is_bert_model(std::string_view name) { return name.starts_with("bert-") || name.starts_with("bert:"); }
+
+/// The config of a preset (Google's BERT miniatures, as prajjwal1/bert-*, and bert-base) or of
+/// bert:L-H-A-I = layers-hidden-heads-intermediate (I defaults to 4·H); vocab 30,522, 512
+/// positions, 2 labels unless `num_labels` says otherwise.
+inline BertConfig bert_config(std::string_view name, std::int64_t num_labels = 2) {
+  BertConfig c;
+  c.num_labels = num_labels;
+  auto set = [&](std::int64_t l, std::int64_t h, std::int64_t a) {
+    c.num_hidden_layers = l;
+    c.hidden_size = h;
+    c.num_attention_heads = a;
+    c.intermediate_size = 4 * h;
+  };
+  if (name == "bert-tiny") {
+    set(2, 128, 2);
+  } else if (name == "bert-mini") {
+    set(4, 256, 4);
+  } else if (name == "bert-small") {
+    set(4, 512, 8);
+  } else if (name == "bert-medium") {
+    set(8, 512, 8);
+  } else if (name == "bert-base") {
+    set(12, 768, 12);
+  } else if (name.starts_with("bert:")) {
+    std::vector<std::int64_t> v;
+    std::string_view rest = name.substr(5);
+    while (true) {
+      const auto dash = rest.find('-');
+      const std::string part(rest.substr(0, dash));
+      std::size_t used = 0;
+      long long x = 0;
+      try {
+        x = std::stoll(part, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      qnum::detail::require(!part.empty() && used == part.size() && x > 0, "BERT model '", name, "': '", part,
+                            "' is not a positive integer (expected bert:LAYERS-HIDDEN-HEADS[-INTERMEDIATE])");
+      v.push_back(x);
+      if (dash == std::string_view::npos) break;
+      rest = rest.substr(dash + 1);
+    }
+    qnum::detail::require(v.size() == 3 || v.size() == 4, "BERT model '", name,
+                          "': expected bert:LAYERS-HIDDEN-HEADS[-INTERMEDIATE], got ", v.size(), " numbers");
+    set(v[0], v[1], v[2]);
+    if (v.size() == 4) c.intermediate_size = v[3];
+  } else {
+    std::string known;
+    for (const auto& n : bert_model_names()) known += (known.empty() ? "" : ", ") + n;
+    qnum::detail::fail("unknown BERT model '", name, "' (known: ", known, ")");
+  }
+  c.validate();
+  return c;
+}
+
+/// One batch of token ids, row-major [batch, seq] (int64 as HF's): attention_mask 1 = token,
+/// 0 = padding; empty attention_mask / token_type_ids mean all ones / all zeros.
+struct BertInput {
+  std::int64_t batch = 0, seq = 0;
+  std::span<const std::int64_t> input_ids, attention_mask, token_type_ids;
+};
+
+namespace detail {
+
+inline float to_prob(double p) { return static_cast<float>(p); }
+
+/// Overwrites t's values with N(0, std) draws from `seed` (HF's _init_weights).
+inline void init_normal(Tensor& t, std::uint64_t seed, double std) {
+  const Tensor r = Tensor::randn(t.shape(), seed, 0.0f, static_cast<float>(std));
+  std::copy(r.values().begin(), r.values().end(), t.values().begin());
+}
+
+/// HF's initialisation: Linear and Embedding weights N(0, initializer_range), biases 0,
+/// LayerNorm 1 / 0; seeds derived per parameter name order.
+inline void init_bert_weights(nn::Module& m, double range, std::uint64_t seed) {
+  std::uint64_t stream = 0;
+  for (auto& [name, mod] : m.named_modules()) {
+    if (auto* lin = dynamic_cast<nn::Linear*>(mod)) {
+      init_normal(lin->weight, nn::detail::derive_seed(seed, stream++), range);
+      if (lin->bias.defined()) std::fill(lin->bias.values().begin(), lin->bias.values().end(), 0.0f);
+    } else if (auto* emb = dynamic_cast<nn::Embedding*>(mod)) {
+      init_normal(emb->weight, nn::detail::derive_seed(seed, stream++), range);
+    }
+  }
+}
+
+/// A container of numbered children ("0", "1", ...) that is never called as a whole
+/// (torch.nn.ModuleList).
+class ModuleList : public nn::Module {
+ public:
+  std::string type_name() const override { return "ModuleList"; }
+  void push_back(std::shared_ptr<nn::Module> m) { register_module(std::to_string(children().size()), std::move(m)); }
+};
+
+}  // namespace detail
+
+/// Word, position and token-type embeddings summed, then LayerNorm and dropout.
+class BertEmbeddings : public nn::Module {
+ public:
+  BertEmbeddings(const BertConfig& c, std::uint64_t seed) : max_positions(c.max_position_embeddings) {
+    word_embeddings = register_module("word_embeddings", std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size));
+    position_embeddings = register_module("position_embeddings",
+                                          std::make_shared<nn::Embedding>(c.max_position_embeddings, c.hidden_size));
+    token_type_embeddings =
+        register_module("token_type_embeddings", std::make_shared<nn::Embedding>(c.type_vocab_size, c.hidden_size));
+    LayerNorm = register_module("LayerNorm",
+                                std::make_shared<nn::LayerNorm>(c.hidden_size, static_cast<float>(c.layer_norm_eps)));
+    dropout = register_module("dropout", std::make_shared<nn::Dropout>(detail::to_prob(c.hidden_dropout_prob),
+                                                                       nn::detail::derive_seed(seed, 1)));
+  }
+  std::string type_name() const override { return "BertEmbeddings"; }
+
+  /// [batch, seq, hidden] for the batch's ids (positions 0..seq-1).
+  Tensor forward(const BertInput& in) {
+    qnum::detail::require(in.seq <= max_positions, "BERT: sequence length ", in.seq,
+                          " exceeds max_position_embeddings ", max_positions);
+    const Shape ids_shape{in.batch, in.seq};
+    Tensor x = word_embeddings->forward_indices(in.input_ids, ids_shape);
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(in.seq));
+    for (std::int64_t t = 0; t < in.seq; ++t) pos[static_cast<std::size_t>(t)] = t;
+    x = add(x, position_embeddings->forward_indices(pos, Shape{in.seq}));
+    if (in.token_type_ids.empty()) {
+      const std::vector<std::int64_t> zero{0};
+      x = add(x, token_type_embeddings->forward_indices(zero, Shape{1}));
+    } else {
+      x = add(x, token_type_embeddings->forward_indices(in.token_type_ids, ids_shape));
+    }
+    return (*dropout)((*LayerNorm)(x));
+  }
+
+  std::int64_t max_positions;
+  std::shared_ptr<nn::Embedding> word_embeddings, position_embeddings, token_type_embeddings;
+  std::shared_ptr<nn::LayerNorm> LayerNorm;  // HF's attribute name
+  std::shared_ptr<nn::Dropout> dropout;
+};
+
+/// Multi-head self-attention: query/key/value projections and the attention itself on
+/// Matmul / Softmax layers (quantizable), or the fused kernel when allowed (file comment).
+class BertSelfAttention : public nn::Module {
+ public:
+  BertSelfAttention(const BertConfig& c, std::uint64_t seed)
+      : heads(c.num_attention_heads), head_dim(c.hidden_size / c.num_attention_heads) {
+    query = register_module("query", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size));
+    key = register_module("key", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size));
+    value = register_module("value", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size));
+    dropout = register_module("dropout", std::make_shared<nn::Dropout>(detail::to_prob(c.attention_probs_dropout_prob),
+                                                                       nn::detail::derive_seed(seed, 2)));
+    matmul_qk = register_module("matmul_qk", std::make_shared<nn::Matmul>());
+    softmax = register_module("softmax", std::make_shared<nn::Softmax>(-1));
+    matmul_pv = register_module("matmul_pv", std::make_shared<nn::Matmul>());
+  }
+  std::string type_name() const override { return "BertSelfAttention"; }
+
+  /// x [B, T, hidden]; mask: the additive key mask [B, 1, 1, T] (undefined: none).
+  Tensor forward_masked(const Tensor& x, const Tensor& mask) {
+    const std::int64_t B = x.shape()[0], T = x.shape()[1];
+    auto heads_first = [&](const Tensor& t) { return permute(reshape(t, {B, T, heads, head_dim}), {0, 2, 1, 3}); };
+    const Tensor q = heads_first((*query)(x)), k = heads_first((*key)(x)), v = heads_first((*value)(x));
+    Tensor ctx;
+    if (use_fused(q, k, v)) {
+      ctx = fused(q, k, v, mask, B, T);
+    } else {
+      Tensor scores = mul_scalar((*matmul_qk)(q, transpose(k, 2, 3)), qnum::detail::attention_scale(head_dim));
+      if (mask.defined()) scores = add(scores, mask);
+      ctx = (*matmul_pv)((*dropout)((*softmax)(scores)), v);
+    }
+    return reshape(permute(ctx, {0, 2, 1, 3}), {B, T, heads * head_dim});
+  }
+
+  /// Whether the fused kernel path may run (see the file comment); `allow_fused` = false
+  /// forces the layer path (tests compare the two).
+  bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v) const {
+    if (!allow_fused || matmul_qk->is_quantized() || softmax->is_quantized() || matmul_pv->is_quantized()) return false;
+    if (nn::detail::module_observer() || autograd::detail::op_observer()) return false;
+    if (is_training() && dropout->p > 0.0f) return false;
+    return !autograd::grad_enabled() || !(q.requires_grad() || k.requires_grad() || v.requires_grad());
+  }
+
+  std::int64_t heads, head_dim;
+  bool allow_fused = true;
+  std::shared_ptr<nn::Linear> query, key, value;
+  std::shared_ptr<nn::Dropout> dropout;
+  std::shared_ptr<nn::Matmul> matmul_qk, matmul_pv;
+  std::shared_ptr<nn::Softmax> softmax;
+
+ private:
+  Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, std::int64_t B,
+               std::int64_t T) const {
+    std::vector<float> out(static_cast<std::size_t>(q.numel()));
+    const AttentionShape s{B, heads, T, T, head_dim};
+    attention_fused(q.data(), k.data(), v.data(), mask.defined() ? mask.data() : nullptr, out.data(), s);
+    return Tensor(q.shape(), std::move(out));
+  }
+};
+
+/// dense + dropout, then LayerNorm(· + residual): BertSelfOutput and BertOutput.
+class BertDenseResidual : public nn::Module {
+ public:
+  BertDenseResidual(std::int64_t in, const BertConfig& c, std::uint64_t seed, const char* type) : type_(type) {
+    dense = register_module("dense", std::make_shared<nn::Linear>(in, c.hidden_size));
+    LayerNorm = register_module("LayerNorm",
+                                std::make_shared<nn::LayerNorm>(c.hidden_size, static_cast<float>(c.layer_norm_eps)));
+    dropout = register_module("dropout", std::make_shared<nn::Dropout>(detail::to_prob(c.hidden_dropout_prob), seed));
+  }
+  std::string type_name() const override { return type_; }
+  Tensor forward_residual(const Tensor& x, const Tensor& residual) {
+    return (*LayerNorm)(add((*dropout)((*dense)(x)), residual));
+  }
+  std::shared_ptr<nn::Linear> dense;
+  std::shared_ptr<nn::LayerNorm> LayerNorm;
+  std::shared_ptr<nn::Dropout> dropout;
+
+ private:
+  std::string type_;
+};
+
+/// self (BertSelfAttention) + output (BertSelfOutput).
+class BertAttention : public nn::Module {
+ public:
+  BertAttention(const BertConfig& c, std::uint64_t seed) {
+    self = register_module("self", std::make_shared<BertSelfAttention>(c, seed));
+    output = register_module("output", std::make_shared<BertDenseResidual>(
+                                           c.hidden_size, c, nn::detail::derive_seed(seed, 3), "BertSelfOutput"));
+  }
+  std::string type_name() const override { return "BertAttention"; }
+  Tensor forward_masked(const Tensor& x, const Tensor& mask) {
+    return output->forward_residual(self->forward_masked(x, mask), x);
+  }
+  std::shared_ptr<BertSelfAttention> self;
+  std::shared_ptr<BertDenseResidual> output;
+};
+
+/// dense (hidden → intermediate) + GELU.
+class BertIntermediate : public nn::Module {
+ public:
+  explicit BertIntermediate(const BertConfig& c) {
+    dense = register_module("dense", std::make_shared<nn::Linear>(c.hidden_size, c.intermediate_size));
+    intermediate_act_fn = register_module("intermediate_act_fn", std::make_shared<nn::GELU>());
+  }
+  std::string type_name() const override { return "BertIntermediate"; }
+  Tensor forward(const Tensor& x) override { return (*intermediate_act_fn)((*dense)(x)); }
+  std::shared_ptr<nn::Linear> dense;
+  std::shared_ptr<nn::GELU> intermediate_act_fn;
+};
+
+/// One encoder layer: attention, intermediate, output.
+class BertLayer : public nn::Module {
+ public:
+  BertLayer(const BertConfig& c, std::uint64_t seed) {
+    attention = register_module("attention", std::make_shared<BertAttention>(c, seed));
+    intermediate = register_module("intermediate", std::make_shared<BertIntermediate>(c));
+    output = register_module("output", std::make_shared<BertDenseResidual>(
+                                           c.intermediate_size, c, nn::detail::derive_seed(seed, 4), "BertOutput"));
+  }
+  std::string type_name() const override { return "BertLayer"; }
+  Tensor forward_masked(const Tensor& x, const Tensor& mask) {
+    const Tensor a = attention->forward_masked(x, mask);
+    return output->forward_residual((*intermediate)(a), a);
+  }
+  std::shared_ptr<BertAttention> attention;
+  std::shared_ptr<BertIntermediate> intermediate;
+  std::shared_ptr<BertDenseResidual> output;
+};
+
+/// dense + tanh on the first ([CLS]) token.
+class BertPooler : public nn::Module {
+ public:
+  explicit BertPooler(const BertConfig& c) {
+    dense = register_module("dense", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size));
+    activation = register_module("activation", std::make_shared<nn::Tanh>());
+  }
+  std::string type_name() const override { return "BertPooler"; }
+  /// hidden [B, T, H] -> [B, H].
+  Tensor forward(const Tensor& hidden) override {
+    const std::int64_t B = hidden.shape()[0], T = hidden.shape()[1], H = hidden.shape()[2];
+    const Tensor first = cls_rows(hidden, B, T, H);
+    return (*activation)((*dense)(first));
+  }
+
+ private:
+  /// hidden[:, 0, :] (differentiable: a [B, T] one-hot selector as a matmul would cost more).
+  static Tensor cls_rows(const Tensor& h, std::int64_t B, std::int64_t T, std::int64_t H) {
+    std::vector<float> y(static_cast<std::size_t>(B * H));
+    for (std::int64_t b = 0; b < B; ++b) std::copy_n(h.data() + b * T * H, H, y.data() + b * H);
+    return autograd::make_result("select_cls", Shape{B, H}, std::move(y), {h}, [B, T, H](std::span<const float> g) {
+      std::vector<float> gh(static_cast<std::size_t>(B * T * H), 0.0f);
+      for (std::int64_t b = 0; b < B; ++b) std::copy_n(g.data() + b * H, H, gh.data() + b * T * H);
+      return std::vector<std::vector<float>>{std::move(gh)};
+    });
+  }
+
+ public:
+  std::shared_ptr<nn::Linear> dense;
+  std::shared_ptr<nn::Tanh> activation;
+};
+
+/// embeddings, encoder.layer.*, pooler (HF's BertModel).
+class BertModel : public nn::Module {
+ public:
+  BertModel(const BertConfig& c, std::uint64_t seed) {
+    embeddings = register_module("embeddings", std::make_shared<BertEmbeddings>(c, nn::detail::derive_seed(seed, 10)));
+    auto enc = register_module("encoder", std::make_shared<nn::Module>());
+    layer = enc->register_module("layer", std::make_shared<detail::ModuleList>());
+    for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      auto l = std::make_shared<BertLayer>(c, nn::detail::derive_seed(seed, 100 + static_cast<std::uint64_t>(i)));
+      layers.push_back(l);
+      layer->push_back(l);
+    }
+    pooler = register_module("pooler", std::make_shared<BertPooler>(c));
+  }
+  std::string type_name() const override { return "BertModel"; }
+
+  /// The last hidden state [B, T, hidden].
+  Tensor encode(const BertInput& in) {
+    Tensor x = embeddings->forward(in);
+    const Tensor mask = additive_mask(in);
+    for (auto& l : layers) x = l->forward_masked(x, mask);
+    return x;
+  }
+
+  /// HF's extended attention mask: 0 on tokens, float32's lowest on padding, [B, 1, 1, T];
+  /// undefined when there is no padding (nothing to add).
+  static Tensor additive_mask(const BertInput& in) {
+    if (in.attention_mask.empty()) return {};
+    bool any = false;
+    std::vector<float> m(static_cast<std::size_t>(in.batch * in.seq));
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      m[i] = in.attention_mask[i] ? 0.0f : std::numeric_limits<float>::lowest();
+      any = any || !in.attention_mask[i];
+    }
+    if (!any) return {};
+    return Tensor({in.batch, 1, 1, in.seq}, std::move(m));
+  }
+
+  std::shared_ptr<BertEmbeddings> embeddings;
+  std::shared_ptr<detail::ModuleList> layer;
+  std::vector<std::shared_ptr<BertLayer>> layers;
+  std::shared_ptr<BertPooler> pooler;
+};
+
+/// BertForSequenceClassification: bert, dropout, classifier (logits [B, num_labels]).
+class BertForSequenceClassification : public nn::Module {
+ public:
+  /// A model with HF's initialisation from `seed` (N(0, initializer_range) weights).
+  explicit BertForSequenceClassification(BertConfig c, std::uint64_t seed = 0) : config(std::move(c)) {
+    config.validate();
+    bert = register_module("bert", std::make_shared<BertModel>(config, seed));
+    const double p = config.classifier_dropout >= 0 ? config.classifier_dropout : config.hidden_dropout_prob;
+    dropout =
+        register_module("dropout", std::make_shared<nn::Dropout>(detail::to_prob(p), nn::detail::derive_seed(seed, 5)));
+    classifier = register_module("classifier", std::make_shared<nn::Linear>(config.hidden_size, config.num_labels));
+    detail::init_bert_weights(*this, config.initializer_range, nn::detail::derive_seed(seed, 6));
+  }
+  std::string type_name() const override { return "BertForSequenceClassification"; }
+
+  /// Logits [batch, num_labels] for a batch of token ids; sizes and ids are checked.
+  Tensor forward(const BertInput& in) {
+    check(in);
+    const Tensor h = bert->encode(in);
+    return (*classifier)((*dropout)((*bert->pooler)(h)));
+  }
+
+  /// The single-tensor form (for traces and generic tools): x holds input_ids [B, T] as
+  /// whole numbers; no padding, token type 0.
+  Tensor forward(const Tensor& x) override {
+    qnum::detail::require(x.rank() == 2, "BERT: input_ids tensor must be [batch, seq], got ", to_string(x.shape()));
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(x.numel()));
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const float v = x.values()[i];
+      qnum::detail::require(std::nearbyint(v) == v, "BERT: input id ", v, " is not a whole number");
+      ids[i] = static_cast<std::int64_t>(v);
+    }
+    return forward(BertInput{x.shape()[0], x.shape()[1], ids, {}, {}});
+  }
+
+  /// Uses (true) or never uses (false) the fused attention kernel where it is allowed.
+  void set_fused_attention(bool on) {
+    for (auto& l : bert->layers) l->attention->self->allow_fused = on;
+  }
+
+  BertConfig config;
+  std::shared_ptr<BertModel> bert;
+  std::shared_ptr<nn::Dropout> dropout;
+  std::shared_ptr<nn::Linear> classifier;
+
+ private:
+  void check(const BertInput& in) const {
+    using qnum::detail::require;
+    require(in.batch > 0 && in.seq > 0, "BERT: empty batch (", in.batch, " x ", in.seq, ")");
+    const auto n = static_cast<std::size_t>(in.batch * in.seq);
+    require(in.input_ids.size() == n, "BERT: ", in.input_ids.size(), " input_ids for a ", in.batch, " x ", in.seq,
+            " batch");
+    require(in.attention_mask.empty() || in.attention_mask.size() == n, "BERT: ", in.attention_mask.size(),
+            " attention_mask values for a ", in.batch, " x ", in.seq, " batch");
+    require(in.token_type_ids.empty() || in.token_type_ids.size() == n, "BERT: ", in.token_type_ids.size(),
+            " token_type_ids for a ", in.batch, " x ", in.seq, " batch");
+    for (std::size_t i = 0; i < in.input_ids.size(); ++i)
+      require(in.input_ids[i] >= 0 && in.input_ids[i] < config.vocab_size, "BERT: input id ", in.input_ids[i],
+              " at position ", i, " is outside the vocabulary [0, ", config.vocab_size, ")");
+    for (std::size_t i = 0; i < in.token_type_ids.size(); ++i)
+      require(in.token_type_ids[i] >= 0 && in.token_type_ids[i] < config.type_vocab_size, "BERT: token type id ",
+              in.token_type_ids[i], " at position ", i, " is outside [0, ", config.type_vocab_size, ")");
+    for (std::size_t i = 0; i < in.attention_mask.size(); ++i)
+      require(in.attention_mask[i] == 0 || in.attention_mask[i] == 1, "BERT: attention_mask value ",
+              in.attention_mask[i], " at position ", i, " is not 0 or 1");
+  }
+};
+
+/// A BERT classifier by name (bert_config) with HF's initialisation from `seed`.
+inline std::shared_ptr<BertForSequenceClassification> make_bert_model(std::string_view name, std::uint64_t seed = 0,
+                                                                      std::int64_t num_labels = 2) {
+  return std::make_shared<BertForSequenceClassification>(bert_config(name, num_labels), seed);
+}
+
+/// What load_hf_bert did: tensors loaded, and the model's tensors the checkpoint lacked
+/// (kept at their initialisation, e.g. a pretraining checkpoint has no classifier).
+struct HfLoadReport {
+  std::int64_t loaded = 0;
+  std::vector<std::string> missing, ignored;
+};
+
+/// Loads a Hugging Face BERT safetensors checkpoint (BertForSequenceClassification,
+/// BertForPreTraining or a bare BertModel) into `model`: old LayerNorm names gamma/beta are
+/// mapped, a missing "bert." prefix is added, and tensors BERT-for-classification has no
+/// place for (position_ids, cls.* heads) are ignored. Every encoder/embedding tensor must be
+/// present; only pooler and classifier may be missing (kept as initialised, as transformers
+/// does). A shape that does not match the config is a qnum::Error naming the tensor; nothing
+/// is changed unless the whole checkpoint is accepted.
+inline HfLoadReport load_hf_bert(BertForSequenceClassification& model, const std::filesystem::path& path) {
+  const std::string what = "checkpoint '" + path.string() + "'";
+  qnum::detail::require(std::filesystem::exists(path), what, " not found");
+  SafetensorsFile st = read_safetensors(path);
+  const auto own = model.state_dict();
+  bool any_prefixed = false;
+  for (const auto& [name, t] : st.tensors) any_prefixed = any_prefixed || name.starts_with("bert.");
+  HfLoadReport r;
+  std::map<std::string, Tensor> state;
+  for (auto& [raw, t] : st.tensors) {
+    std::string name = raw;
+    if (!any_prefixed && !name.starts_with("classifier.")) name = "bert." + name;
+    for (auto [from, to] : {std::pair<std::string_view, std::string_view>{"LayerNorm.gamma", "LayerNorm.weight"},
+                            {"LayerNorm.beta", "LayerNorm.bias"}})
+      if (name.ends_with(from)) name = name.substr(0, name.size() - from.size()) + std::string(to);
+    if (!own.count(name)) {
+      r.ignored.push_back(raw);
+      continue;
+    }
+    const Tensor& mine = own.at(name);
+    qnum::detail::require(t.shape() == mine.shape(), what, ": tensor '", raw, "' has shape ", to_string(t.shape()),
+                          " but the model (hidden_size ", model.config.hidden_size, ", vocab_size ",
+                          model.config.vocab_size, ", intermediate_size ", model.config.intermediate_size,
+                          ", num_labels ", model.config.num_labels, ") expects ", to_string(mine.shape()), " for '",
+                          name, "'");
+    state.emplace(name, t);
+  }
+  for (const auto& [name, t] : own) {
+    if (state.count(name)) continue;
+    qnum::detail::require(name.starts_with("bert.pooler.") || name.starts_with("classifier."), what, " has no tensor '",
+                          name, "' (", model.config.num_hidden_layers,
+                          " layers expected; is it a BERT checkpoint of this size?)");
+    r.missing.push_back(name);
+  }
+  model.load_state_dict(state, false);
+  r.loaded = static_cast<std::int64_t>(state.size());
+  return r;
+}
+
+}  // namespace qnum::models
