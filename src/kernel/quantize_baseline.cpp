@@ -11,5 +11,7 @@ namespace {
 [[gnu::used]] const void* const kBaselineCopies[] = {
     reinterpret_cast<const void*>(&qnum::detail::mase_fix_zero_blocks),
     reinterpret_cast<const void*>(&qnum::detail::mase_mx_order),
+    reinterpret_cast<const void*>(&qnum::detail::mase_block_fp_scale),
 };
 }  // namespace
+template class std::vector<int>;  // the same for its members (constructors have no address)

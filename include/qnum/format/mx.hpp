@@ -429,34 +429,48 @@ inline void mase_mxint_quantize(const MXIntSpec& s, std::span<const float> in, s
   }
 }
 
+/// Scratch buffers of mase_mxfp_block.
+struct MaseMXFPScratch {
+  std::vector<float> xs, scratch;
+  std::vector<std::uint16_t> codes, best_codes;
+};
+
+/// MASE mxfp block b (elements order[b*B, (b+1)*B)); blocks are independent.
+inline void mase_mxfp_block(const MXFPSpec& s, std::span<const float> in, std::span<float> out,
+                            std::span<const std::int64_t> order, std::size_t b, MaseMXFPScratch& w) {
+  const auto B = static_cast<std::size_t>(s.block_size);
+  auto& [xs, scratch, codes, best_codes] = w;
+  xs.resize(B);
+  codes.resize(B);
+  best_codes.resize(B);
+  for (std::size_t j = 0; j < B; ++j) xs[j] = in[static_cast<std::size_t>(order[b * B + j])];
+  std::uint8_t S = mase_mxfp_extract(s, 1.0f, xs, best_codes.data(), scratch);
+  if (s.quantile_search) {
+    // MASE scores each candidate on q = code / 2^(M-1) * (2^((S - 127) mod 256) mod 256): the
+    // raw codes in uint8 arithmetic, not the dequantized values. Reproduced as is.
+    float best = kInf;
+    const float div = static_cast<float>(1 << (s.frac_width - 1));
+    for (double qd : mx_clip_quantiles) {
+      const std::uint8_t Sq = mase_mxfp_extract(s, static_cast<float>(qd), xs, codes.data(), scratch);
+      const auto d = static_cast<std::uint8_t>(Sq - 127);
+      const float pw = d < 8 ? static_cast<float>(1u << d) : 0.0f;  // uint8 pow wraps
+      float err = 0.0f;
+      for (std::size_t j = 0; j < B; ++j) {
+        const float q = static_cast<float>(codes[j]) / div * pw - in[b * B + j];
+        err += q * q;
+      }
+      if (err < best) best = err, S = Sq, best_codes = codes;
+    }
+  }
+  for (std::size_t j = 0; j < B; ++j)
+    out[static_cast<std::size_t>(order[b * B + j])] = mase_mxfp_value(s, S, best_codes[j]);
+}
+
 inline void mase_mxfp_quantize(const MXFPSpec& s, std::span<const float> in, std::span<float> out, const Shape& shape) {
   const auto order = mase_mx_order(s.name, s.block_dim, s.block_size, shape);
-  const auto B = static_cast<std::size_t>(s.block_size);
-  std::vector<float> xs(B), scratch;
-  std::vector<std::uint16_t> codes(B), best_codes(B);
-  for (std::size_t b = 0; b * B < order.size(); ++b) {
-    for (std::size_t j = 0; j < B; ++j) xs[j] = in[static_cast<std::size_t>(order[b * B + j])];
-    std::uint8_t S = mase_mxfp_extract(s, 1.0f, xs, best_codes.data(), scratch);
-    if (s.quantile_search) {
-      // MASE scores each candidate on q = code / 2^(M-1) * (2^((S - 127) mod 256) mod 256): the
-      // raw codes in uint8 arithmetic, not the dequantized values. Reproduced as is.
-      float best = kInf;
-      const float div = static_cast<float>(1 << (s.frac_width - 1));
-      for (double qd : mx_clip_quantiles) {
-        const std::uint8_t Sq = mase_mxfp_extract(s, static_cast<float>(qd), xs, codes.data(), scratch);
-        const auto d = static_cast<std::uint8_t>(Sq - 127);
-        const float pw = d < 8 ? static_cast<float>(1u << d) : 0.0f;  // uint8 pow wraps
-        float err = 0.0f;
-        for (std::size_t j = 0; j < B; ++j) {
-          const float q = static_cast<float>(codes[j]) / div * pw - in[b * B + j];
-          err += q * q;
-        }
-        if (err < best) best = err, S = Sq, best_codes = codes;
-      }
-    }
-    for (std::size_t j = 0; j < B; ++j)
-      out[static_cast<std::size_t>(order[b * B + j])] = mase_mxfp_value(s, S, best_codes[j]);
-  }
+  MaseMXFPScratch w;
+  for (std::size_t b = 0; b * static_cast<std::size_t>(s.block_size) < order.size(); ++b)
+    mase_mxfp_block(s, in, out, order, b, w);
 }
 
 inline void require_exact_mxfp(const MXFPSpec& s) {

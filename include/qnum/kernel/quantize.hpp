@@ -25,8 +25,9 @@
 //    and nearest rounding runs in vector registers instead (simd).
 //  - quantize_rows.hpp: scale_integer (mase: simd; exact: scalar element, threaded) and
 //    ternary (exact: simd; mase: per-sample reference, threaded).
-//  - reference: every other family or setting (mase mxfp and quantile search, exact 2-D
-//    block_fp/MX tiles, residual_sign, stochastic or scaled binary):
+//    mase mxfp (any block_dim, quantile search too): MASE's codec per block, threaded.
+//  - reference: every other family or setting (mxint quantile search, exact 2-D block_fp/MX
+//    tiles, residual_sign, stochastic or scaled binary, in-place mase mxfp quantile search):
 //    `Format::quantize` itself, single-threaded.
 //
 // How float32 reproduces the double-precision exact reference:
@@ -661,6 +662,7 @@ inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Rol
   if (detail::block_supported(f, shape) || detail::mase_block_supported(f, shape, role)) return QuantizePath::simd;
   if (detail::tiles_simd_supported(f, shape)) return QuantizePath::simd;
   if (detail::tiles_supported(f, shape, role)) return f.policy.is_mase() ? QuantizePath::simd : QuantizePath::scalar;
+  if (f.policy.is_mase() && std::holds_alternative<MXFPSpec>(f.spec)) return QuantizePath::scalar;
   if (std::holds_alternative<ScaleIntegerSpec>(f.spec) || std::holds_alternative<TernarySpec>(f.spec))
     return f.policy.is_mase() == std::holds_alternative<ScaleIntegerSpec>(f.spec) ? QuantizePath::simd
                                                                                   : QuantizePath::scalar;
@@ -734,6 +736,11 @@ void quantize_arch(const Format& f, std::span<const float> in, std::span<float> 
       s->validate();
       return detail::block_log_tiles(*s, f.policy, in, out, shape, role);
     }
+  }
+  if (detail::mase_mxfp_threaded(f, in, out)) {
+    const auto& s = std::get<MXFPSpec>(f.spec);
+    s.validate();
+    return detail::mase_mxfp_tiles(s, in, out, shape);
   }
   if (const auto* s = std::get_if<ScaleIntegerSpec>(&f.spec))
     return detail::scale_integer_kernel<Arch>(*s, f.policy, in, out, shape);

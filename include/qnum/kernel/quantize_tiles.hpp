@@ -17,6 +17,7 @@
 #include "qnum/format/block.hpp"
 #include "qnum/format/block_log.hpp"
 #include "qnum/format/block_minifloat.hpp"
+#include "qnum/format/mx.hpp"
 
 namespace qnum::kernel {
 inline namespace QNUM_KERNEL_ISA_NS {
@@ -415,6 +416,26 @@ void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::
       if (fold) q = 0.0f + q;
       y[i] = q;
     }
+  });
+}
+
+// ---- mase mxfp ----------------------------------------------------------------------------
+
+/// MASE mxfp (its codec and bugs, mx.hpp's mase_mxfp_block), blocks of MASE's order threaded.
+/// In place with quantile search stays on the reference: its error term reads the unpermuted
+/// input, which the reference may already have overwritten.
+inline bool mase_mxfp_threaded(const Format& f, std::span<const float> in, std::span<float> out) {
+  const auto* s = std::get_if<MXFPSpec>(&f.spec);
+  return s && f.policy.is_mase() && !(s->quantile_search && in.data() == out.data());
+}
+
+inline void mase_mxfp_tiles(const MXFPSpec& s, std::span<const float> in, std::span<float> out, const Shape& shape) {
+  const auto order = qnum::detail::mase_mx_order(s.name, s.block_dim, s.block_size, shape);
+  const auto nb = static_cast<std::int64_t>(order.size()) / s.block_size;
+  parallel_for(nb, std::max<std::int64_t>(1, kQuantizeGrain / s.block_size), [&](std::int64_t b0, std::int64_t b1) {
+    qnum::detail::MaseMXFPScratch w;
+    for (std::int64_t b = b0; b < b1; ++b)
+      qnum::detail::mase_mxfp_block(s, in, out, order, static_cast<std::size_t>(b), w);
   });
 }
 
