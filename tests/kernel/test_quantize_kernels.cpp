@@ -2,7 +2,9 @@
 // equals any NaN), for every compiled-in instruction set, on random inputs, every code's
 // neighbourhood (value, float neighbours, midpoints = ties), log2 decision points, specials,
 // odd sizes, unaligned pointers and 1/2/3 threads; and every run-time dispatch level
-// (qnum::kernels: baseline, avx2, avx512) this CPU runs, on the same inputs.
+// (qnum::kernels: baseline, avx2, avx512) this CPU runs, on the same inputs. Blocked and
+// per-row families (block_minifloat, block_log, scale_integer, ternary, mase mxfp) also on
+// every shared bias's code neighbourhood, MASE's tiles and roles, and in place.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -296,7 +298,7 @@ TEST_CASE("kernel quantize: log exact and mase") {
   }
 }
 
-TEST_CASE("kernel quantize: binary, binarize and blocked families through the reference") {
+TEST_CASE("kernel quantize: binary, binarize, blocked and per-channel families at the kernel entry point") {
   for (const char* spec : {"binary", "binary:stochastic=true,seed=5", "binarize"}) {
     check_format_full(fmt(spec));
     check_format_full(fmt(spec, qnum::mase_compat));
