@@ -277,12 +277,23 @@ inline void run_search_config(const std::string& path, const SearchOverrides& ov
          "' (allowed: mixed_precision, mixed_precision_families, graph/quantize/mixed_precision_ptq, "
          "mixed_precision_seed)");
   }
-  // Every point's configs must be valid: check the first choice of every key on a copy.
+  // Every choice must give a valid config: each choice of each key (the others at their
+  // first) is applied to a copy before any trial runs.
   {
+    const auto grid = space.grid();
     std::map<std::string, search::ParamValue> first;
-    for (const auto& [k, c] : space.grid()) first[k] = c.front();
+    for (const auto& [k, c] : grid) first[k] = c.front();
     auto probe = cli::detail::load_model(model_name, load);
-    passes::quantize(*probe, space.config(first));
+    for (const auto& [k, c] : grid)
+      for (const auto& v : c) {
+        auto point = first;
+        point[k] = v;
+        try {
+          passes::quantize(*probe, space.config(point));
+        } catch (const qnum::Error& e) {
+          fail(spw, ": choice ", k, " = ", search::to_string(v), " is invalid: ", e.what());
+        }
+      }
   }
 
   // Sampler, storage, study.

@@ -58,6 +58,11 @@ struct Curve {
   search::QuantizedMetrics best_val, best_test;
 };
 
+/// A parameter value as CSV text: strings bare (not Python-quoted), numbers as Optuna prints.
+inline std::string param_text(const search::ParamValue& v) {
+  return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : search::to_string(v);
+}
+
 inline std::shared_ptr<search::Sampler> make_sampler(const std::string& name, const search::MixedPrecisionSpace& space,
                                                      std::uint64_t seed) {
   if (name == "tpe") return std::make_shared<search::TPESampler>(seed);
@@ -113,8 +118,7 @@ inline Curve run_curve(const Lab& lab, const SearchOptions& s, const std::string
     c.accuracy.push_back(ok ? t.values[0] : std::nan(""));
     std::string params;
     for (const auto& [k, v] : t.params)
-      params +=
-          (params.empty() ? "" : " ") + k + "=" + search::to_string(search::to_external(t.distributions.at(k), v));
+      params += (params.empty() ? "" : " ") + k + "=" + param_text(search::to_external(t.distributions.at(k), v));
     const auto& m = t.user_attrs.contains("metrics") ? t.user_attrs["metrics"] : nlohmann::json::object();
     trials_csv += name + "," + sampler + "," + std::to_string(t.number) + "," +
                   (ok ? Lab::fmt(t.values[0], 6) : std::string("")) + "," +
@@ -127,7 +131,7 @@ inline Curve run_curve(const Lab& lab, const SearchOptions& s, const std::string
   std::map<std::string, search::ParamValue> point;
   for (const auto& [k, v] : best.params) {
     point[k] = search::to_external(best.distributions.at(k), v);
-    c.best_params += (c.best_params.empty() ? "" : " ") + k + "=" + search::to_string(point[k]);
+    c.best_params += (c.best_params.empty() ? "" : " ") + k + "=" + param_text(point[k]);
   }
   c.best_val = val(space.config(point), lab.dir() / "trials" / (name + "-best-val"));
   c.best_test = lab_evaluator(lab, s, lab.data().test)(space.config(point), lab.dir() / "trials" / (name + "-best"));

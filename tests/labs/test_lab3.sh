@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# The Lab 3 searches and `qnum search --config` end to end on jsc-synthetic with tiny settings
+# (jsc-tiny or jsc-s, 1 epoch, a few trials, one thread): exit codes, CSV headers and rows,
+# accuracies in [0, 1], best-so-far columns never decreasing, the plot, same-seed reruns
+# giving the same CSV, the search outputs and stored study, and bad input exiting 2 with one
+# line naming the problem.
+# Usage: test_lab3.sh labs|config   (LAB3_MP, LAB3_FORMATS, QNUM: the binaries)
+set -uo pipefail
+
+mode=${1:?usage: test_lab3.sh labs|config}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+run() {
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name: exit $rc, expected $want ($*)"
+    sed 's/^/  | /' "$tmp/$name.err" | tail -5
+  fi
+}
+# expect_error NAME PATTERN CMD...: exit 2, one line on stderr matching PATTERN.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  run "$name" 2 "$@"
+  [ "$(wc -l <"$tmp/$name.err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$tmp/$name.err")"
+  grep -Eq -- "$pattern" "$tmp/$name.err" || fail "$name: stderr '$(cat "$tmp/$name.err")' lacks /$pattern/"
+}
+# check_best NAME FILE HEADER ROWS: header, rows, every best-so-far cell in [0, 1] and non-decreasing.
+check_best() {
+  local name=$1 file=$2 header=$3 rows=$4
+  [ -f "$file" ] || { fail "$name: no $file"; return; }
+  [ "$(head -n 1 "$file")" = "$header" ] || fail "$name: header '$(head -n 1 "$file")', expected '$header'"
+  [ "$(($(wc -l <"$file") - 1))" -eq "$rows" ] || fail "$name: not $rows data rows"
+  awk -F, 'NR > 1 { for (i = 2; i <= NF; ++i) { v = $i + 0
+      if ($i !~ /^[0-9.]+$/ || v < 0 || v > 1) { print "bad accuracy " $i; bad = 1 }
+      if (NR > 2 && v < prev[i]) { print "best so far decreases in column " i; bad = 1 }
+      prev[i] = v } } END { exit bad }' "$file" || fail "$name: best-so-far columns wrong"
+}
+
+tiny=(--model jsc-tiny --epochs 1 --threads 1 --no-progress)
+
+case "$mode" in
+  labs)
+    : "${LAB3_MP:?set LAB3_MP}" "${LAB3_FORMATS:?set LAB3_FORMATS}"
+    run mp 0 "$LAB3_MP" "${tiny[@]}" --trials 4 --samplers tpe,random --output-dir "$tmp/mp"
+    check_best mp "$tmp/mp/results.csv" "trial,random,tpe" 4
+    [ "$(head -n 1 "$tmp/mp/trials.csv")" = "curve,sampler,trial,accuracy,bits,bitops,state,params" ] ||
+      fail "mp: trials.csv header"
+    [ "$(grep -c ',COMPLETE,' "$tmp/mp/trials.csv")" -eq 8 ] || fail "mp: not 8 completed trials"
+    grep -q '"2/frac_width=[248] 2/width=\(8\|16\|32\)"' "$tmp/mp/trials.csv" || fail "mp: params not recorded"
+    [ -s "$tmp/mp/plot.gp" ] || fail "mp: no plot.gp"
+    if command -v gnuplot >/dev/null 2>&1; then
+      [ "$(head -c 4 "$tmp/mp/plot.png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "mp: plot.png is not a PNG"
+    fi
+    grep -Eq "^tpe +tpe" "$tmp/mp.out" || fail "mp: no table on stdout"
+    run mp2 0 "$LAB3_MP" "${tiny[@]}" --trials 4 --samplers random,tpe --output-dir "$tmp/mp2"
+    cmp -s "$tmp/mp/results.csv" "$tmp/mp2/results.csv" || fail "mp: a rerun with the same seed differs"
+    # QAT per trial: fine-tuning runs are written per trial.
+    run qat 0 "$LAB3_MP" "${tiny[@]}" --trials 2 --finetune-epochs 1 --output-dir "$tmp/qat"
+    check_best qat "$tmp/qat/results.csv" "trial,tpe" 2
+    [ -d "$tmp/qat/trials/tpe-1" ] || fail "qat: no fine-tuning run of trial 1"
+    # Format search: one curve per family plus mixed, on jsc-s (five Linears).
+    run fmt 0 "$LAB3_FORMATS" --model jsc-s --epochs 1 --threads 1 --no-progress --trials 3 \
+      --families integer,log,binary --output-dir "$tmp/fmt"
+    check_best fmt "$tmp/fmt/results.csv" "trial,integer,log,binary,mixed" 3
+    grep -q '^mixed,tpe,0,.*"11/format=' "$tmp/fmt/trials.csv" || fail "fmt: mixed trial params not recorded"
+    grep -q '^binary,tpe,0,.* 2/format=binary:bipolar ' "$tmp/fmt/trials.csv" || fail "fmt: binary curve params"
+    # Bad arguments.
+    expect_error sampler "unknown sampler 'cmaes'" "$LAB3_MP" --samplers tpe,cmaes --output-dir "$tmp/x1"
+    expect_error width "--widths: 40 must be in \[2, 32\]" "$LAB3_MP" --widths 8,40 --output-dir "$tmp/x2"
+    expect_error trials "--trials must be >= 1" "$LAB3_MP" --trials 0 --output-dir "$tmp/x3"
+    expect_error layers "match no layer with op linear" "$LAB3_MP" --layers nothing --output-dir "$tmp/x4"
+    expect_error family "family 'posit' has no variants" "$LAB3_FORMATS" --families integer,posit --output-dir "$tmp/x5"
+    [ ! -e "$tmp/x5" ] || fail "family: output directory created for a bad argument"
+    ;;
+  config)
+    : "${QNUM:?set QNUM}"
+    run train 0 "$QNUM" train jsc-s jsc-synthetic --max-epochs 1 --threads 1 --output-dir "$tmp/run"
+    cat >"$tmp/mp.toml" <<TOML
+model = "jsc-s"
+dataset = "jsc-synthetic"
+load_name = "$tmp/run/best"
+output_dir = "$tmp/out"
+threads = 1
+[search.search_space]
+name = "mixed_precision"
+layers = "2|5"
+[search.strategy]
+sampler = "tpe"
+n_trials = 6
+storage = "sqlite:///$tmp/s.db"
+study_name = "mp"
+TOML
+    run cfg 0 "$QNUM" search --config "$tmp/mp.toml"
+    for f in trials.csv best.json best_transform.json plot.svg; do [ -s "$tmp/out/$f" ] || fail "cfg: no $f"; done
+    [ "$(($(wc -l <"$tmp/out/trials.csv") - 1))" -eq 6 ] || fail "cfg: trials.csv has not 6 rows"
+    head -n 1 "$tmp/out/trials.csv" | grep -q "params_2/width,params_5/frac_width,params_5/width,user_attrs_accuracy" ||
+      fail "cfg: trials.csv columns: $(head -n 1 "$tmp/out/trials.csv")"
+    grep -q '"by": "name"' "$tmp/out/best.json" || fail "cfg: best config not keyed by name"
+    run show 0 "$QNUM" study show --storage "sqlite:///$tmp/s.db" --study-name mp
+    grep -q "best trial" "$tmp/show.out" || fail "show: no best trial"
+    # Resuming adds trials; the best config transforms.
+    run resume 0 "$QNUM" search --config "$tmp/mp.toml" --trials 2 --resume
+    grep -q "trials run 2, in study 8" "$tmp/resume.out" || fail "resume: $(cat "$tmp/resume.out")"
+    run tx 0 "$QNUM" transform --config "$tmp/out/best_transform.json" --output-dir "$tmp/tx"
+    grep -q "quantize: 2 layer(s) changed" "$tmp/tx.out" || fail "tx: best config did not quantize 2 layers"
+    # Multi-objective MASE-style config with NSGA-II: a Pareto set.
+    cat >"$tmp/mase.toml" <<TOML
+model = "jsc-s"
+dataset = "jsc-synthetic"
+load_name = "$tmp/run/best"
+project_dir = "$tmp/mase"
+[search.search_space]
+name = "graph/quantize/mixed_precision_ptq"
+setup.by = "type"
+seed.default.config.name = ["NA"]
+seed.seq_blocks_2.config = { name = ["integer"], data_in_width = [4, 8], weight_width = [2, 4, 8], weight_frac_width = ["NA"] }
+[search.strategy]
+name = "optuna"
+sw_runner.basic_evaluation = { data_loader = "val_dataloader", num_samples = 512 }
+setup = { n_jobs = 1, n_trials = 6, sampler = "nsgaii", sum_scaled_metrics = false }
+population_size = 4
+metrics.accuracy = { scale = 1.0, direction = "maximize" }
+metrics.average_bitwidth = { scale = 0.2, direction = "minimize" }
+TOML
+    run mase 0 "$QNUM" search --config "$tmp/mase.toml" --json
+    python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read()); assert d["layers"] == 1 and len(d["best_trials"]) >= 1 and d["best_trials"][0]["params"].keys() == {"2/data_in_width", "2/weight_width"}, d' \
+      "$tmp/mase.out" 2>/dev/null || grep -q '"best_trials":\[{' "$tmp/mase.out" || fail "mase: no Pareto set: $(cat "$tmp/mase.out")"
+    # Bad input: one line naming the problem.
+    sed 's/^sampler = "tpe"/samplr = "tpe"/' "$tmp/mp.toml" >"$tmp/bad1.toml"
+    expect_error badkey "unknown key 'samplr'" "$QNUM" search --config "$tmp/bad1.toml"
+    sed 's/name = "mixed_precision"/name = "nas"/' "$tmp/mp.toml" >"$tmp/bad2.toml"
+    expect_error badspace "unknown name 'nas'" "$QNUM" search --config "$tmp/bad2.toml"
+    sed '/^load_name/d' "$tmp/mp.toml" >"$tmp/bad3.toml"
+    expect_error noload "'load_name' .* is required" "$QNUM" search --config "$tmp/bad3.toml"
+    expect_error exists "study 'mp' already exists" "$QNUM" search --config "$tmp/mp.toml"
+    expect_error both "exactly one of --config FILE and --objective NAME" "$QNUM" search --config "$tmp/mp.toml" \
+      --objective branin --trials 1
+    sed 's/layers = "2|5"/layers = "2|5"\nwidth = [8, 40]/' "$tmp/mp.toml" | sed 's/study_name = "mp"/study_name = "w"/' >"$tmp/bad4.toml"
+    expect_error width "choice 2/width = 40 is invalid" "$QNUM" search --config "$tmp/bad4.toml"
+    ;;
+  *)
+    echo "unknown mode '$mode'"
+    exit 2
+    ;;
+esac
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "lab3 $mode: all checks passed"
