@@ -352,3 +352,44 @@ TEST_CASE("bert: attention block gradients match finite differences") {
   check_param(attn.self->value->bias, "value.bias");
   check_param(attn.output->LayerNorm->weight, "output.LayerNorm.weight");
 }
+
+TEST_CASE("bert: whole-model gradients (embeddings, pooler, classifier) match finite differences") {
+  BertConfig c = tiny_config();
+  c.hidden_size = 8;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 12;
+  c.hidden_dropout_prob = 0;
+  c.attention_probs_dropout_prob = 0;
+  BertForSequenceClassification m(c, 23);
+  m.train();
+  const std::vector<std::int64_t> ids{2, 7, 9, 11, 3, 2, 4, 3, 0, 0}, mask{1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+      types{0, 0, 1, 1, 1, 0, 0, 0, 0, 0}, labels{2, 0};
+  const BertInput in{2, 5, ids, mask, types};
+  auto loss_of = [&] { return qnum::cross_entropy(m.forward(in), labels); };
+  m.zero_grad();
+  loss_of().backward();
+  for (auto& [name, p] : m.named_parameters()) {
+    Tensor q = p;
+    const std::vector<float> g = q.grad_tensor().to_vector();
+    std::vector<std::size_t> picks;
+    for (std::size_t i = 0; i < g.size(); i += std::max<std::size_t>(1, g.size() / 5)) picks.push_back(i);
+    if (name.find("word_embeddings") != std::string::npos) picks = {7 * 8, 7 * 8 + 3, 11 * 8 + 1, 5 * 8};
+    for (std::size_t i : picks) {
+      const float keep = q.values()[i];
+      const float eps = 5e-3f;
+      double lp, lm;
+      {
+        qnum::autograd::NoGradGuard ng;
+        q.values()[i] = keep + eps;
+        lp = loss_of().item();
+        q.values()[i] = keep - eps;
+        lm = loss_of().item();
+        q.values()[i] = keep;
+      }
+      const double fd = (lp - lm) / (2.0 * eps);
+      CAPTURE(name);
+      CAPTURE(i);
+      CHECK(g[i] == doctest::Approx(fd).epsilon(3e-2).scale(0.05));
+    }
+  }
+}
