@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bert_commands.hpp"
 #include "datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/kernel/threading.hpp"
@@ -34,6 +35,8 @@ class TestCommand {
     cmd_->add_option("--batch-size", batch_size_, "rows per batch")->capture_default_str();
     cmd_->add_option("--threads", threads_, "threads (default: all)");
     cmd_->add_flag("--json", json_, "print one JSON object");
+    cmd_->add_option("--max-length", max_length_, "BERT: tokens per text (default: the run's)");
+    cmd_->add_option("--limit", limit_, "BERT: at most N test rows");
   }
   TestCommand(const TestCommand&) = delete;  // CLI11 holds pointers to the members
   TestCommand& operator=(const TestCommand&) = delete;
@@ -44,6 +47,18 @@ class TestCommand {
     qnum::detail::require(batch_size_ >= 1, "test: --batch-size must be >= 1, got ", batch_size_);
     qnum::detail::require(threads_ >= 0, "test: --threads must be >= 0, got ", threads_);
     if (threads_ > 0) set_num_threads(threads_);
+    if (models::is_bert_model(model_)) {
+      BertRunOptions b;
+      b.model = model_;
+      b.dataset = dataset_;
+      b.load = load_;
+      b.json = json_;
+      b.threads = threads_;
+      if (cmd_->get_option("--batch-size")->count() > 0) b.batch_size = batch_size_;
+      if (max_length_ > 0) b.max_length = max_length_;
+      if (limit_ > 0) b.limit = limit_;
+      return run_bert_test(b);
+    }
     auto model = models::make_jsc_model(model_, 0);
     // A checkpoint of a transformed model (qnum transform, or training after it) carries
     // the passes' structure: quantized layers, masks and adapters are rebuilt first.
@@ -68,7 +83,7 @@ class TestCommand {
  private:
   CLI::App* cmd_ = nullptr;
   std::string model_, dataset_, load_;
-  std::int64_t batch_size_ = 256;
+  std::int64_t batch_size_ = 256, max_length_ = 0, limit_ = 0;
   int threads_ = 0;
   bool json_ = false;
 };

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bert_commands.hpp"
 #include "datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
@@ -59,9 +60,13 @@ inline train::TrainConfig config_from_checkpoint(const nlohmann::json& meta, con
 class TrainCommand {
  public:
   explicit TrainCommand(CLI::App& app) {
-    cmd_ = app.add_subcommand("train", "Train a JSC model (MASE's `ch train`); MODEL/DATASET may come from --config");
-    cmd_->add_option("MODEL", model_, "model: " + join(models::jsc_model_names()));
-    cmd_->add_option("DATASET", dataset_, "dataset: " + join(dataset_names()));
+    cmd_ = app.add_subcommand("train",
+                              "Train a JSC model (MASE's `ch train`) or a BERT on a text dataset; MODEL/DATASET may "
+                              "come from --config");
+    cmd_->add_option("MODEL", model_,
+                     "model: " + join(models::jsc_model_names()) + "; BERT: " + join(models::bert_model_names()));
+    cmd_->add_option("DATASET", dataset_,
+                     "dataset: " + join(dataset_names()) + "; for BERT: " + std::string(data::kTextDatasetNames));
     cmd_->add_option("--config", config_path_, "TOML run config (keys: " + std::string(kRunConfigKeys) + ")");
     cmd_->add_option("--max-epochs", max_epochs_, "epochs to train (default 20)");
     cmd_->add_option("--batch-size", batch_size_, "rows per batch (default 256)");
@@ -75,6 +80,16 @@ class TrainCommand {
                      "where metrics.jsonl and the best/last checkpoints go (default qnum-runs/MODEL_DATASET)");
     cmd_->add_flag("--resume", resume_, "continue the run saved as `last` in the output directory");
     cmd_->add_flag("--no-progress", no_progress_, "print no per-epoch progress");
+    // BERT / text datasets only.
+    cmd_->add_option("--max-length", bert_.max_length, "BERT: tokens per text incl. [CLS]/[SEP] (default 512)");
+    cmd_->add_option("--limit", bert_.limit, "BERT: keep at most N rows per split (quick runs)");
+    cmd_->add_option("--warmup-ratio", bert_.warmup_ratio, "BERT: linear warm-up over this share of steps (default 0)");
+    cmd_->add_option("--max-grad-norm", bert_.max_grad_norm, "BERT: gradient clipping norm (default 1; 0: none)");
+    cmd_->add_option("--load", bert_.load,
+                     "BERT: start from a checkpoint: qnum's or Hugging Face's model.safetensors (config.json beside "
+                     "it gives the sizes)");
+    cmd_->add_option("--quantize", bert_.quantize, "BERT: quantize config (TOML/JSON) applied before training (QAT)");
+    cmd_->add_option("--lora-rank", bert_.lora_rank, "BERT: train LoRA adapters of this rank on query/value");
   }
 
   TrainCommand(const TrainCommand&) = delete;  // CLI11 holds pointers to the members
@@ -92,6 +107,7 @@ class TrainCommand {
                           "known: ", join(models::jsc_model_names()), ")");
     qnum::detail::require(o.dataset.has_value(), "train: no DATASET (give it as the second argument or `dataset` in ",
                           "--config; known: ", join(dataset_names()), ")");
+    if (models::is_bert_model(*o.model)) return run_bert(o);
     train::TrainConfig c;
     o.apply(c);
     if (resume_) {
@@ -148,6 +164,26 @@ class TrainCommand {
     return s;
   }
 
+  /// BERT runs (bert_commands.hpp): the shared options plus the BERT ones; defaults are the
+  /// TextTrainConfig's (HF's: 1 epoch, batch 8, lr 5e-5), not the JSC ones.
+  void run_bert(const RunOverrides& o) const {
+    qnum::detail::require(!resume_, "train: --resume is not supported for BERT runs yet");
+    qnum::detail::require(!o.optimizer || *o.optimizer == "adamw", "train: BERT runs use AdamW (got --optimizer ",
+                          o.optimizer.value_or(""), ")");
+    BertRunOptions b = bert_;
+    b.model = *o.model;
+    b.dataset = *o.dataset;
+    b.max_epochs = o.max_epochs;
+    b.batch_size = o.batch_size;
+    b.learning_rate = o.learning_rate;
+    b.weight_decay = o.weight_decay;
+    b.seed = o.seed;
+    b.threads = o.threads;
+    b.output_dir = o.output_dir.value_or("");
+    b.progress = !no_progress_;
+    run_bert_train(b);
+  }
+
   /// The options given on the command line (positionals included).
   RunOverrides command_line() const {
     RunOverrides o;
@@ -173,6 +209,7 @@ class TrainCommand {
   double learning_rate_ = 0, weight_decay_ = 0;
   std::uint64_t seed_ = 0;
   bool resume_ = false, no_progress_ = false;
+  BertRunOptions bert_;
 };
 
 }  // namespace qnum::cli
