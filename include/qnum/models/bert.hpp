@@ -273,6 +273,13 @@ inline void init_bert_weights(nn::Module& m, double range, std::uint64_t seed) {
   }
 }
 
+/// `typed` applied to x; once replace_with_identity has put another module in its place
+/// (the typed handle is then null), the module registered under `name` in `parent`.
+inline Tensor call_slot(const std::shared_ptr<nn::Linear>& typed, nn::Module& parent, const char* name,
+                        const Tensor& x) {
+  return typed ? (*typed)(x) : parent.at(name)(x);
+}
+
 /// A container of numbered children ("0", "1", ...) that is never called as a whole
 /// (torch.nn.ModuleList).
 class ModuleList : public nn::Module {
@@ -344,7 +351,9 @@ class BertSelfAttention : public nn::Module {
   Tensor forward_masked(const Tensor& x, const Tensor& mask) {
     const std::int64_t B = x.shape()[0], T = x.shape()[1];
     auto heads_first = [&](const Tensor& t) { return permute(reshape(t, {B, T, heads, head_dim}), {0, 2, 1, 3}); };
-    const Tensor q = heads_first((*query)(x)), k = heads_first((*key)(x)), v = heads_first((*value)(x));
+    const Tensor q = heads_first(detail::call_slot(query, *this, "query", x)),
+                 k = heads_first(detail::call_slot(key, *this, "key", x)),
+                 v = heads_first(detail::call_slot(value, *this, "value", x));
     Tensor ctx;
     if (use_fused(q, k, v)) {
       ctx = fused(q, k, v, mask, B, T);
@@ -393,7 +402,7 @@ class BertDenseResidual : public nn::Module {
   }
   std::string type_name() const override { return type_; }
   Tensor forward_residual(const Tensor& x, const Tensor& residual) {
-    return (*LayerNorm)(add((*dropout)((*dense)(x)), residual));
+    return (*LayerNorm)(add((*dropout)(detail::call_slot(dense, *this, "dense", x)), residual));
   }
   std::shared_ptr<nn::Linear> dense;
   std::shared_ptr<nn::LayerNorm> LayerNorm;
@@ -427,7 +436,9 @@ class BertIntermediate : public nn::Module {
     intermediate_act_fn = register_module("intermediate_act_fn", std::make_shared<nn::GELU>());
   }
   std::string type_name() const override { return "BertIntermediate"; }
-  Tensor forward(const Tensor& x) override { return (*intermediate_act_fn)((*dense)(x)); }
+  Tensor forward(const Tensor& x) override {
+    return (*intermediate_act_fn)(detail::call_slot(dense, *this, "dense", x));
+  }
   std::shared_ptr<nn::Linear> dense;
   std::shared_ptr<nn::GELU> intermediate_act_fn;
 };
@@ -463,7 +474,7 @@ class BertPooler : public nn::Module {
   Tensor forward(const Tensor& hidden) override {
     const std::int64_t B = hidden.shape()[0], T = hidden.shape()[1], H = hidden.shape()[2];
     const Tensor first = cls_rows(hidden, B, T, H);
-    return (*activation)((*dense)(first));
+    return (*activation)(detail::call_slot(dense, *this, "dense", first));
   }
 
  private:
@@ -546,7 +557,7 @@ class BertForSequenceClassification : public nn::Module {
   Tensor forward(const BertInput& in) {
     check(in);
     const Tensor h = bert->encode(in);
-    return (*classifier)((*dropout)((*bert->pooler)(h)));
+    return detail::call_slot(classifier, *this, "classifier", (*dropout)((*bert->pooler)(h)));
   }
 
   /// The single-tensor form (for traces and generic tools): x holds input_ids [B, T] as
@@ -599,6 +610,60 @@ class BertForSequenceClassification : public nn::Module {
 inline std::shared_ptr<BertForSequenceClassification> make_bert_model(std::string_view name, std::uint64_t seed = 0,
                                                                       std::int64_t num_labels = 2) {
   return std::make_shared<BertForSequenceClassification>(bert_config(name, num_labels), seed);
+}
+
+/// Paths of the square Linears (in_features == out_features) of a model of config `c`, in
+/// module order, as named_modules() lists them: per layer query, key, value, the attention
+/// output dense and, when intermediate_size == hidden_size, the intermediate and output
+/// dense; the pooler dense; the classifier when hidden_size == num_labels. These are the
+/// Linears MASE's NAS tutorial may turn into Identity.
+inline std::vector<std::string> bert_square_linear_paths(const BertConfig& c) {
+  std::vector<std::string> out;
+  const bool ffn = c.intermediate_size == c.hidden_size;
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string l = "bert.encoder.layer." + std::to_string(i) + ".";
+    for (const char* p :
+         {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"})
+      out.push_back(l + p);
+    if (ffn) {
+      out.push_back(l + "intermediate.dense");
+      out.push_back(l + "output.dense");
+    }
+  }
+  out.push_back("bert.pooler.dense");
+  if (c.hidden_size == c.num_labels) out.push_back("classifier");
+  return out;
+}
+
+/// Replaces the square Linear at `path` (e.g. "bert.encoder.layer.0.attention.self.query")
+/// by an nn::Identity in place (MASE's deepsetattr of tutorial 5): its parameters leave the
+/// model, the forward pass uses the identity, and the parent's typed handle becomes null.
+/// qnum::Error when `path` is not a Linear of the model or not square.
+inline void replace_with_identity(BertForSequenceClassification& model, const std::string& path) {
+  const auto dot = path.rfind('.');
+  const std::string parent_path = dot == std::string::npos ? "" : path.substr(0, dot);
+  const std::string name = dot == std::string::npos ? path : path.substr(dot + 1);
+  nn::Module& parent = model.at(parent_path);
+  auto* lin = dynamic_cast<nn::Linear*>(&parent.at(name));
+  qnum::detail::require(lin != nullptr, "replace_with_identity: '", path, "' is a ", parent.at(name).type_name(),
+                        ", not a Linear");
+  qnum::detail::require(lin->in_features == lin->out_features, "replace_with_identity: Linear '", path, "' is ",
+                        lin->in_features, " -> ", lin->out_features, "; only a square Linear can become Identity");
+  const auto old = parent.replace_module(name, std::make_shared<nn::Identity>());  // keeps `lin` alive below
+  auto clear = [&](std::shared_ptr<nn::Linear>& handle) {
+    if (handle.get() == lin) handle.reset();
+  };
+  if (auto* s = dynamic_cast<BertSelfAttention*>(&parent)) {
+    clear(s->query), clear(s->key), clear(s->value);
+  } else if (auto* d = dynamic_cast<BertDenseResidual*>(&parent)) {
+    clear(d->dense);
+  } else if (auto* i = dynamic_cast<BertIntermediate*>(&parent)) {
+    clear(i->dense);
+  } else if (auto* p = dynamic_cast<BertPooler*>(&parent)) {
+    clear(p->dense);
+  } else if (auto* m = dynamic_cast<BertForSequenceClassification*>(&parent)) {
+    clear(m->classifier);
+  }
 }
 
 /// What load_hf_bert did: tensors loaded, and the model's tensors the checkpoint lacked

@@ -134,6 +134,15 @@ class Module {
     qnum::detail::require(it != children_.end(), type_name(), ": no child module '", name, "' to remove");
     children_.erase(it);
   }
+  /// Puts `m` in place of the child `name`, at the same position (torch's setattr of a
+  /// submodule), and returns the old child; qnum::Error if absent or `m` is null. Typed
+  /// handles a parent keeps to the old child are the parent's to update.
+  std::shared_ptr<Module> replace_module(const std::string& name, std::shared_ptr<Module> m) {
+    const auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+    qnum::detail::require(it != children_.end(), type_name(), ": no child module '", name, "' to replace");
+    qnum::detail::require(m != nullptr, type_name(), ": module '", name, "' is null");
+    return std::exchange(it->second, std::move(m));
+  }
   /// The module at dotted `path` below this one ("" is this module); qnum::Error naming the
   /// missing part otherwise.
   Module& at(const std::string& path) {
