@@ -1,0 +1,36 @@
+// lab2-nas: MASE lab 2's NAS-BERT search (tutorial 5), one best-so-far curve per sampler.
+//
+// Per sampler (--samplers, default grid,random,tpe) a study of --trials trials over the
+// NAS-BERT space (include/qnum/search/nas_bert.hpp): num_hidden_layers, num_attention_heads,
+// hidden_size and intermediate_size as indices into --layers, --heads, --hidden-sizes,
+// --intermediate-sizes (MASE's lists by default), and for every square Linear of the model
+// a choice "<module path>_type" in {linear, identity}. Every choice takes effect (MASE's
+// tutorial changed only the hidden and intermediate sizes); a hidden size the head count
+// does not divide ends the trial PRUNED with the reason. Each trial builds a fresh randomly
+// initialised BERT (--seed), trains it --epochs with the TextTrainer (AdamW, HF's recipe) and
+// returns its validation accuracy; each curve's best model is measured on the test split.
+// grid visits points of the full product in a seeded random order without listing it
+// (ShuffledGridSampler), so N grid trials are a fair curve.
+// Writes <dir>/results.csv (trial, best-so-far accuracy per sampler), <dir>/trials.csv,
+// <dir>/plot.gp and, with gnuplot, <dir>/plot.png; prints the table on stdout.
+#include <string>
+#include <vector>
+
+#include "lab2_common.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"MASE lab 2: NAS-BERT search on a text dataset, best accuracy so far vs trials per sampler", "lab2-nas"};
+  qnum::labs::Lab2Options o;
+  o.samplers = {"grid", "random", "tpe"};
+  qnum::labs::add_lab2_options(app, o);
+
+  return qnum::labs::run_main(app, argc, argv, [&] {
+    const qnum::labs::Lab2 lab("lab2-nas", o);
+    std::string trials_csv = qnum::labs::lab2_trials_csv_header();
+    std::vector<qnum::labs::Lab2Curve> curves;
+    for (const auto& s : lab.options().samplers)
+      curves.push_back(qnum::labs::run_lab2_curve(lab, qnum::labs::Variant{s, s, std::nullopt, 0}, trials_csv));
+    qnum::labs::finish_lab2(lab, curves, trials_csv,
+                            "NAS-BERT on " + lab.options().dataset + ": grid vs random vs TPE");
+  });
+}
