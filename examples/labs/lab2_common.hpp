@@ -89,7 +89,9 @@ inline void add_lab2_options(CLI::App& app, Lab2Options& o) {
 /// A Lab 2 run: the options checked, the data loaded, the space and the output folder.
 class Lab2 {
  public:
-  Lab2(std::string program, Lab2Options o) : program_(std::move(program)), o_(std::move(o)) {
+  /// `curves`: the curve names; their studies ("<program>-<curve>") must not exist yet.
+  Lab2(std::string program, Lab2Options o, const std::vector<std::string>& curves)
+      : program_(std::move(program)), o_(std::move(o)) {
     using qnum::detail::require;
     require(o_.epochs >= 1, "--epochs must be >= 1, got ", o_.epochs);
     require(o_.batch_size >= 1, "--batch-size must be >= 1, got ", o_.batch_size);
@@ -104,7 +106,12 @@ class Lab2 {
     for (const auto& s : o_.samplers)
       require(s == "tpe" || s == "random" || s == "grid", "--samplers: unknown sampler '", s,
               "' (allowed: grid, random, tpe)");
-    search::open_storage(o_.storage);  // a bad URL fails before the data are read
+    {  // A bad URL or a study that exists fails before the data are read.
+      const auto storage = search::open_storage(o_.storage);
+      for (const auto& c : curves)
+        require(!storage->find_study(program_ + "-" + c), "study '", program_ + "-" + c, "' already exists in ",
+                storage->url(), "; use another --storage");
+    }
     if (o_.threads > 0) set_num_threads(o_.threads);
     data_ = cli::detail::load_text_splits(o_.dataset, o_.max_length, o_.limit);
     models::BertConfig base = models::bert_config("bert-tiny");

@@ -74,17 +74,20 @@ int main(int argc, char** argv) {
       qnum::models::BertForSequenceClassification probe(c, 0);
       qnum::passes::compress(probe, compress);
     }
-    const qnum::labs::Lab2 lab("lab2-compression", o);
-    const auto& samplers = lab.options().samplers;
-    std::string trials_csv = qnum::labs::lab2_trials_csv_header();
-    std::vector<qnum::labs::Lab2Curve> curves;
+    const auto samplers = qnum::labs::sorted_unique(o.samplers, "--samplers");
+    std::vector<qnum::labs::Variant> variants;
     for (const auto& s : samplers) {
       const std::string suffix = samplers.size() > 1 ? "-" + s : "";
-      for (const auto& v : {qnum::labs::Variant{"nas" + suffix, s, std::nullopt, 0},
-                            qnum::labs::Variant{"compress" + suffix, s, compress, 0},
-                            qnum::labs::Variant{"compress-post" + suffix, s, compress, post_epochs}})
-        curves.push_back(qnum::labs::run_lab2_curve(lab, v, trials_csv));
+      variants.push_back({"nas" + suffix, s, std::nullopt, 0});
+      variants.push_back({"compress" + suffix, s, compress, 0});
+      variants.push_back({"compress-post" + suffix, s, compress, post_epochs});
     }
+    std::vector<std::string> names;
+    for (const auto& v : variants) names.push_back(v.name);
+    const qnum::labs::Lab2 lab("lab2-compression", o, names);
+    std::string trials_csv = qnum::labs::lab2_trials_csv_header();
+    std::vector<qnum::labs::Lab2Curve> curves;
+    for (const auto& v : variants) curves.push_back(qnum::labs::run_lab2_curve(lab, v, trials_csv));
     qnum::labs::finish_lab2(lab, curves, trials_csv,
                             "compression-aware NAS-BERT on " + lab.options().dataset +
                                 ": no compression vs compressed vs compressed + post-training");

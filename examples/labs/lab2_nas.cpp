@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   qnum::labs::add_lab2_options(app, o);
 
   return qnum::labs::run_main(app, argc, argv, [&] {
-    const qnum::labs::Lab2 lab("lab2-nas", o);
+    const qnum::labs::Lab2 lab("lab2-nas", o, qnum::labs::sorted_unique(o.samplers, "--samplers"));
     std::string trials_csv = qnum::labs::lab2_trials_csv_header();
     std::vector<qnum::labs::Lab2Curve> curves;
     for (const auto& s : lab.options().samplers)

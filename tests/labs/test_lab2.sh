@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The Lab 2 searches end to end on text-synthetic with tiny settings (a NAS-BERT space of
+# 1-2 layers and hidden sizes 16/32, 96 rows per split, 32 tokens, 2-3 trials, one thread):
+# exit codes, CSV headers and rows, accuracies in [0, 1], best-so-far columns never
+# decreasing, the plot, same-seed reruns giving the same CSVs, pruned trials for hidden sizes
+# the heads do not divide, the stored study, the compression curves and their runs, and bad
+# input exiting 2 with one line naming the problem.
+# Usage: test_lab2.sh   (LAB2_NAS, LAB2_COMPRESSION: the binaries; QNUM, optional: reads the study)
+set -uo pipefail
+
+: "${LAB2_NAS:?set LAB2_NAS}" "${LAB2_COMPRESSION:?set LAB2_COMPRESSION}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+run() {
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name: exit $rc, expected $want ($*)"
+    sed 's/^/  | /' "$tmp/$name.err" | tail -5
+  fi
+}
+# expect_error NAME PATTERN CMD...: exit 2, one line on stderr matching PATTERN.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  run "$name" 2 "$@"
+  [ "$(wc -l <"$tmp/$name.err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$tmp/$name.err")"
+  grep -Eq -- "$pattern" "$tmp/$name.err" || fail "$name: stderr '$(cat "$tmp/$name.err")' lacks /$pattern/"
+}
+# check_best NAME FILE HEADER ROWS: header, rows, every best-so-far cell in [0, 1] and non-decreasing.
+check_best() {
+  local name=$1 file=$2 header=$3 rows=$4
+  [ -f "$file" ] || { fail "$name: no $file"; return; }
+  [ "$(head -n 1 "$file")" = "$header" ] || fail "$name: header '$(head -n 1 "$file")', expected '$header'"
+  [ "$(($(wc -l <"$file") - 1))" -eq "$rows" ] || fail "$name: not $rows data rows"
+  awk -F, 'NR > 1 { for (i = 2; i <= NF; ++i) { if ($i == "") continue; v = $i + 0
+      if ($i !~ /^[0-9.]+$/ || v < 0 || v > 1) { print "bad accuracy " $i; bad = 1 }
+      if ((i in prev) && v < prev[i]) { print "best so far decreases in column " i; bad = 1 }
+      prev[i] = v } } END { exit bad }' "$file" || fail "$name: best-so-far columns wrong"
+}
+check_plot() {
+  local name=$1 dir=$2
+  [ -s "$dir/plot.gp" ] || fail "$name: no plot.gp"
+  if command -v gnuplot >/dev/null 2>&1; then
+    [ "$(head -c 4 "$dir/plot.png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "$name: plot.png is not a PNG"
+  fi
+}
+
+tiny=(--dataset text-synthetic --limit 96 --max-length 32 --layers 1,2 --heads 2,4 --hidden-sizes 16,32
+  --intermediate-sizes 32,64 --learning-rate 1e-3 --threads 1 --no-progress)
+header="curve,sampler,trial,accuracy,parameters,layers,heads,hidden,intermediate,identity,square_linears,state,params"
+
+# NAS: one curve per sampler, a stored study.
+run nas 0 "$LAB2_NAS" "${tiny[@]}" --trials 3 --samplers tpe,grid,random --storage "sqlite:///$tmp/nas.db" \
+  --output-dir "$tmp/nas"
+check_best nas "$tmp/nas/results.csv" "trial,grid,random,tpe" 3
+[ "$(head -n 1 "$tmp/nas/trials.csv")" = "$header" ] || fail "nas: trials.csv header"
+[ "$(grep -c ',COMPLETE,' "$tmp/nas/trials.csv")" -eq 9 ] || fail "nas: not 9 completed trials"
+grep -Eq '^tpe,tpe,0,0\.[0-9]+,[0-9]+,[12],[24],(16|32),(32|64),[0-9],(5|9),COMPLETE,"bert\.encoder\.layer\.0\.attention\.output\.dense_type=(linear|identity) .* num_hidden_layers=[01]"$' \
+  "$tmp/nas/trials.csv" || fail "nas: trial row $(grep '^tpe,tpe,0,' "$tmp/nas/trials.csv")"
+check_plot nas "$tmp/nas"
+grep -Eq "^grid +grid +3 +0 +0 " "$tmp/nas.out" || fail "nas: no table on stdout"
+[ -f "$tmp/nas/trials/grid-2/metrics.jsonl" ] || fail "nas: no training run of grid trial 2"
+[ -z "$(find "$tmp/nas/trials" -name '*.safetensors')" ] || fail "nas: trial checkpoints left behind"
+if [ -n "${QNUM:-}" ] && [ -x "$QNUM" ]; then
+  run show 0 "$QNUM" study show --storage "sqlite:///$tmp/nas.db" --study-name lab2-nas-grid
+  grep -q "best trial" "$tmp/show.out" || fail "show: no best trial: $(cat "$tmp/show.out")"
+fi
+expect_error exists "study 'lab2-nas-grid' already exists" "$LAB2_NAS" "${tiny[@]}" --trials 1 --samplers grid \
+  --storage "sqlite:///$tmp/nas.db" --output-dir "$tmp/nas-again"
+run nas2 0 "$LAB2_NAS" "${tiny[@]}" --trials 3 --samplers random,grid,tpe --output-dir "$tmp/nas2"
+cmp -s "$tmp/nas/results.csv" "$tmp/nas2/results.csv" || fail "nas: a rerun with the same seed differs (results)"
+cmp -s "$tmp/nas/trials.csv" "$tmp/nas2/trials.csv" || fail "nas: a rerun with the same seed differs (trials)"
+
+# Hidden 16 is not a multiple of 3 heads: those trials end PRUNED with the reason.
+run pruned 0 "$LAB2_NAS" --dataset text-synthetic --limit 96 --max-length 32 --layers 1,2 --heads 2,3 --hidden-sizes 16 \
+  --intermediate-sizes 32 --threads 1 --no-progress --trials 4 --samplers random --output-dir "$tmp/pr"
+grep -q ',,,,,,,PRUNED,"hidden_size=0 intermediate_size=0 num_attention_heads=1 num_hidden_layers=[01]"' \
+  "$tmp/pr/trials.csv" || fail "pruned: no pruned trial: $(cat "$tmp/pr/trials.csv")"
+
+# Compression-aware: three curves; the post-compression runs are written.
+run comp 0 "$LAB2_COMPRESSION" "${tiny[@]}" --trials 2 --output-dir "$tmp/comp"
+check_best comp "$tmp/comp/results.csv" "trial,nas,compress,compress-post" 2
+[ "$(grep -c ',COMPLETE,' "$tmp/comp/trials.csv")" -eq 6 ] || fail "comp: not 6 completed trials"
+[ -f "$tmp/comp/trials/compress-post-1/post/metrics.jsonl" ] || fail "comp: no post-compression run of trial 1"
+[ ! -e "$tmp/comp/trials/compress-1/post" ] || fail "comp: the compress curve trained after compression"
+check_plot comp "$tmp/comp"
+# Same seed: the nas curve equals lab2-nas's tpe curve.
+[ "$(cut -d, -f2 "$tmp/comp/results.csv" | tail -n +2)" = "$(cut -d, -f4 "$tmp/nas/results.csv" | head -n 3 | tail -n +2)" ] ||
+  fail "comp: nas curve differs from lab2-nas's tpe curve"
+cat >"$tmp/prune.toml" <<'TOML'
+[passes.prune]
+weight = { sparsity = 0.9, method = "random", scope = "local" }
+TOML
+run comp2 0 "$LAB2_COMPRESSION" "${tiny[@]}" --trials 2 --samplers grid,tpe --compress-config "$tmp/prune.toml" \
+  --post-epochs 2 --output-dir "$tmp/comp2"
+check_best comp2 "$tmp/comp2/results.csv" \
+  "trial,nas-grid,compress-grid,compress-post-grid,nas-tpe,compress-tpe,compress-post-tpe" 2
+[ "$(wc -l <"$tmp/comp2/trials/compress-post-tpe-0/post/metrics.jsonl")" -eq 2 ] || fail "comp2: not 2 post epochs"
+
+# Bad input: one line naming the problem, exit 2, no output folder.
+expect_error sampler "unknown sampler 'cmaes' \(allowed: grid, random, tpe\)" "$LAB2_NAS" --samplers tpe,cmaes \
+  --output-dir "$tmp/x1"
+expect_error trials "--trials must be >= 1" "$LAB2_NAS" --trials 0 --output-dir "$tmp/x2"
+expect_error heads "num_attention_heads value 0 must be > 0" "$LAB2_NAS" "${tiny[@]}" --heads 0,2 --output-dir "$tmp/x3"
+expect_error dup "hidden_size value 16 appears twice" "$LAB2_NAS" "${tiny[@]}" --hidden-sizes 16,16 \
+  --output-dir "$tmp/x4"
+expect_error choice "unknown linear layer choice 'conv'" "$LAB2_NAS" "${tiny[@]}" --linear-choices linear,conv \
+  --output-dir "$tmp/x5"
+expect_error dataset "unknown text dataset 'nope'" "$LAB2_NAS" --dataset nope --output-dir "$tmp/x6"
+expect_error length "--max-length must be in \[2, 512\]" "$LAB2_NAS" --max-length 1 --output-dir "$tmp/x7"
+expect_error storage "storage" "$LAB2_NAS" --storage "bogus://x" --output-dir "$tmp/x8"
+expect_error post "--post-epochs must be >= 1" "$LAB2_COMPRESSION" --post-epochs 0 --output-dir "$tmp/x9"
+echo '{"quantize": {"by": "type"}, "lora": {}}' >"$tmp/bad.json"
+expect_error section "unknown section 'lora'" "$LAB2_COMPRESSION" --compress-config "$tmp/bad.json" \
+  --output-dir "$tmp/x10"
+echo '{"prune": {"weight": {"sparsity": 1.5}}}' >"$tmp/bad2.json"
+expect_error sparsity "weight.sparsity = 1.5 must be in \[0, 1\)" "$LAB2_COMPRESSION" --compress-config "$tmp/bad2.json" \
+  --output-dir "$tmp/x11"
+expect_error option "--unknown" "$LAB2_NAS" --unknown 3
+for d in x1 x2 x3 x4 x5 x6 x7 x8 x9 x10 x11; do [ ! -e "$tmp/$d" ] || fail "$d: output directory created for bad input"; done
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "labs.lab2: all checks passed"
