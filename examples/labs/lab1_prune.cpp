@@ -8,19 +8,19 @@
 // sparsity and method (per sample; see include/qnum/passes/prune.hpp). Writes
 // <dir>/results.csv (sparsity,method,accuracy; rows grouped by method), <dir>/plot.gp and,
 // with gnuplot, <dir>/plot.png; prints the table on stdout. Runs: <dir>/fp32,
-// <dir>/prune-<method>-<sparsity>.
+// <dir>/prune-<method>-<sparsity>. JSC models train with the Trainer on jsc-synthetic/jsc; BERT
+// models (--model bert-tiny) with the TextTrainer on text-synthetic/imdb (lab_text.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "lab_common.hpp"
-#include "qnum/data/dataset.hpp"
+#include "lab_text.hpp"
 #include "qnum/passes/prune.hpp"
 
 namespace {
 
-using qnum::labs::Lab;
+using qnum::labs::LabBase;
 namespace passes = qnum::passes;
 
 /// The sparsity as written in the CSV and run names: shortest round-trip decimal ("0.5").
@@ -33,7 +33,7 @@ std::string sparsity_text(double s) {
   return buf;
 }
 
-std::string plot_script(const Lab& lab, const std::vector<std::string>& methods, const std::string& what,
+std::string plot_script(const LabBase& lab, const std::vector<std::string>& methods, const std::string& what,
                         int finetune_epochs) {
   const auto& o = lab.options();
   std::string plot = "plot ";
@@ -53,7 +53,7 @@ std::string plot_script(const Lab& lab, const std::vector<std::string>& methods,
          "set xrange [0:1]\n"
          "set xtics 0.1\n"
          "fp32 = " +
-         Lab::fmt(lab.fp32_accuracy(), 6) + "\n" + plot;
+         LabBase::fmt(lab.fp32_accuracy(), 6) + "\n" + plot;
 }
 
 }  // namespace
@@ -66,7 +66,9 @@ int main(int argc, char** argv) {
   std::string scope = "local";
   int finetune_epochs = 2;
   bool activations = false;
+  qnum::labs::TextOptions text;
   qnum::labs::add_common_options(app, common);
+  qnum::labs::add_text_options(app, text);
   app.add_option("--sparsities", sparsities, "weight sparsities in [0, 1), comma separated")
       ->delimiter(',')
       ->capture_default_str();
@@ -75,7 +77,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--scope", scope, "local (each layer at the sparsity) or global (all layers ranked together)")
       ->capture_default_str();
-  app.add_option("--finetune-epochs", finetune_epochs, "fine-tuning epochs after pruning (0: none)")
+  app.add_option("--finetune-epochs", finetune_epochs, "fine-tuning epochs after pruning (0: none; BERT: default 1)")
       ->capture_default_str();
   app.add_flag("--activations", activations, "also prune every Linear's input, same sparsity and method");
 
@@ -91,56 +93,50 @@ int main(int argc, char** argv) {
         require(methods[i] != methods[j], "--methods: ", methods[i], " appears twice");
     }
     require(scope == "local" || scope == "global", "--scope: unknown scope '", scope, "' (allowed: local, global)");
+    if (qnum::labs::is_text_lab(common) && app.count("--finetune-epochs") == 0) finetune_epochs = 1;  // BERT
     require(finetune_epochs >= 0, "--finetune-epochs must be >= 0, got ", finetune_epochs);
-    Lab lab("lab1-prune", common);
-    const double fp32 = lab.train_fp32();
+    qnum::labs::with_lab("lab1-prune", app, common, text, [&](auto& lab) {
+      const double fp32 = lab.train_fp32();
+      // Global l1-norm activation pruning fixes its threshold on calibration batches: the
+      // first 8 training batches in dataset order.
+      std::string csv = "sparsity,method,accuracy\n";
+      struct Row {
+        double sparsity;
+        std::string method;
+        double accuracy, achieved;
+      };
+      std::vector<Row> rows;
+      for (const auto& method : methods)
+        for (double s : sparsities) {
+          nlohmann::json side{{"sparsity", s}, {"method", method}, {"scope", scope}};
+          nlohmann::json cfg{{"weight", side}, {"seed", lab.options().seed}};
+          if (activations) cfg["activation"] = side;
+          auto model = lab.trained_copy();
+          const auto report = passes::prune(*model, passes::parse_prune_config(cfg), [&] { lab.calibrate(*model, 8); });
+          lab.finetune(model, "prune-" + method + "-" + sparsity_text(s), finetune_epochs);
+          const double acc = lab.test_accuracy(model);
+          lab.note(method + " sparsity " + sparsity_text(s) +
+                   " (weights pruned: " + LabBase::fmt(report.weight_sparsity()) + "): accuracy " + LabBase::fmt(acc));
+          csv += sparsity_text(s) + "," + method + "," + LabBase::fmt(acc, 6) + "\n";
+          rows.push_back({s, method, acc, report.weight_sparsity()});
+        }
 
-    // Global l1-norm activation pruning fixes its threshold on calibration batches: the first
-    // 8 training batches in dataset order.
-    std::vector<qnum::Tensor> calibration;
-    if (activations && scope == "global")
-      for (const auto& b : qnum::data::batches(lab.data().train, {lab.options().batch_size, false, false, 0})) {
-        if (calibration.size() == 8) break;
-        calibration.push_back(b.features);
-      }
+      const std::string what = scope + " weight pruning" + (activations ? " + activations" : "") + " of every Linear";
+      const auto plot =
+          qnum::labs::write_results(lab.dir(), csv, plot_script(lab, methods, what, finetune_epochs), "lab1-prune");
 
-    std::string csv = "sparsity,method,accuracy\n";
-    struct Row {
-      double sparsity;
-      std::string method;
-      double accuracy, achieved;
-    };
-    std::vector<Row> rows;
-    for (const auto& method : methods)
-      for (double s : sparsities) {
-        nlohmann::json side{{"sparsity", s}, {"method", method}, {"scope", scope}};
-        nlohmann::json cfg{{"weight", side}, {"seed", lab.options().seed}};
-        if (activations) cfg["activation"] = side;
-        auto model = lab.trained_copy();
-        const auto report = passes::prune(*model, passes::parse_prune_config(cfg), calibration);
-        lab.finetune(model, "prune-" + method + "-" + sparsity_text(s), finetune_epochs);
-        const double acc = lab.test_accuracy(*model);
-        lab.note(method + " sparsity " + sparsity_text(s) + " (weights pruned: " + Lab::fmt(report.weight_sparsity()) +
-                 "): accuracy " + Lab::fmt(acc));
-        csv += sparsity_text(s) + "," + method + "," + Lab::fmt(acc, 6) + "\n";
-        rows.push_back({s, method, acc, report.weight_sparsity()});
-      }
-
-    const std::string what = scope + " weight pruning" + (activations ? " + activations" : "") + " of every Linear";
-    const auto plot =
-        qnum::labs::write_results(lab.dir(), csv, plot_script(lab, methods, what, finetune_epochs), "lab1-prune");
-
-    const auto& o = lab.options();
-    std::printf("lab1-prune  %s on %s, %d epochs fp32 (test accuracy %.4f), fine-tune %d epoch%s, seed %llu\n",
-                o.model.c_str(), o.dataset.c_str(), o.epochs, fp32, finetune_epochs, finetune_epochs == 1 ? "" : "s",
-                static_cast<unsigned long long>(o.seed));
-    std::printf("%s\n\n", what.c_str());
-    std::printf("%8s  %-8s  %8s  %16s\n", "sparsity", "method", "accuracy", "weights pruned");
-    for (const auto& r : rows)
-      std::printf("%8s  %-8s  %8.4f  %16.4f\n", sparsity_text(r.sparsity).c_str(), r.method.c_str(), r.accuracy,
-                  r.achieved);
-    std::printf("\nresults  %s\n", (lab.dir() / "results.csv").string().c_str());
-    std::printf("plot     %s\n", plot == qnum::labs::PlotResult::written ? (lab.dir() / "plot.png").string().c_str()
-                                                                         : "(not drawn: gnuplot missing)");
+      const auto& o = lab.options();
+      std::printf("lab1-prune  %s on %s, %d epoch%s fp32 (test accuracy %.4f), fine-tune %d epoch%s, seed %llu\n",
+                  o.model.c_str(), o.dataset.c_str(), o.epochs, o.epochs == 1 ? "" : "s", fp32, finetune_epochs,
+                  finetune_epochs == 1 ? "" : "s", static_cast<unsigned long long>(o.seed));
+      std::printf("%s\n\n", what.c_str());
+      std::printf("%8s  %-8s  %8s  %16s\n", "sparsity", "method", "accuracy", "weights pruned");
+      for (const auto& r : rows)
+        std::printf("%8s  %-8s  %8.4f  %16.4f\n", sparsity_text(r.sparsity).c_str(), r.method.c_str(), r.accuracy,
+                    r.achieved);
+      std::printf("\nresults  %s\n", (lab.dir() / "results.csv").string().c_str());
+      std::printf("plot     %s\n", plot == qnum::labs::PlotResult::written ? (lab.dir() / "plot.png").string().c_str()
+                                                                           : "(not drawn: gnuplot missing)");
+    });
   });
 }

@@ -29,6 +29,7 @@
 
 #include "../cli/datasets.hpp"
 #include "qnum/core/error.hpp"
+#include "qnum/data/dataset.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/jsc.hpp"
@@ -53,14 +54,17 @@ struct CommonOptions {
 inline void add_common_options(CLI::App& app, CommonOptions& o) {
   app.add_option(
          "--model", o.model,
-         "JSC model: " +
+         "JSC model (" +
              [] {
                std::string s;
                for (const auto& n : models::jsc_model_names()) s += (s.empty() ? "" : ", ") + n;
                return s;
-             }())
+             }() +
+             ") or BERT model (bert-tiny, bert-mini, ..., bert:L-H-A-I)")
       ->capture_default_str();
-  app.add_option("--dataset", o.dataset, "dataset: jsc-synthetic (offline) or jsc (the real file)")
+  app.add_option("--dataset", o.dataset,
+                 "JSC models: jsc-synthetic (offline) or jsc (the real file); BERT models: text-synthetic (offline, "
+                 "the default for them) or imdb (QNUM_DATA_DIR)")
       ->capture_default_str();
   app.add_option("--epochs", o.epochs, "epochs of fp32 training")->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "rows per batch")->capture_default_str();
@@ -96,32 +100,61 @@ std::vector<T> sorted_unique(std::vector<T> v, const char* option) {
   return v;
 }
 
-/// A lab run: the data, the trained fp32 model's state, and where everything goes.
-class Lab {
+/// What every lab run has, whatever it trains: the options, the output folder, progress
+/// lines and the fp32 accuracy the sweeps compare against.
+class LabBase {
  public:
-  /// Checks the options, loads the dataset and prepares the output directory; trains nothing.
-  Lab(std::string program, CommonOptions o) : program_(std::move(program)), o_(std::move(o)) {
-    validate(o_);
-    models::make_jsc_model(o_.model, o_.seed);  // unknown names fail before any work
-    if (o_.threads > 0) set_num_threads(o_.threads);
-    dir_ = o_.output_dir.empty() ? std::filesystem::path("qnum-runs") / (program_ + "_" + o_.model + "_" + o_.dataset)
-                                 : std::filesystem::path(o_.output_dir);
-    data_ = cli::load_dataset(o_.dataset);  // before creating anything: a bad name leaves no folder
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    qnum::detail::require(!ec, "cannot create output directory '", dir_.string(), "': ", ec.message());
-    note(data_.summary());
-  }
-
   const CommonOptions& options() const { return o_; }
   const std::filesystem::path& dir() const { return dir_; }
-  const data::JscSplits& data() const { return data_; }
+  double fp32_accuracy() const { return fp32_accuracy_; }
 
   /// A progress line on stderr, prefixed with the program's name.
   void note(const std::string& line) const {
     std::fprintf(stderr, "%s: %s\n", program_.c_str(), line.c_str());
     std::fflush(stderr);
   }
+
+  static std::string fmt(double v, int digits = 4) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+  }
+
+ protected:
+  /// Checks the options and sets the threads; the output folder is made by make_dir().
+  LabBase(std::string program, CommonOptions o) : program_(std::move(program)), o_(std::move(o)) {
+    validate(o_);
+    if (o_.threads > 0) set_num_threads(o_.threads);
+    dir_ = o_.output_dir.empty() ? std::filesystem::path("qnum-runs") / (program_ + "_" + o_.model + "_" + o_.dataset)
+                                 : std::filesystem::path(o_.output_dir);
+  }
+  /// Creates the output folder (after the data loaded: a bad name leaves no folder).
+  void make_dir() const {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    qnum::detail::require(!ec, "cannot create output directory '", dir_.string(), "': ", ec.message());
+  }
+
+  std::string program_;
+  CommonOptions o_;
+  std::filesystem::path dir_;
+  double fp32_accuracy_ = 0.0;
+};
+
+/// A lab run on JSC: the data, the trained fp32 model's state, and where everything goes.
+class Lab : public LabBase {
+ public:
+  using Model = nn::Sequential;
+
+  /// Checks the options, loads the dataset and prepares the output directory; trains nothing.
+  Lab(std::string program, CommonOptions o) : LabBase(std::move(program), std::move(o)) {
+    models::make_jsc_model(o_.model, o_.seed);  // unknown names fail before any work
+    data_ = cli::load_dataset(o_.dataset);      // before creating anything: a bad name leaves no folder
+    make_dir();
+    note(data_.summary());
+  }
+
+  const data::JscSplits& data() const { return data_; }
 
   /// Trains the fp32 model (output <dir>/fp32: metrics and best/last checkpoints), keeps the
   /// state of its best checkpoint (lowest validation loss, as MASE's lab keeps) and returns
@@ -138,8 +171,6 @@ class Lab {
     note("fp32 test accuracy " + fmt(fp32_accuracy_));
     return fp32_accuracy_;
   }
-
-  double fp32_accuracy() const { return fp32_accuracy_; }
 
   /// A fresh model of the same architecture holding the trained fp32 state.
   std::shared_ptr<nn::Sequential> trained_copy() const {
@@ -162,11 +193,16 @@ class Lab {
   double test_accuracy(nn::Module& model) const {
     return train::evaluate(model, data_.test, std::max<std::int64_t>(o_.batch_size, 1024)).accuracy;
   }
+  double test_accuracy(const std::shared_ptr<nn::Sequential>& model) const { return test_accuracy(*model); }
 
-  static std::string fmt(double v, int digits = 4) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
+  /// Runs `model` (eval mode, no gradients) on the first `batches` training batches in
+  /// dataset order: the calibration of global activation pruning.
+  void calibrate(nn::Module& model, int batches) const {
+    int n = 0;
+    for (const auto& b : data::batches(data_.train, {o_.batch_size, false, false, 0})) {
+      if (n++ == batches) break;
+      model(b.features);
+    }
   }
 
  private:
@@ -184,12 +220,8 @@ class Lab {
     return c;
   }
 
-  std::string program_;
-  CommonOptions o_;
-  std::filesystem::path dir_;
   data::JscSplits data_;
   std::map<std::string, Tensor> trained_;
-  double fp32_accuracy_ = 0.0;
 };
 
 /// The gnuplot to run: $QNUM_GNUPLOT when set (an empty or missing path counts as "not

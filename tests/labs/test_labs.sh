@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The Lab 1 programs end to end on jsc-synthetic with tiny settings (jsc-tiny, 1 epoch, two
-# widths or sparsities, one thread): exit codes, the exact CSV header and rows, accuracies in
+# widths or sparsities, one thread; mode bert: a one-layer BERT on text-synthetic): exit codes, the exact CSV header and rows, accuracies in
 # [0, 1], the plot (when gnuplot is installed) and the message without it, a same-seed rerun
 # giving the same CSV, and bad arguments exiting 2 with one line naming the problem.
-# Usage: test_labs.sh ptq-qat|prune|bad-arguments   (LAB_PTQ_QAT, LAB_PRUNE: the binaries)
+# Usage: test_labs.sh ptq-qat|prune|bert|bad-arguments   (LAB_PTQ_QAT, LAB_PRUNE: the binaries)
 set -uo pipefail
 
-mode=${1:?usage: test_labs.sh ptq-qat|prune|bad-arguments}
+mode=${1:?usage: test_labs.sh ptq-qat|prune|bert|bad-arguments}
 : "${LAB_PTQ_QAT:?set LAB_PTQ_QAT}" "${LAB_PRUNE:?set LAB_PRUNE}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -101,6 +101,22 @@ case "$mode" in
     check_csv jsc "$tmp/jsc/results.csv" "sparsity,method,accuracy" 2 "3"
     grep -q "jsc_small\|hls4ml_lhc_jets_hlf.arff" "$tmp/jsc.err" || fail "jsc: the real-file reader was not used"
     ;;
+  bert)
+    # The same sweeps on a small BERT and the offline text set (TextLab: the TextTrainer).
+    bert=(--model bert:1-32-2-64 --limit 48 --max-length 16 --threads 1 --no-progress)
+    run bptq 0 "$LAB_PTQ_QAT" "${bert[@]}" --widths 16,8 --weight-frac-width -1 --output-dir "$tmp/bptq"
+    check_csv bptq "$tmp/bptq/results.csv" "width,ptq_accuracy,qat_accuracy" 2 "2 3"
+    check_plot bptq "$tmp/bptq"
+    grep -q "on text-synthetic, 1 epoch fp32" "$tmp/bptq.out" || fail "bptq: not BERT's defaults (text-synthetic, 1 epoch)"
+    grep -q "weights and biases frac width-1" "$tmp/bptq.out" || fail "bptq: --weight-frac-width not applied"
+    [ -s "$tmp/bptq/qat-w8/best.safetensors" ] || fail "bptq: no QAT run folder"
+    run bptq2 0 "$LAB_PTQ_QAT" "${bert[@]}" --widths 8,16 --weight-frac-width -1 --output-dir "$tmp/bptq2"
+    cmp -s "$tmp/bptq/results.csv" "$tmp/bptq2/results.csv" || fail "bptq: a rerun with the same seed differs"
+    # Pruning with global activation pruning: BERT's own calibration loop.
+    run bprune 0 "$LAB_PRUNE" "${bert[@]}" --sparsities 0.5 --scope global --activations --output-dir "$tmp/bprune"
+    check_csv bprune "$tmp/bprune/results.csv" "sparsity,method,accuracy" 2 "3"
+    grep -Eq "0\.5 +l1-norm +[0-9.]+ +0\.5000" "$tmp/bprune.out" || fail "bprune: achieved sparsity not 0.5"
+    ;;
   bad-arguments)
     # expect_error NAME PATTERN CMD...: exit 2, exactly one line on stderr matching PATTERN.
     expect_error() {
@@ -123,6 +139,10 @@ case "$mode" in
     expect_error scope "unknown scope 'layer'" "$LAB_PRUNE" --scope layer
     expect_error finetune "--finetune-epochs must be >= 0" "$LAB_PRUNE" --finetune-epochs -1
     expect_error lr "--learning-rate must be > 0" "$LAB_PRUNE" --learning-rate 0
+    expect_error text_opt "--max-length applies to BERT models only" "$LAB_PRUNE" --max-length 64
+    expect_error bert_len "--max-length must be >= 2" "$LAB_PTQ_QAT" --model bert-tiny --max-length 1
+    expect_error bert_data "unknown text dataset 'jsc-synthetic'|jsc-synthetic" "$LAB_PTQ_QAT" --model bert-tiny \
+      --dataset jsc-synthetic
     ;;
   *)
     echo "unknown mode '$mode'"

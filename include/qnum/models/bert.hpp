@@ -244,9 +244,13 @@ inline BertConfig bert_config(std::string_view name, std::int64_t num_labels = 2
 
 /// One batch of token ids, row-major [batch, seq] (int64 as HF's): attention_mask 1 = token,
 /// 0 = padding; empty attention_mask / token_type_ids mean all ones / all zeros.
+/// The tensors are optional: the same ids as float tensors [batch, seq] of whole numbers, as a
+/// traced graph's inputs carry them; when given, the graph links them to the embedding
+/// lookups and the attention mask (passes::trace), and the mask is always applied.
 struct BertInput {
   std::int64_t batch = 0, seq = 0;
   std::span<const std::int64_t> input_ids, attention_mask, token_type_ids;
+  Tensor input_ids_tensor{}, attention_mask_tensor{}, token_type_ids_tensor{};
 };
 
 namespace detail {
@@ -311,17 +315,25 @@ class BertEmbeddings : public nn::Module {
     qnum::detail::require(in.seq <= max_positions, "BERT: sequence length ", in.seq,
                           " exceeds max_position_embeddings ", max_positions);
     const Shape ids_shape{in.batch, in.seq};
-    Tensor x = word_embeddings->forward_indices(in.input_ids, ids_shape);
+    Tensor x = lookup(*word_embeddings, in.input_ids, ids_shape, in.input_ids_tensor);
     std::vector<std::int64_t> pos(static_cast<std::size_t>(in.seq));
     for (std::int64_t t = 0; t < in.seq; ++t) pos[static_cast<std::size_t>(t)] = t;
-    x = add(x, position_embeddings->forward_indices(pos, Shape{in.seq}));
+    x = add(x, lookup(*position_embeddings, pos, Shape{in.seq}, Tensor()));
     if (in.token_type_ids.empty()) {
       const std::vector<std::int64_t> zero{0};
-      x = add(x, token_type_embeddings->forward_indices(zero, Shape{1}));
+      x = add(x, lookup(*token_type_embeddings, zero, Shape{1}, Tensor()));
     } else {
-      x = add(x, token_type_embeddings->forward_indices(in.token_type_ids, ids_shape));
+      x = add(x, lookup(*token_type_embeddings, in.token_type_ids, ids_shape, in.token_type_ids_tensor));
     }
     return (*dropout)((*LayerNorm)(x));
+  }
+
+  /// e's rows for `ids`, as a module call a trace sees (with `ids_tensor` as its input edge
+  /// when the caller has one).
+  static Tensor lookup(nn::Embedding& e, std::span<const std::int64_t> ids, const Shape& shape,
+                       const Tensor& ids_tensor) {
+    auto rows = [&] { return e.forward_indices(ids, shape); };
+    return ids_tensor.defined() ? e.observed({ids_tensor}, rows) : e.observed({}, rows);
   }
 
   std::int64_t max_positions;
@@ -520,6 +532,8 @@ class BertModel : public nn::Module {
 
   /// HF's extended attention mask: 0 on tokens, float32's lowest on padding, [B, 1, 1, T];
   /// undefined when there is no padding (nothing to add).
+  /// With attention_mask_tensor given (a traced graph), the mask is an op on that input and
+  /// is built even without padding.
   static Tensor additive_mask(const BertInput& in) {
     if (in.attention_mask.empty()) return {};
     bool any = false;
@@ -528,8 +542,12 @@ class BertModel : public nn::Module {
       m[i] = in.attention_mask[i] ? 0.0f : std::numeric_limits<float>::lowest();
       any = any || !in.attention_mask[i];
     }
+    const Shape shape{in.batch, 1, 1, in.seq};
+    if (in.attention_mask_tensor.defined())
+      return autograd::make_result("additive_attention_mask", shape, std::move(m), {in.attention_mask_tensor},
+                                   [](std::span<const float>) { return std::vector<std::vector<float>>{{}}; });
     if (!any) return {};
-    return Tensor({in.batch, 1, 1, in.seq}, std::move(m));
+    return Tensor(shape, std::move(m));
   }
 
   std::shared_ptr<BertEmbeddings> embeddings;
@@ -570,7 +588,32 @@ class BertForSequenceClassification : public nn::Module {
       qnum::detail::require(std::nearbyint(v) == v, "BERT: input id ", v, " is not a whole number");
       ids[i] = static_cast<std::int64_t>(v);
     }
-    return forward(BertInput{x.shape()[0], x.shape()[1], ids, {}, {}});
+    return forward(BertInput{x.shape()[0], x.shape()[1], ids, {}, {}, x, {}, {}});
+  }
+
+  /// The tensor form of a traced graph (MASE's hf_input_names): input_ids, and optionally
+  /// attention_mask and token_type_ids, as float tensors [batch, seq] of whole numbers
+  /// (undefined: not an input). The graph links them to the ops that read them.
+  Tensor forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids = {}) {
+    auto ints = [](const Tensor& t, const char* what, const Shape& want) {
+      std::vector<std::int64_t> v;
+      if (!t.defined()) return v;
+      qnum::detail::require(t.shape() == want, "BERT: ", what, " must be ", to_string(want), " like input_ids, got ",
+                            to_string(t.shape()));
+      v.resize(static_cast<std::size_t>(t.numel()));
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const float f = t.values()[i];
+        qnum::detail::require(std::nearbyint(f) == f, "BERT: ", what, " value ", f, " is not a whole number");
+        v[i] = static_cast<std::int64_t>(f);
+      }
+      return v;
+    };
+    qnum::detail::require(input_ids.defined() && input_ids.rank() == 2, "BERT: input_ids tensor must be [batch, seq]");
+    const auto ids = ints(input_ids, "input_ids", input_ids.shape());
+    const auto mask = ints(attention_mask, "attention_mask", input_ids.shape());
+    const auto types = ints(token_type_ids, "token_type_ids", input_ids.shape());
+    return forward(BertInput{input_ids.shape()[0], input_ids.shape()[1], ids, mask, types, input_ids, attention_mask,
+                             token_type_ids});
   }
 
   /// Uses (true) or never uses (false) the fused attention kernel where it is allowed.

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -237,9 +238,11 @@ inline std::vector<std::pair<std::string, nn::Linear*>> linear_layers(nn::Module
   return out;
 }
 
-/// Prunes `model` in place (see the header). `calibration` batches are required for global
-/// l1-norm activation pruning (the model runs on them in eval mode, without gradients).
-inline PruneReport prune(nn::Module& model, const PruneConfig& config, const std::vector<Tensor>& calibration = {}) {
+/// Prunes `model` in place (see the header). Global l1-norm activation pruning needs
+/// `calibrate`, which runs the model on calibration batches (called once, in eval mode
+/// without gradients; every Linear input it reaches counts): models with inputs other than
+/// one tensor (BERT) pass their own loop.
+inline PruneReport prune(nn::Module& model, const PruneConfig& config, const std::function<void()>& calibrate) {
   auto layers = linear_layers(model);
   qnum::detail::require(!layers.empty() || (!config.weight.active() && !config.activation.active()),
                         "prune: the model has no Linear layer to prune");
@@ -296,7 +299,7 @@ inline PruneReport prune(nn::Module& model, const PruneConfig& config, const std
   const PruneSpec& a = config.activation;
   float threshold = 0.0f;
   if (a.active() && a.scope == PruneScope::global && a.method == PruneMethod::l1_norm) {
-    qnum::detail::require(!calibration.empty(),
+    qnum::detail::require(calibrate != nullptr,
                           "prune: global l1-norm activation pruning needs calibration batches (the threshold is the ",
                           "sparsity quantile of every Linear's inputs on them)");
     std::vector<float> seen;
@@ -309,7 +312,7 @@ inline PruneReport prune(nn::Module& model, const PruneConfig& config, const std
       qnum::detail::require(slot == nullptr, "prune: another trace is running on this thread");
       slot = &rec;
       try {
-        for (const auto& x : calibration) model(x);
+        calibrate();
       } catch (...) {
         slot = nullptr;
         throw;
@@ -337,6 +340,15 @@ inline PruneReport prune(nn::Module& model, const PruneConfig& config, const std
     report.rows.push_back(row);
   }
   return report;
+}
+
+/// prune() with calibration batches given as the model's single-tensor inputs (none: no
+/// calibration, an error only where global l1-norm activation pruning needs one).
+inline PruneReport prune(nn::Module& model, const PruneConfig& config, const std::vector<Tensor>& calibration = {}) {
+  if (calibration.empty()) return prune(model, config, std::function<void()>{});
+  return prune(model, config, [&] {
+    for (const auto& x : calibration) model(x);
+  });
 }
 
 }  // namespace qnum::passes

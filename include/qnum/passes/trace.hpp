@@ -11,6 +11,7 @@
 // (parameters, constants) get no edge for them.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -151,9 +152,19 @@ class ObserverSlot {
 
 }  // namespace detail
 
-/// Runs `model` on `example` (eval mode, no gradients; the mode is restored) and returns
-/// its op graph (see the header).
-inline Trace trace(nn::Module& model, const Tensor& example) {
+/// A named input of a traced call: one placeholder node ("input_ids", "attention_mask", ...).
+struct TraceInput {
+  std::string name;
+  Tensor value;
+};
+
+/// Runs `run` — the model's forward on `inputs`, and whatever the caller adds after it (a
+/// loss) — in eval mode without gradients (the mode is restored) and returns its op graph:
+/// one placeholder per input in order, then the recorded nodes, then the output (what `run`
+/// returns). How MASE traces a Hugging Face model with `hf_input_names`: each name given is
+/// a graph input, and passing labels puts the loss into the graph.
+inline Trace trace(nn::Module& model, const std::vector<TraceInput>& inputs, const std::function<Tensor()>& run) {
+  qnum::detail::require(!inputs.empty(), "trace: at least one input is needed");
   detail::Tracer tracer(model);
   const bool was_training = model.is_training();
   model.eval();
@@ -161,13 +172,16 @@ inline Trace trace(nn::Module& model, const Tensor& example) {
     autograd::NoGradGuard no_grad;
     detail::ObserverSlot<nn::ModuleObserver> m(nn::detail::module_observer(), &tracer, "trace");
     detail::ObserverSlot<autograd::OpObserver> o(autograd::detail::op_observer(), &tracer, "trace");
-    TraceNode in;
-    in.kind = "placeholder";
-    in.name = in.target = in.op = in.type = "x";
-    tracer.add(in, example);
+    for (const auto& input : inputs) {
+      qnum::detail::require(input.value.defined(), "trace: input '", input.name, "' is an undefined tensor");
+      TraceNode in;
+      in.kind = "placeholder";
+      in.name = in.target = in.op = in.type = input.name;
+      tracer.add(in, input.value);
+    }
     Tensor y;
     try {
-      y = model(example);
+      y = run();
     } catch (...) {
       model.train(was_training);
       throw;
@@ -181,6 +195,49 @@ inline Trace trace(nn::Module& model, const Tensor& example) {
   }
   model.train(was_training);
   return std::move(tracer.trace);
+}
+
+/// Runs `model` on `example` (one placeholder "x") and returns its op graph (see above).
+inline Trace trace(nn::Module& model, const Tensor& example) {
+  return trace(model, {{"x", example}}, [&] { return model(example); });
+}
+
+/// How many nodes of `t` compute `op` (a module's op name or a function's name).
+inline int count_op(const Trace& t, const std::string& op) {
+  int n = 0;
+  for (const auto& node : t.nodes) n += (node.kind == "call_module" || node.kind == "call_function") && node.op == op;
+  return n;
+}
+
+/// Removes the nodes `pred` selects from the graph, as MASE's tutorial-1 pass removes dropout:
+/// every use of a removed node is replaced by its first input (replace_all_uses_with(args[0])),
+/// then the node is erased; ids are renumbered in order. A selected node without an input
+/// cannot be bypassed: qnum::Error naming it. Returns how many nodes were removed.
+inline int remove_nodes(Trace& t, const std::function<bool(const TraceNode&)>& pred) {
+  std::vector<int> replacement(t.nodes.size());
+  std::vector<bool> removed(t.nodes.size(), false);
+  for (std::size_t i = 0; i < t.nodes.size(); ++i) {
+    replacement[i] = static_cast<int>(i);
+    const TraceNode& n = t.nodes[i];
+    if (n.kind == "placeholder" || n.kind == "output" || !pred(n)) continue;
+    qnum::detail::require(!n.args.empty(), "trace: node '", n.name, "' has no input to replace its uses with");
+    replacement[i] = replacement[static_cast<std::size_t>(n.args[0])];  // producers come first
+    removed[i] = true;
+  }
+  std::vector<int> new_id(t.nodes.size(), -1);
+  std::vector<TraceNode> kept;
+  for (std::size_t i = 0; i < t.nodes.size(); ++i)
+    if (!removed[i]) {
+      new_id[i] = static_cast<int>(kept.size());
+      kept.push_back(std::move(t.nodes[i]));
+    }
+  for (auto& n : kept) {
+    n.id = new_id[static_cast<std::size_t>(n.id)];
+    for (int& a : n.args) a = new_id[static_cast<std::size_t>(replacement[static_cast<std::size_t>(a)])];
+  }
+  const int count = static_cast<int>(t.nodes.size() - kept.size());
+  t.nodes = std::move(kept);
+  return count;
 }
 
 }  // namespace qnum::passes

@@ -472,20 +472,50 @@ inline Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> 
   const float loss =
       used == 0 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sum / static_cast<double>(used));
   auto t = std::make_shared<const std::vector<std::int64_t>>(targets.begin(), targets.end());
-  return autograd::make_result(
-      "cross_entropy", {}, {loss}, {logits}, [lp, t, v, used, ignore_index](std::span<const float> g) {
-        std::vector<float> gx(lp->size(), 0.0f);
-        const double scale = used == 0 ? 0.0 : static_cast<double>(g[0]) / static_cast<double>(used);
-        for (std::int64_t i = 0; i < v.outer; ++i) {
-          const std::int64_t ti = (*t)[static_cast<std::size_t>(i)];
-          if (ti == ignore_index) continue;
-          for (std::int64_t k = 0; k < v.n; ++k) {
-            const std::size_t j = v.at(i, k, 0);
-            gx[j] = static_cast<float>(scale * (std::exp(static_cast<double>((*lp)[j])) - (k == ti ? 1.0 : 0.0)));
-          }
-        }
-        return detail::Grads{std::move(gx)};
-      });
+  auto backward = [lp, t, v, used, ignore_index](std::span<const float> g) {
+    std::vector<float> gx(lp->size(), 0.0f);
+    const double scale = used == 0 ? 0.0 : static_cast<double>(g[0]) / static_cast<double>(used);
+    for (std::int64_t i = 0; i < v.outer; ++i) {
+      const std::int64_t ti = (*t)[static_cast<std::size_t>(i)];
+      if (ti == ignore_index) continue;
+      for (std::int64_t k = 0; k < v.n; ++k) {
+        const std::size_t j = v.at(i, k, 0);
+        gx[j] = static_cast<float>(scale * (std::exp(static_cast<double>((*lp)[j])) - (k == ti ? 1.0 : 0.0)));
+      }
+    }
+    return detail::Grads{std::move(gx)};
+  };
+  if (!labels.defined()) return autograd::make_result("cross_entropy", {}, {loss}, {logits}, std::move(backward));
+  return autograd::make_result("cross_entropy", {}, {loss}, {logits, labels},
+                               [backward = std::move(backward)](std::span<const float> g) {
+                                 detail::Grads r = backward(g);
+                                 r.emplace_back();  // labels: no gradient
+                                 return r;
+                               });
+}
+}  // namespace detail
+
+/// Cross-entropy of logits [N, C] against class indices `targets` (N of them): the mean of
+/// -log_softmax(logits)[i, targets[i]] over the rows whose target is not `ignore_index`, as
+/// torch.nn.functional.cross_entropy. When every row is ignored the loss is NaN (0 / 0, as
+/// PyTorch) and the gradient is zero. A target outside [0, C) (other than ignore_index) is
+/// an error. Returns a rank-0 tensor.
+inline Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets,
+                            std::int64_t ignore_index = -100) {
+  return detail::cross_entropy_op(logits, targets, ignore_index, Tensor());
+}
+
+/// The same with the targets held in a tensor `labels` [N] of whole numbers (how a graph
+/// input carries them: a trace links the labels to the loss). No gradient flows to labels.
+inline Tensor cross_entropy(const Tensor& logits, const Tensor& labels, std::int64_t ignore_index = -100) {
+  detail::require(labels.rank() == 1, "cross_entropy: labels must be [N], got ", to_string(labels.shape()));
+  std::vector<std::int64_t> targets(static_cast<std::size_t>(labels.numel()));
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const float y = labels.values()[i];
+    detail::require(std::nearbyint(y) == y, "cross_entropy: label ", y, " at position ", i, " is not a whole number");
+    targets[i] = static_cast<std::int64_t>(y);
+  }
+  return detail::cross_entropy_op(logits, targets, ignore_index, labels);
 }
 
 /// Mean squared error mean((a - b)^2) over all elements; a and b must have the same shape.
