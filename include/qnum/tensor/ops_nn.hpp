@@ -453,13 +453,11 @@ inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t see
   });
 }
 
-/// Cross-entropy of logits [N, C] against class indices `targets` (N of them): the mean of
-/// -log_softmax(logits)[i, targets[i]] over the rows whose target is not `ignore_index`, as
-/// torch.nn.functional.cross_entropy. When every row is ignored the loss is NaN (0 / 0, as
-/// PyTorch) and the gradient is zero. A target outside [0, C) (other than ignore_index) is
-/// an error. Returns a rank-0 tensor.
-inline Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> targets,
-                            std::int64_t ignore_index = -100) {
+namespace detail {
+/// cross_entropy's computation; `labels` (may be undefined) is the tensor the targets came
+/// from, recorded as the op's second input so that a trace links it to the loss.
+inline Tensor cross_entropy_op(const Tensor& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                               const Tensor& labels) {
   if (logits.rank() != 2) detail::fail("cross_entropy: logits must be [N, C], got ", to_string(logits.shape()));
   const std::int64_t n = logits.shape()[0], c = logits.shape()[1];
   const std::int64_t used = detail::check_targets(targets, n, c, ignore_index);
