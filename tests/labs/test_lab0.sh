@@ -7,23 +7,7 @@
 set -uo pipefail
 
 : "${LAB0_GRAPH:?set LAB0_GRAPH}" "${LAB0_LORA:?set LAB0_LORA}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-run() {
-  local name=$1 want=$2
-  shift 2
-  "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name: exit $rc, expected $want ($*)"
-    sed 's/^/  | /' "$tmp/$name.err" | tail -5
-  fi
-}
+source "$(dirname "$0")/lib.sh"
 # expect_error NAME PATTERN CMD...: exit 2; the last stderr line is the error matching PATTERN
 # (an error found after the data loaded follows the data's summary line).
 expect_error() {
@@ -33,11 +17,6 @@ expect_error() {
   tail -n 1 "$tmp/$name.err" | grep -Eq -- "error: .*($pattern)" ||
     fail "$name: stderr '$(cat "$tmp/$name.err")' does not end in an error matching /$pattern/"
   [ "$(grep -c 'error:' "$tmp/$name.err")" -eq 1 ] || fail "$name: not exactly one error line"
-}
-check_png() {
-  if command -v gnuplot >/dev/null 2>&1; then
-    [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "$1 is not a PNG"
-  fi
 }
 model=(--model bert:1-32-2-64)
 
@@ -103,8 +82,4 @@ expect_error l_big "rank 64 is larger than layer" "$LAB0_LORA" "${model[@]}" --l
 expect_error l_target "matches no Linear" "$LAB0_LORA" "${model[@]}" --limit 16 --max-length 8 --target nothing \
   --no-progress
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "lab0: all checks passed"
+finish "lab0"

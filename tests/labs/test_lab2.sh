@@ -9,42 +9,7 @@
 set -uo pipefail
 
 : "${LAB2_NAS:?set LAB2_NAS}" "${LAB2_COMPRESSION:?set LAB2_COMPRESSION}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-run() {
-  local name=$1 want=$2
-  shift 2
-  "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name: exit $rc, expected $want ($*)"
-    sed 's/^/  | /' "$tmp/$name.err" | tail -5
-  fi
-}
-# expect_error NAME PATTERN CMD...: exit 2, one line on stderr matching PATTERN.
-expect_error() {
-  local name=$1 pattern=$2
-  shift 2
-  run "$name" 2 "$@"
-  [ "$(wc -l <"$tmp/$name.err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$tmp/$name.err")"
-  grep -Eq -- "$pattern" "$tmp/$name.err" || fail "$name: stderr '$(cat "$tmp/$name.err")' lacks /$pattern/"
-}
-# check_best NAME FILE HEADER ROWS: header, rows, every best-so-far cell in [0, 1] and non-decreasing.
-check_best() {
-  local name=$1 file=$2 header=$3 rows=$4
-  [ -f "$file" ] || { fail "$name: no $file"; return; }
-  [ "$(head -n 1 "$file")" = "$header" ] || fail "$name: header '$(head -n 1 "$file")', expected '$header'"
-  [ "$(($(wc -l <"$file") - 1))" -eq "$rows" ] || fail "$name: not $rows data rows"
-  awk -F, 'NR > 1 { for (i = 2; i <= NF; ++i) { if ($i == "") continue; v = $i + 0
-      if ($i !~ /^[0-9.]+$/ || v < 0 || v > 1) { print "bad accuracy " $i; bad = 1 }
-      if ((i in prev) && v < prev[i]) { print "best so far decreases in column " i; bad = 1 }
-      prev[i] = v } } END { exit bad }' "$file" || fail "$name: best-so-far columns wrong"
-}
+source "$(dirname "$0")/lib.sh"
 check_plot() {
   local name=$1 dir=$2
   [ -s "$dir/plot.gp" ] || fail "$name: no plot.gp"
@@ -73,7 +38,7 @@ if [ -n "${QNUM:-}" ] && [ -x "$QNUM" ]; then
   run show 0 "$QNUM" study show --storage "sqlite:///$tmp/nas.db" --study-name lab2-nas-grid
   grep -q "best trial" "$tmp/show.out" || fail "show: no best trial: $(cat "$tmp/show.out")"
 fi
-expect_error exists "study 'lab2-nas-grid' already exists" "$LAB2_NAS" "${tiny[@]}" --trials 1 --samplers grid \
+expect_one_line_error exists "study 'lab2-nas-grid' already exists" "$LAB2_NAS" "${tiny[@]}" --trials 1 --samplers grid \
   --storage "sqlite:///$tmp/nas.db" --output-dir "$tmp/nas-again"
 run nas2 0 "$LAB2_NAS" "${tiny[@]}" --trials 3 --samplers random,grid,tpe --output-dir "$tmp/nas2"
 cmp -s "$tmp/nas/results.csv" "$tmp/nas2/results.csv" || fail "nas: a rerun with the same seed differs (results)"
@@ -106,29 +71,25 @@ check_best comp2 "$tmp/comp2/results.csv" \
 [ "$(wc -l <"$tmp/comp2/trials/compress-post-tpe-0/post/metrics.jsonl")" -eq 2 ] || fail "comp2: not 2 post epochs"
 
 # Bad input: one line naming the problem, exit 2, no output folder.
-expect_error sampler "unknown sampler 'cmaes' \(allowed: grid, random, tpe\)" "$LAB2_NAS" --samplers tpe,cmaes \
+expect_one_line_error sampler "unknown sampler 'cmaes' \(allowed: grid, random, tpe\)" "$LAB2_NAS" --samplers tpe,cmaes \
   --output-dir "$tmp/x1"
-expect_error trials "--trials must be >= 1" "$LAB2_NAS" --trials 0 --output-dir "$tmp/x2"
-expect_error heads "num_attention_heads value 0 must be > 0" "$LAB2_NAS" "${tiny[@]}" --heads 0,2 --output-dir "$tmp/x3"
-expect_error dup "hidden_size value 16 appears twice" "$LAB2_NAS" "${tiny[@]}" --hidden-sizes 16,16 \
+expect_one_line_error trials "--trials must be >= 1" "$LAB2_NAS" --trials 0 --output-dir "$tmp/x2"
+expect_one_line_error heads "num_attention_heads value 0 must be > 0" "$LAB2_NAS" "${tiny[@]}" --heads 0,2 --output-dir "$tmp/x3"
+expect_one_line_error dup "hidden_size value 16 appears twice" "$LAB2_NAS" "${tiny[@]}" --hidden-sizes 16,16 \
   --output-dir "$tmp/x4"
-expect_error choice "unknown linear layer choice 'conv'" "$LAB2_NAS" "${tiny[@]}" --linear-choices linear,conv \
+expect_one_line_error choice "unknown linear layer choice 'conv'" "$LAB2_NAS" "${tiny[@]}" --linear-choices linear,conv \
   --output-dir "$tmp/x5"
-expect_error dataset "unknown text dataset 'nope'" "$LAB2_NAS" --dataset nope --output-dir "$tmp/x6"
-expect_error length "--max-length must be in \[2, 512\]" "$LAB2_NAS" --max-length 1 --output-dir "$tmp/x7"
-expect_error storage "storage" "$LAB2_NAS" --storage "bogus://x" --output-dir "$tmp/x8"
-expect_error post "--post-epochs must be >= 1" "$LAB2_COMPRESSION" --post-epochs 0 --output-dir "$tmp/x9"
+expect_one_line_error dataset "unknown text dataset 'nope'" "$LAB2_NAS" --dataset nope --output-dir "$tmp/x6"
+expect_one_line_error length "--max-length must be in \[2, 512\]" "$LAB2_NAS" --max-length 1 --output-dir "$tmp/x7"
+expect_one_line_error storage "storage" "$LAB2_NAS" --storage "bogus://x" --output-dir "$tmp/x8"
+expect_one_line_error post "--post-epochs must be >= 1" "$LAB2_COMPRESSION" --post-epochs 0 --output-dir "$tmp/x9"
 echo '{"quantize": {"by": "type"}, "lora": {}}' >"$tmp/bad.json"
-expect_error section "unknown section 'lora'" "$LAB2_COMPRESSION" --compress-config "$tmp/bad.json" \
+expect_one_line_error section "unknown section 'lora'" "$LAB2_COMPRESSION" --compress-config "$tmp/bad.json" \
   --output-dir "$tmp/x10"
 echo '{"prune": {"weight": {"sparsity": 1.5}}}' >"$tmp/bad2.json"
-expect_error sparsity "weight.sparsity = 1.5 must be in \[0, 1\)" "$LAB2_COMPRESSION" --compress-config "$tmp/bad2.json" \
+expect_one_line_error sparsity "weight.sparsity = 1.5 must be in \[0, 1\)" "$LAB2_COMPRESSION" --compress-config "$tmp/bad2.json" \
   --output-dir "$tmp/x11"
-expect_error option "--unknown" "$LAB2_NAS" --unknown 3
+expect_one_line_error option "--unknown" "$LAB2_NAS" --unknown 3
 for d in x1 x2 x3 x4 x5 x6 x7 x8 x9 x10 x11; do [ ! -e "$tmp/$d" ] || fail "$d: output directory created for bad input"; done
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "labs.lab2: all checks passed"
+finish "labs.lab2"

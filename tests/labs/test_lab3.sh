@@ -8,42 +8,7 @@
 set -uo pipefail
 
 mode=${1:?usage: test_lab3.sh labs|config}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-run() {
-  local name=$1 want=$2
-  shift 2
-  "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name: exit $rc, expected $want ($*)"
-    sed 's/^/  | /' "$tmp/$name.err" | tail -5
-  fi
-}
-# expect_error NAME PATTERN CMD...: exit 2, one line on stderr matching PATTERN.
-expect_error() {
-  local name=$1 pattern=$2
-  shift 2
-  run "$name" 2 "$@"
-  [ "$(wc -l <"$tmp/$name.err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$tmp/$name.err")"
-  grep -Eq -- "$pattern" "$tmp/$name.err" || fail "$name: stderr '$(cat "$tmp/$name.err")' lacks /$pattern/"
-}
-# check_best NAME FILE HEADER ROWS: header, rows, every best-so-far cell in [0, 1] and non-decreasing.
-check_best() {
-  local name=$1 file=$2 header=$3 rows=$4
-  [ -f "$file" ] || { fail "$name: no $file"; return; }
-  [ "$(head -n 1 "$file")" = "$header" ] || fail "$name: header '$(head -n 1 "$file")', expected '$header'"
-  [ "$(($(wc -l <"$file") - 1))" -eq "$rows" ] || fail "$name: not $rows data rows"
-  awk -F, 'NR > 1 { for (i = 2; i <= NF; ++i) { v = $i + 0
-      if ($i !~ /^[0-9.]+$/ || v < 0 || v > 1) { print "bad accuracy " $i; bad = 1 }
-      if (NR > 2 && v < prev[i]) { print "best so far decreases in column " i; bad = 1 }
-      prev[i] = v } } END { exit bad }' "$file" || fail "$name: best-so-far columns wrong"
-}
+source "$(dirname "$0")/lib.sh"
 
 tiny=(--model jsc-tiny --epochs 1 --threads 1 --no-progress)
 
@@ -74,11 +39,11 @@ case "$mode" in
     grep -q '^mixed,tpe,0,.*"11/format=' "$tmp/fmt/trials.csv" || fail "fmt: mixed trial params not recorded"
     grep -q '^binary,tpe,0,.* 2/format=binary:bipolar ' "$tmp/fmt/trials.csv" || fail "fmt: binary curve params"
     # Bad arguments.
-    expect_error sampler "unknown sampler 'cmaes'" "$LAB3_MP" --samplers tpe,cmaes --output-dir "$tmp/x1"
-    expect_error width "--widths: 40 must be in \[2, 32\]" "$LAB3_MP" --widths 8,40 --output-dir "$tmp/x2"
-    expect_error trials "--trials must be >= 1" "$LAB3_MP" --trials 0 --output-dir "$tmp/x3"
-    expect_error layers "match no layer with op linear" "$LAB3_MP" --layers nothing --output-dir "$tmp/x4"
-    expect_error family "family 'posit' has no variants" "$LAB3_FORMATS" --families integer,posit --output-dir "$tmp/x5"
+    expect_one_line_error sampler "unknown sampler 'cmaes'" "$LAB3_MP" --samplers tpe,cmaes --output-dir "$tmp/x1"
+    expect_one_line_error width "--widths: 40 must be in \[2, 32\]" "$LAB3_MP" --widths 8,40 --output-dir "$tmp/x2"
+    expect_one_line_error trials "--trials must be >= 1" "$LAB3_MP" --trials 0 --output-dir "$tmp/x3"
+    expect_one_line_error layers "match no layer with op linear" "$LAB3_MP" --layers nothing --output-dir "$tmp/x4"
+    expect_one_line_error family "family 'posit' has no variants" "$LAB3_FORMATS" --families integer,posit --output-dir "$tmp/x5"
     [ ! -e "$tmp/x5" ] || fail "family: output directory created for a bad argument"
     ;;
   config)
@@ -136,16 +101,16 @@ TOML
       "$tmp/mase.out" 2>/dev/null || grep -q '"best_trials":\[{' "$tmp/mase.out" || fail "mase: no Pareto set: $(cat "$tmp/mase.out")"
     # Bad input: one line naming the problem.
     sed 's/^sampler = "tpe"/samplr = "tpe"/' "$tmp/mp.toml" >"$tmp/bad1.toml"
-    expect_error badkey "unknown key 'samplr'" "$QNUM" search --config "$tmp/bad1.toml"
+    expect_one_line_error badkey "unknown key 'samplr'" "$QNUM" search --config "$tmp/bad1.toml"
     sed 's/name = "mixed_precision"/name = "nas"/' "$tmp/mp.toml" >"$tmp/bad2.toml"
-    expect_error badspace "unknown name 'nas'" "$QNUM" search --config "$tmp/bad2.toml"
+    expect_one_line_error badspace "unknown name 'nas'" "$QNUM" search --config "$tmp/bad2.toml"
     sed '/^load_name/d' "$tmp/mp.toml" >"$tmp/bad3.toml"
-    expect_error noload "'load_name' .* is required" "$QNUM" search --config "$tmp/bad3.toml"
-    expect_error exists "study 'mp' already exists" "$QNUM" search --config "$tmp/mp.toml"
-    expect_error both "exactly one of --config FILE and --objective NAME" "$QNUM" search --config "$tmp/mp.toml" \
+    expect_one_line_error noload "'load_name' .* is required" "$QNUM" search --config "$tmp/bad3.toml"
+    expect_one_line_error exists "study 'mp' already exists" "$QNUM" search --config "$tmp/mp.toml"
+    expect_one_line_error both "exactly one of --config FILE and --objective NAME" "$QNUM" search --config "$tmp/mp.toml" \
       --objective branin --trials 1
     sed 's/layers = "2|5"/layers = "2|5"\nwidth = [8, 40]/' "$tmp/mp.toml" | sed 's/study_name = "mp"/study_name = "w"/' >"$tmp/bad4.toml"
-    expect_error width "choice 2/width = 40 is invalid" "$QNUM" search --config "$tmp/bad4.toml"
+    expect_one_line_error width "choice 2/width = 40 is invalid" "$QNUM" search --config "$tmp/bad4.toml"
     ;;
   *)
     echo "unknown mode '$mode'"
@@ -153,8 +118,4 @@ TOML
     ;;
 esac
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "lab3 $mode: all checks passed"
+finish "lab3 $mode"

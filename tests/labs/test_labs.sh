@@ -8,25 +8,8 @@ set -uo pipefail
 
 mode=${1:?usage: test_labs.sh ptq-qat|prune|bert|bad-arguments}
 : "${LAB_PTQ_QAT:?set LAB_PTQ_QAT}" "${LAB_PRUNE:?set LAB_PRUNE}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+source "$(dirname "$0")/lib.sh"
 
-# run NAME EXPECTED_RC CMD...: runs CMD with stdout/stderr in $tmp/NAME.{out,err}.
-run() {
-  local name=$1 want=$2
-  shift 2
-  "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name: exit $rc, expected $want ($*)"
-    sed 's/^/  | /' "$tmp/$name.err" | tail -5
-  fi
-}
 
 # check_csv NAME FILE HEADER ROWS ACC_COLUMNS: header line, row count, accuracies in [0, 1].
 check_csv() {
@@ -150,8 +133,4 @@ case "$mode" in
     ;;
 esac
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "lab1 $mode: all checks passed"
+finish "lab1 $mode"
