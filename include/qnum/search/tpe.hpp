@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -127,43 +128,95 @@ inline std::pair<double, double> pruned_score(const FrozenTrial& t, StudyDirecti
   return {-double(step), dir == StudyDirection::minimize ? v : -v};
 }
 
-}  // namespace detail
-
-/// Optuna's _split_trials for one objective: the n_below best COMPLETE trials (by value in
-/// the direction), then the best PRUNED ones (latest step, then intermediate value) fill
-/// "below"; everything else, RUNNING trials included, is "above". Both by trial number.
-inline std::pair<std::vector<const FrozenTrial*>, std::vector<const FrozenTrial*>> tpe_split_trials(
+/// Optuna's _split_trials for one objective, as positions in `trials`: the n_below best
+/// COMPLETE trials (by value in the direction), then the best PRUNED ones (latest step, then
+/// intermediate value) fill "below"; everything else, RUNNING trials included, is "above".
+/// Both by trial number. Optuna stable-sorts each state's trials and takes a prefix; only
+/// which trials are below matters (both groups end by number), so the n_below first under
+/// (key, position) — the stable sort's prefix — are selected, in linear time.
+inline std::pair<std::vector<std::size_t>, std::vector<std::size_t>> tpe_split_positions(
     const std::vector<const FrozenTrial*>& trials, std::int64_t n_below, StudyDirection direction) {
-  std::vector<const FrozenTrial*> complete, pruned, running, below, above;
-  for (const FrozenTrial* t : trials) {
-    if (t->state == TrialState::running)
-      running.push_back(t);
-    else if (t->state == TrialState::complete)
-      complete.push_back(t);
-    else if (t->state == TrialState::pruned)
-      pruned.push_back(t);
-    else
-      qnum::detail::fail("TPE: trial ", t->number, " in state ", to_string(t->state), " cannot be split");
+  std::vector<std::size_t> complete, pruned;
+  std::vector<double> key(trials.size());  // COMPLETE: the value
+  std::vector<std::pair<double, double>> pruned_key(trials.size());
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    const FrozenTrial& t = *trials[i];
+    if (t.state == TrialState::complete) {
+      complete.push_back(i);
+      key[i] = t.value();
+    } else if (t.state == TrialState::pruned) {
+      pruned.push_back(i);
+      pruned_key[i] = pruned_score(t, direction);
+    } else if (t.state != TrialState::running) {
+      qnum::detail::fail("TPE: trial ", t.number, " in state ", to_string(t.state), " cannot be split");
+    }
   }
-  std::stable_sort(complete.begin(), complete.end(), [&](const FrozenTrial* a, const FrozenTrial* b) {
-    return direction == StudyDirection::maximize ? a->value() > b->value() : a->value() < b->value();
-  });
-  auto take = [&](std::vector<const FrozenTrial*>& v, std::int64_t& n) {
+  std::vector<unsigned char> is_below(trials.size(), 0);
+  auto take = [&](std::vector<std::size_t>& v, std::int64_t& n, auto before) {
     const auto k = static_cast<std::size_t>(std::clamp<std::int64_t>(n, 0, static_cast<std::int64_t>(v.size())));
-    below.insert(below.end(), v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k));
-    above.insert(above.end(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    auto stable_before = [&](std::size_t a, std::size_t b) { return before(a, b) || (!before(b, a) && a < b); };
+    if (k > 0 && k < v.size())  // v[0, k): the k first under stable_before, in some order
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k - 1), v.end(), stable_before);
+    for (std::size_t i = 0; i < k; ++i) is_below[v[i]] = 1;
     n = std::max<std::int64_t>(0, n - static_cast<std::int64_t>(k));
   };
-  take(complete, n_below);
-  std::stable_sort(pruned.begin(), pruned.end(), [&](const FrozenTrial* a, const FrozenTrial* b) {
-    return detail::pruned_score(*a, direction) < detail::pruned_score(*b, direction);
-  });
-  take(pruned, n_below);
-  above.insert(above.end(), running.begin(), running.end());
-  auto by_number = [](const FrozenTrial* a, const FrozenTrial* b) { return a->number < b->number; };
-  std::sort(below.begin(), below.end(), by_number);
-  std::sort(above.begin(), above.end(), by_number);
-  return {std::move(below), std::move(above)};
+  const bool maximize = direction == StudyDirection::maximize;
+  take(complete, n_below, [&](std::size_t a, std::size_t b) { return maximize ? key[a] > key[b] : key[a] < key[b]; });
+  take(pruned, n_below, [&](std::size_t a, std::size_t b) { return pruned_key[a] < pruned_key[b]; });
+  std::vector<std::size_t> order(trials.size());  // positions by trial number
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto by_number = [&](std::size_t a, std::size_t b) { return trials[a]->number < trials[b]->number; };
+  if (!std::is_sorted(order.begin(), order.end(), by_number)) std::stable_sort(order.begin(), order.end(), by_number);
+  std::pair<std::vector<std::size_t>, std::vector<std::size_t>> out;
+  for (std::size_t i : order) (is_below[i] ? out.first : out.second).push_back(i);
+  return out;
+}
+
+/// One TPE decision from the observations below and above (columns of internal values, one
+/// per parameter of `space`): Optuna's estimators, candidates from l(x), the first best score.
+inline TpeDecision tpe_decide(const std::vector<std::vector<double>>& obs_below,
+                              const std::vector<std::vector<double>>& obs_above,
+                              const std::vector<std::pair<std::string, Distribution>>& space, const TPEOptions& options,
+                              UniformSource& rng) {
+  std::vector<ParzenParam> pspace;
+  pspace.reserve(space.size());
+  for (const auto& [name, d] : space) pspace.push_back(parzen_param(d));
+  ParzenOptions popt;
+  popt.prior_weight = options.prior_weight;
+  popt.consider_magic_clip = options.consider_magic_clip;
+  popt.consider_endpoints = options.consider_endpoints;
+  popt.multivariate = options.multivariate;
+  popt.weights = options.weights;
+  const ParzenEstimator mpe_below(pspace, obs_below, popt);
+  const ParzenEstimator mpe_above(std::move(pspace), obs_above, popt);
+
+  TpeDecision out;
+  out.candidates = mpe_below.sample(rng, static_cast<std::size_t>(options.n_ei_candidates));
+  const std::vector<double> lb = mpe_below.log_pdf(out.candidates), la = mpe_above.log_pdf(out.candidates);
+  out.scores.resize(lb.size());
+  for (std::size_t i = 0; i < lb.size(); ++i) out.scores[i] = lb[i] - la[i];
+  std::size_t best = 0;  // numpy.argmax: the first maximum, or the first NaN
+  for (std::size_t i = 0; i < out.scores.size(); ++i) {
+    if (std::isnan(out.scores[i])) {
+      best = i;
+      break;
+    }
+    if (out.scores[i] > out.scores[best]) best = i;
+  }
+  for (std::size_t j = 0; j < space.size(); ++j) out.picked[space[j].first] = out.candidates[j][best];
+  return out;
+}
+
+}  // namespace detail
+
+/// Optuna's _split_trials for one objective (see detail::tpe_split_positions), as trials.
+inline std::pair<std::vector<const FrozenTrial*>, std::vector<const FrozenTrial*>> tpe_split_trials(
+    const std::vector<const FrozenTrial*>& trials, std::int64_t n_below, StudyDirection direction) {
+  const auto [below_at, above_at] = detail::tpe_split_positions(trials, n_below, direction);
+  std::pair<std::vector<const FrozenTrial*>, std::vector<const FrozenTrial*>> out;
+  for (std::size_t i : below_at) out.first.push_back(trials[i]);
+  for (std::size_t i : above_at) out.second.push_back(trials[i]);
+  return out;
 }
 
 /// The parameters a trial contributes to the estimators: its own (internal) values, plus for
@@ -183,49 +236,28 @@ inline TpeDecision tpe_sample(const std::vector<const FrozenTrial*>& trials,
   qnum::detail::require(n_below >= 0, "TPESampler: gamma(", n, ") returned ", n_below, "; it must be >= 0");
   const auto [below, above] = tpe_split_trials(trials, n_below, direction);
 
-  std::vector<ParzenParam> pspace;
-  for (const auto& [name, d] : space) pspace.push_back(detail::parzen_param(d));
-  ParzenOptions popt;
-  popt.prior_weight = options.prior_weight;
-  popt.consider_magic_clip = options.consider_magic_clip;
-  popt.consider_endpoints = options.consider_endpoints;
-  popt.multivariate = options.multivariate;
-  popt.weights = options.weights;
-
+  // Optuna's _get_internal_repr: the trials that have every parameter of the space.
   auto observations = [&](const std::vector<const FrozenTrial*>& group) {
     std::vector<std::vector<double>> cols(space.size());
+    std::vector<const double*> found(space.size());
     for (const FrozenTrial* t : group) {
       const std::map<std::string, double> extra = params_of ? params_of(*t) : std::map<std::string, double>{};
-      auto find = [&](const std::string& name) -> const double* {
-        if (const auto it = t->params.find(name); it != t->params.end()) return &it->second;
-        if (const auto it = extra.find(name); it != extra.end()) return &it->second;
-        return nullptr;
-      };
       bool all = true;
-      for (const auto& [name, d] : space) all = all && find(name) != nullptr;
+      for (std::size_t j = 0; j < space.size() && all; ++j) {
+        const std::string& name = space[j].first;
+        found[j] = nullptr;
+        if (const auto it = t->params.find(name); it != t->params.end())
+          found[j] = &it->second;
+        else if (const auto it2 = extra.find(name); it2 != extra.end())
+          found[j] = &it2->second;
+        all = found[j] != nullptr;
+      }
       if (!all) continue;
-      for (std::size_t j = 0; j < space.size(); ++j) cols[j].push_back(*find(space[j].first));
+      for (std::size_t j = 0; j < space.size(); ++j) cols[j].push_back(*found[j]);
     }
     return cols;
   };
-  const ParzenEstimator mpe_below(pspace, observations(below), popt);
-  const ParzenEstimator mpe_above(pspace, observations(above), popt);
-
-  TpeDecision out;
-  out.candidates = mpe_below.sample(rng, static_cast<std::size_t>(options.n_ei_candidates));
-  const std::vector<double> lb = mpe_below.log_pdf(out.candidates), la = mpe_above.log_pdf(out.candidates);
-  out.scores.resize(lb.size());
-  for (std::size_t i = 0; i < lb.size(); ++i) out.scores[i] = lb[i] - la[i];
-  std::size_t best = 0;  // numpy.argmax: the first maximum, or the first NaN
-  for (std::size_t i = 0; i < out.scores.size(); ++i) {
-    if (std::isnan(out.scores[i])) {
-      best = i;
-      break;
-    }
-    if (out.scores[i] > out.scores[best]) best = i;
-  }
-  for (std::size_t j = 0; j < space.size(); ++j) out.picked[space[j].first] = out.candidates[j][best];
-  return out;
+  return detail::tpe_decide(observations(below), observations(above), space, options, rng);
 }
 
 /// Optuna's TPESampler over a study (see the file comment). Seeds must fit numpy's legacy
@@ -295,10 +327,20 @@ class TPESampler final : public Sampler {
   }
 
   // COMPLETE and PRUNED trials, read once per trial (Optuna reads them through its trial
-  // cache too) and shared with the storage, not copied.
+  // cache too) and shared with the storage, not copied. Finished trials never change, so the
+  // parameter columns of the trials read for the previous trial are kept: only the rows after
+  // the longest common prefix (usually the one new trial) are read again.
   const std::vector<std::shared_ptr<const FrozenTrial>>& finished(StudyView& study, const FrozenTrial& trial) {
     if (cache_study_ != study.study_id() || cache_number_ != trial.number || cache_trial_id_ != trial.trial_id) {
-      cache_ = study.get_trials_shared({TrialState::complete, TrialState::pruned});
+      auto fresh = study.get_trials_shared({TrialState::complete, TrialState::pruned});
+      std::size_t keep = 0;
+      if (cache_study_ == study.study_id())
+        while (keep < fresh.size() && keep < cache_.size() && fresh[keep] == cache_[keep]) ++keep;
+      else
+        columns_.clear();
+      cache_ = std::move(fresh);
+      for (auto& [name, column] : columns_) fill_column(name, column, keep);
+      split_n_below_ = -1;
       cache_study_ = study.study_id();
       cache_number_ = trial.number;
       cache_trial_id_ = trial.trial_id;
@@ -309,19 +351,75 @@ class TPESampler final : public Sampler {
     return static_cast<std::int64_t>(finished(study, trial).size());
   }
 
+  // One parameter's internal values over the finished trials (`has` 0 where a trial lacks it).
+  struct Column {
+    std::vector<double> value;
+    std::vector<unsigned char> has;
+  };
+  void fill_column(const std::string& name, Column& column, std::size_t keep) const {
+    column.value.resize(keep);
+    column.has.resize(keep);
+    for (std::size_t i = keep; i < cache_.size(); ++i) {
+      const auto it = cache_[i]->params.find(name);
+      const bool has = it != cache_[i]->params.end();
+      column.value.push_back(has ? it->second : 0.0);
+      column.has.push_back(has ? 1 : 0);
+    }
+  }
+  const Column& column(const std::string& name) {
+    auto it = columns_.find(name);
+    if (it == columns_.end()) {
+      it = columns_.emplace(name, Column{}).first;
+      fill_column(name, it->second, 0);
+    }
+    return it->second;
+  }
+
   TpeDecision sample(StudyView& study, const FrozenTrial& trial,
                      const std::vector<std::pair<std::string, Distribution>>& space) {
     check_single_objective(study);
+    if (!options_.constant_liar) return sample_finished(study, trial, space);
     std::vector<const FrozenTrial*> trials;
     for (const auto& t : finished(study, trial)) trials.push_back(t.get());
-    std::vector<std::shared_ptr<const FrozenTrial>> running;  // the constant liar's: read fresh
-    if (options_.constant_liar) running = study.get_trials_shared({TrialState::running});
+    // the constant liar's running trials: read fresh
+    const std::vector<std::shared_ptr<const FrozenTrial>> running = study.get_trials_shared({TrialState::running});
     for (const auto& t : running)
       if (t->number != trial.number) trials.push_back(t.get());
     TpeParamsOf params_of;
-    if (options_.multivariate && options_.constant_liar)
-      params_of = [&space](const FrozenTrial& t) { return published_relative(t, space); };
+    if (options_.multivariate) params_of = [&space](const FrozenTrial& t) { return published_relative(t, space); };
     return tpe_sample(trials, space, study.direction(), options_, *tpe_rng_, params_of);
+  }
+
+  // tpe_sample over the finished trials alone, from the columns, with the below/above split
+  // made once per trial (the same for each of its parameters, as Optuna's cached trials give).
+  TpeDecision sample_finished(StudyView& study, const FrozenTrial& trial,
+                              const std::vector<std::pair<std::string, Distribution>>& space) {
+    qnum::detail::require(!space.empty(), "TPE: empty search space");
+    const auto& rows = finished(study, trial);
+    const auto n = static_cast<std::int64_t>(rows.size());
+    const std::int64_t n_below = options_.gamma(n);
+    qnum::detail::require(n_below >= 0, "TPESampler: gamma(", n, ") returned ", n_below, "; it must be >= 0");
+    if (split_n_below_ != n_below) {
+      std::vector<const FrozenTrial*> trials(rows.size());
+      for (std::size_t i = 0; i < rows.size(); ++i) trials[i] = rows[i].get();
+      std::tie(below_, above_) = detail::tpe_split_positions(trials, n_below, study.direction());
+      split_n_below_ = n_below;
+    }
+    std::vector<const Column*> cols;
+    cols.reserve(space.size());
+    for (const auto& [name, d] : space) cols.push_back(&column(name));
+    auto observations = [&](const std::vector<std::size_t>& group) {  // trials with every parameter
+      std::vector<std::vector<double>> out(space.size());
+      for (auto& o : out) o.reserve(group.size());
+      for (std::size_t i : group) {
+        bool all = true;
+        for (const Column* c : cols) all = all && c->has[i] != 0;
+        if (!all) continue;
+        for (std::size_t j = 0; j < cols.size(); ++j) out[j].push_back(cols[j]->value[i]);
+      }
+      return out;
+    };
+    return detail::tpe_decide(observations(below_), observations(above_), space, options_, *tpe_rng_);
   }
 
   // Optuna shares a running trial's relative sample through system attributes, as JSON of
@@ -364,6 +462,9 @@ class TPESampler final : public Sampler {
   std::shared_ptr<UniformSource> tpe_rng_, startup_rng_;
   std::vector<std::shared_ptr<const FrozenTrial>> cache_;
   std::int64_t cache_study_ = -1, cache_number_ = -1, cache_trial_id_ = -1;
+  std::map<std::string, Column, std::less<>> columns_;  // of cache_'s trials, by parameter
+  std::vector<std::size_t> below_, above_;              // cache_'s split for split_n_below_
+  std::int64_t split_n_below_ = -1;
 };
 
 }  // namespace qnum::search

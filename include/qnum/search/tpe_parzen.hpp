@@ -6,8 +6,12 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -200,7 +204,7 @@ class ParzenEstimator {
       const std::size_t nc = space_[j].n_choices;
       for (std::size_t s = 0; s < size; ++s) {
         const double u = rng.next_double();
-        const double* row = &d.cat_weights[active[s] * nc];
+        const double* row = &d.cat_weights[d.cat_row[active[s]] * nc];
         double cum = 0.0;
         std::size_t count = 0;
         for (std::size_t c = 0; c < nc; ++c) {
@@ -242,9 +246,36 @@ class ParzenEstimator {
   }
 
   /// log density of each sample (columns in internal representation, as `sample` returns).
+  /// Equal samples (bit for bit) get their density computed once: of TPE's 24 candidates of a
+  /// categorical only a few differ, and a sample's density depends on it alone.
   std::vector<double> log_pdf(const std::vector<std::vector<double>>& x) const {
     qnum::detail::require(x.size() == space_.size(), "TPE: log_pdf of ", x.size(), " columns for ", space_.size(),
                           " parameters");
+    const std::size_t n = x.empty() ? 0 : x[0].size();
+    std::vector<std::size_t> first, of(n);  // distinct samples; each sample's among them
+    for (std::size_t s = 0; s < n; ++s) {
+      std::size_t u = 0;
+      for (; u < first.size(); ++u) {
+        bool same = true;
+        for (std::size_t j = 0; j < x.size() && same; ++j)
+          same = std::memcmp(&x[j][s], &x[j][first[u]], sizeof(double)) == 0;
+        if (same) break;
+      }
+      if (u == first.size()) first.push_back(s);
+      of[s] = u;
+    }
+    if (first.size() == n) return log_pdf_distinct(x);
+    std::vector<std::vector<double>> xu(x.size(), std::vector<double>(first.size()));
+    for (std::size_t j = 0; j < x.size(); ++j)
+      for (std::size_t u = 0; u < first.size(); ++u) xu[j][u] = x[j][first[u]];
+    const std::vector<double> du = log_pdf_distinct(xu);
+    std::vector<double> out(n);
+    for (std::size_t s = 0; s < n; ++s) out[s] = du[of[s]];
+    return out;
+  }
+
+ private:
+  std::vector<double> log_pdf_distinct(const std::vector<std::vector<double>>& x) const {
     const std::size_t n = x.empty() ? 0 : x[0].size(), nk = weights_.size();
     std::vector<double> wlp(n * nk, 0.0);  // [sample][kernel]
     std::vector<std::size_t> cont;
@@ -254,7 +285,7 @@ class ParzenEstimator {
       if (p.categorical) {
         for (std::size_t s = 0; s < n; ++s) {
           const auto c = static_cast<std::size_t>(static_cast<long long>(x[j][s]));
-          for (std::size_t k = 0; k < nk; ++k) wlp[s * nk + k] += d.cat_log_weights[k * p.n_choices + c];
+          for (std::size_t k = 0; k < nk; ++k) wlp[s * nk + k] += d.cat_log_weights[d.cat_row[k] * p.n_choices + c];
         }
       } else if (p.step == 0.0) {
         cont.push_back(j);
@@ -263,9 +294,10 @@ class ParzenEstimator {
       }
     }
     if (!cont.empty()) add_continuous(cont, x, wlp);
-    std::vector<double> out(n);
-    std::vector<double> e(nk), log_w(nk);
-    for (std::size_t k = 0; k < nk; ++k) log_w[k] = std::log(weights_[k]);
+    std::vector<double> out(n), e(n * nk), mxs(n);
+    std::vector<std::size_t> todo(nk);
+    const std::vector<double>& log_w = log_weights();
+    auto same = [](double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); };
     for (std::size_t s = 0; s < n; ++s) {
       double* row = &wlp[s * nk];
       double mx = -std::numeric_limits<double>::infinity();
@@ -279,16 +311,59 @@ class ParzenEstimator {
       }
       if (nan) mx = std::numeric_limits<double>::quiet_NaN();  // numpy's max propagates NaN
       if (std::isinf(mx) && mx < 0) mx = 0;
-      for (std::size_t k = 0; k < nk; ++k) e[k] = std::exp(row[k] - mx);
-      out[s] = std::log(detail::pairwise_sum(e.data(), nk)) + mx;
+      mxs[s] = mx;
+      // exp(row[k] - mx) is computed once per distinct (row[k], mx): a sample takes the exps of
+      // earlier samples with the same max where its terms are the same (categorical candidates
+      // of different choices differ only at the kernels observed at one of the two).
+      double* es = &e[s * nk];
+      std::size_t m = nk;  // todo[0, m): the kernels still without an exp
+      for (std::size_t k = 0; k < nk; ++k) todo[k] = k;
+      for (std::size_t p = 0; p < s && m > 0; ++p) {
+        if (!same(mxs[p], mx)) continue;
+        const double *p_row = &wlp[p * nk], *p_e = &e[p * nk];
+        std::size_t left = 0;
+        for (std::size_t t = 0; t < m; ++t) {
+          const std::size_t k = todo[t];
+          const bool hit = same(row[k], p_row[k]);
+          es[k] = p_e[k];  // overwritten below where it is no hit
+          todo[left] = k;
+          left += hit ? 0 : 1;
+        }
+        m = left;
+      }
+      for (std::size_t t = 0; t < m; ++t) es[todo[t]] = std::exp(row[todo[t]] - mx);
+      out[s] = std::log(detail::pairwise_sum(es, nk)) + mx;
     }
     return out;
   }
 
- private:
+  // The logs of the weights. TPE builds its "below" and "above" estimators with the same
+  // weights for every parameter of a trial (the weights depend on the number of observations
+  // alone), so the last few computed on this thread are kept and reused for equal weights.
+  const std::vector<double>& log_weights() const {
+    struct Entry {
+      std::vector<double> weights, logs;
+    };
+    thread_local std::array<Entry, 4> cache;
+    thread_local std::size_t next = 0;
+    for (const Entry& e : cache)
+      if (e.weights.size() == weights_.size() && !e.weights.empty() &&
+          std::memcmp(e.weights.data(), weights_.data(), weights_.size() * sizeof(double)) == 0)
+        return e.logs;
+    Entry& e = cache[next];
+    next = (next + 1) % cache.size();
+    e.weights = weights_;
+    e.logs.resize(weights_.size());
+    for (std::size_t k = 0; k < weights_.size(); ++k) e.logs[k] = std::log(weights_[k]);
+    return e.logs;
+  }
+
   struct Dist {
-    std::vector<double> cat_weights;       // categorical: [kernel][choice], rows normalised
-    std::vector<double> cat_log_weights;   // their logs, computed once
+    // Categorical: the kernels' distinct rows [row][choice], normalised, with their logs
+    // (an observation's row is the prior's plus one at its choice, so there are at most
+    // one per observed choice and the prior's), and each kernel's row.
+    std::vector<double> cat_weights, cat_log_weights;
+    std::vector<std::uint32_t> cat_row;
     std::vector<double> mu, sigma;         // numerical, internal (log) scale; last is the prior
     double trunc_low = 0, trunc_high = 0;  // truncation bounds on the internal scale
   };
@@ -315,22 +390,35 @@ class ParzenEstimator {
     if (obs.empty()) {
       d.cat_weights.assign(nc, 1.0 / static_cast<double>(nc));
       d.cat_log_weights.assign(nc, std::log(1.0 / static_cast<double>(nc)));
+      d.cat_row.assign(1, 0);
       return d;
     }
     const std::size_t nk = obs.size() + 1;
-    d.cat_weights.assign(nk * nc, opt.prior_weight / static_cast<double>(nk));
+    const double base = opt.prior_weight / static_cast<double>(nk);
+    // Optuna's rows are `base` everywhere plus one at the observed choice, each normalised by
+    // its (pairwise) sum: the same operations once per distinct row.
+    auto add_row = [&](std::size_t choice) {  // choice == nc: the prior's row
+      const std::size_t at = d.cat_weights.size();
+      d.cat_weights.resize(at + nc, base);
+      double* row = &d.cat_weights[at];
+      if (choice < nc) row[choice] += 1;
+      double sum = detail::pairwise_sum(row, nc);
+      if (sum == 0) sum = 1;
+      for (std::size_t c = 0; c < nc; ++c) row[c] /= sum;
+      return static_cast<std::uint32_t>(at / nc);
+    };
+    constexpr auto kNone = std::numeric_limits<std::uint32_t>::max();
+    std::vector<std::uint32_t> row_of(nc, kNone);
+    d.cat_row.resize(nk);
     for (std::size_t k = 0; k < obs.size(); ++k) {
       const auto c = static_cast<long long>(obs[k]);
       qnum::detail::require(c >= 0 && static_cast<std::size_t>(c) < nc, "TPE: categorical index ", c, " outside [0, ",
                             nc, ")");
-      d.cat_weights[k * nc + static_cast<std::size_t>(c)] += 1;
+      std::uint32_t& r = row_of[static_cast<std::size_t>(c)];
+      if (r == kNone) r = add_row(static_cast<std::size_t>(c));
+      d.cat_row[k] = r;
     }
-    for (std::size_t k = 0; k < nk; ++k) {
-      double* row = &d.cat_weights[k * nc];
-      double sum = detail::pairwise_sum(row, nc);
-      if (sum == 0) sum = 1;
-      for (std::size_t c = 0; c < nc; ++c) row[c] /= sum;
-    }
+    d.cat_row[nk - 1] = add_row(nc);
     d.cat_log_weights.resize(d.cat_weights.size());
     for (std::size_t i = 0; i < d.cat_weights.size(); ++i) d.cat_log_weights[i] = std::log(d.cat_weights[i]);
     return d;
