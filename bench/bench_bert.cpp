@@ -2,7 +2,7 @@
 // the same work as bench/torch_bert_baseline.py: forward + cross-entropy + backward +
 // grad-norm clipping (1.0) + AdamW for a step; eval-mode forward without gradients (fused
 // attention) for inference. Threads: QNUM_BENCH_THREADS (default 1), as the baseline's
-// --threads.
+// --threads. Both call qnum::retain_freed_memory() first, as TextTrainer::fit does.
 //   ./qnum-bench --benchmark_filter=Bert
 #include <benchmark/benchmark.h>
 
@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "qnum/core/heap.hpp"
 #include "qnum/core/rng.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/bert.hpp"
@@ -39,6 +40,7 @@ int bench_threads() {
 }
 
 void BM_BertTinyTrainStep(benchmark::State& state) {
+  qnum::retain_freed_memory();
   qnum::set_num_threads(bench_threads());
   const std::int64_t B = state.range(0), T = state.range(1);
   auto m = qnum::models::make_bert_model("bert-tiny", 0);
@@ -60,6 +62,7 @@ void BM_BertTinyTrainStep(benchmark::State& state) {
 BENCHMARK(BM_BertTinyTrainStep)->Args({32, 128})->Args({32, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_BertTinyInference(benchmark::State& state) {
+  qnum::retain_freed_memory();
   qnum::set_num_threads(bench_threads());
   const std::int64_t B = state.range(0), T = state.range(1);
   auto m = qnum::models::make_bert_model("bert-tiny", 0);

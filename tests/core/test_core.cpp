@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "qnum/core/policy.hpp"
 #include "qnum/core/rng.hpp"
@@ -28,6 +29,18 @@ TEST_CASE("core: Philox4x32-10 matches the Random123 known-answer vectors") {
     sum += u;
   }
   CHECK(sum / 100000 == doctest::Approx(0.5).epsilon(0.01));
+}
+
+TEST_CASE("core: CounterRng::uniform_n gives uniform(first + i), code for code") {
+  std::vector<float> out(1000 + 13);
+  for (const std::uint64_t seed : {0ull, 0x123456789abcdefull, ~0ull})
+    for (const std::uint64_t first : {0ull, 7ull, 0xfffffff0ull, ~0ull - 2000}) {
+      const CounterRng rng(seed);
+      rng.uniform_n(first, out.size(), out.data());
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) bad += out[i] != rng.uniform(first + i);
+      CHECK_MESSAGE(bad == 0, "seed ", seed, " first ", first);
+    }
 }
 
 TEST_CASE("core: round_int under every mode") {

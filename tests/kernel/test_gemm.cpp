@@ -80,7 +80,7 @@ std::vector<T> across_threads(F&& f) {
 
 }  // namespace
 
-TEST_CASE("kernel gemm: fp32 NT and NN within gamma_K of the double reference, identical across threads") {
+TEST_CASE("kernel gemm: fp32 NT, NN and TN within gamma_K of the double reference, identical across threads") {
   for (const auto& s : kShapes) {
     CAPTURE(s.m);
     CAPTURE(s.n);
@@ -97,10 +97,22 @@ TEST_CASE("kernel gemm: fp32 NT and NN within gamma_K of the double reference, i
     // B transposed to [K,N] for the NN form: same kernel after packing, so the same bits.
     std::vector<float> bt(b.size());
     for (std::int64_t j = 0; j < s.n; ++j)
-      for (std::int64_t k = 0; k < s.k; ++k) bt[static_cast<std::size_t>(k * s.n + j)] = b[static_cast<std::size_t>(j * s.k + k)];
+      for (std::int64_t k = 0; k < s.k; ++k)
+        bt[static_cast<std::size_t>(k * s.n + j)] = b[static_cast<std::size_t>(j * s.k + k)];
     std::vector<float> cnn(c.size());
     qnum::gemm_f32_nn(a.data(), bt.data(), cnn.data(), s.m, s.n, s.k);
     CHECK(same_bits(c, cnn));
+    // A given transposed ([K,M]) to the TN form: read in place while packing, the same bits.
+    std::vector<float> at(a.size());
+    for (std::int64_t i = 0; i < s.m; ++i)
+      for (std::int64_t k = 0; k < s.k; ++k)
+        at[static_cast<std::size_t>(k * s.m + i)] = a[static_cast<std::size_t>(i * s.k + k)];
+    const auto ctn = across_threads<float>([&] {
+      std::vector<float> out(c.size(), -7.0f);
+      qnum::gemm_f32_tn(at.data(), bt.data(), out.data(), s.m, s.n, s.k);
+      return out;
+    });
+    CHECK(same_bits(c, ctn));
     int bad = 0;
     for (std::size_t i = 0; i < c.size(); ++i)
       bad += std::fabs(c[i] - ref[i]) > gamma(s.k + 1) * absref[i] + 1e-30;  // +1: builds without FMA

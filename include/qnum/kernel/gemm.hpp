@@ -3,7 +3,8 @@
 //
 // Layout: everything is row-major and in the "NT" form a Linear layer wants,
 //     C[M,N] = A[M,K] · B[N,K]ᵀ      (y = x · Wᵀ with W [out, in]),
-// so both operands run contiguously along K. gemm_f32_nn covers B given as [K,N].
+// so both operands run contiguously along K. gemm_f32_nn covers B given as [K,N], and
+// gemm_f32_tn A given as [K,M] (read transposed while packing: backward's dW = dYᵀ·X).
 //
 // Determinism: work is cut into (row chunk, column chunk) tiles whose boundaries depend only
 // on M, N and K; every output element is summed in one fixed order (K in chunks of
@@ -224,9 +225,13 @@ inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, 
       if (nt) {
         pack_b_panel_nt(B + j0 * K, nj, K, d);
       } else {
-        for (std::int64_t k = 0; k < K; ++k) {
-          std::memcpy(d + k * kFNR, B + k * N + j0, sizeof(float) * static_cast<std::size_t>(nj));
-          std::fill(d + k * kFNR + nj, d + (k + 1) * kFNR, 0.0f);
+        if (nj == kFNR) {  // a fixed-size copy per k (inlined; a memcpy call per 64 bytes cost more)
+          for (std::int64_t k = 0; k < K; ++k) std::memcpy(d + k * kFNR, B + k * N + j0, sizeof(float) * kFNR);
+        } else {
+          for (std::int64_t k = 0; k < K; ++k) {
+            std::memcpy(d + k * kFNR, B + k * N + j0, sizeof(float) * static_cast<std::size_t>(nj));
+            std::fill(d + k * kFNR + nj, d + (k + 1) * kFNR, 0.0f);
+          }
         }
       }
     }
@@ -294,8 +299,25 @@ inline void pack_a_strip(const float* A, std::int64_t K, std::int64_t r0, int mr
     std::memcpy(d + i * kKC, A + (r0 + i) * K + p0, sizeof(float) * static_cast<std::size_t>(kc));
 }
 
+/// The same strip from A stored transposed, [K, M] (A's row r is column r): d[i][k] =
+/// A[(p0 + k)·M + r0 + i]. Reads mr consecutive values per k, so no transposed copy of A is
+/// ever made; the strip holds the same values as pack_a_strip of the transpose.
+inline void pack_a_strip_t(const float* A, std::int64_t M, std::int64_t r0, int mr, std::int64_t p0, std::int64_t kc,
+                           float* d) {
+  const float* a = A + p0 * M + r0;
+  if (mr == kFMR) {
+    for (std::int64_t k = 0; k < kc; ++k)
+#pragma GCC unroll 16
+      for (int i = 0; i < kFMR; ++i) d[i * kKC + k] = a[k * M + i];
+    return;
+  }
+  for (std::int64_t k = 0; k < kc; ++k)
+    for (int i = 0; i < mr; ++i) d[i * kKC + k] = a[k * M + i];
+}
+
+/// C = op(A)·op(B): A [M,K] or, when a_t, [K,M] read transposed; B [N,K] (nt) or [K,N].
 inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K,
-                          bool nt) {
+                          bool nt, bool a_t = false) {
   thread_local AlignedF32 bbuf;  // reused: no page faults per call
   const bool parallel =
       2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
@@ -313,7 +335,10 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
           // for a broadcast-from-L1 micro-kernel). Packing all strips first measured ~2% slower.
           for (std::int64_t r = i0; r < i1; r += kFMR) {
             const int mr = static_cast<int>(std::min<std::int64_t>(kFMR, i1 - r));
-            pack_a_strip(A, K, r, mr, p0, kc, ap.data());
+            if (a_t)
+              pack_a_strip_t(A, M, r, mr, p0, kc, ap.data());
+            else
+              pack_a_strip(A, K, r, mr, p0, kc, ap.data());
             for (std::int64_t j = j0; j < j1; j += kFNR) {
               const float* b = bp + (j / kFNR) * K * kFNR + p0 * kFNR;
               const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
@@ -339,6 +364,13 @@ inline void gemm_f32_nt(const float* A, const float* B, float* C, std::int64_t M
 inline void gemm_f32_nn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
   detail::gemm_check("gemm_f32_nn", M, N, K, A, B, C);
   detail::gemm_f32_impl(A, B, C, M, N, K, false);
+}
+
+/// C[M,N] = A[K,M]ᵀ · B[K,N] (A read transposed in place: dW = dYᵀ·X of a Linear layer);
+/// same kernel, order and bound as gemm_f32_nn of the transposed A, so the same bits.
+inline void gemm_f32_tn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  detail::gemm_check("gemm_f32_tn", M, N, K, A, B, C);
+  detail::gemm_f32_impl(A, B, C, M, N, K, false, true);
 }
 
 /// Span overloads: sizes checked against the shapes.

@@ -9,6 +9,7 @@
 // Element updates are computed in double and stored as float32.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -17,6 +18,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <xsimd/xsimd.hpp>
 
 #include "qnum/core/error.hpp"
 #include "qnum/tensor/autograd.hpp"
@@ -238,13 +241,32 @@ class AdamBase : public Optimizer {
     const double t = static_cast<double>(s.step);
     const double step_size = lr / (1.0 - std::pow(b1, t));
     const double bc2_sqrt = std::sqrt(1.0 - std::pow(b2, t));
-    for (std::size_t j = 0; j < p.size(); ++j) {
-      if (decoupled_) p[j] = static_cast<float>(p[j] * (1.0 - lr * wd));
-      const double gj = decoupled_ ? static_cast<double>(g[j]) : g[j] + wd * p[j];
-      m[j] = static_cast<float>(b1 * m[j] + (1.0 - b1) * gj);
-      v[j] = static_cast<float>(b2 * v[j] + (1.0 - b2) * gj * gj);
-      const double denom = std::sqrt(static_cast<double>(v[j])) / bc2_sqrt + opt_.eps;
-      p[j] = static_cast<float>(p[j] - step_size * m[j] / denom);
+    // In chunks of three loops each, so that every loop vectorises: the moments, the square
+    // roots (xsimd: GCC keeps std::sqrt scalar for errno), the update. Per element the same
+    // operations in the same order as one loop.
+    constexpr std::size_t kChunk = 512;
+    alignas(64) double root[kChunk];
+    float *pp = p.data(), *pm = m.data(), *pv = v.data();
+    const float* pg = g.data();
+    for (std::size_t j0 = 0; j0 < p.size(); j0 += kChunk) {
+      const std::size_t n = std::min(kChunk, p.size() - j0);
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t j = j0 + k;
+        if (decoupled_) pp[j] = static_cast<float>(pp[j] * (1.0 - lr * wd));
+        const double gj = decoupled_ ? static_cast<double>(pg[j]) : pg[j] + wd * pp[j];
+        pm[j] = static_cast<float>(b1 * pm[j] + (1.0 - b1) * gj);
+        pv[j] = static_cast<float>(b2 * pv[j] + (1.0 - b2) * gj * gj);
+        root[k] = static_cast<double>(pv[j]);
+      }
+      using Batch = xsimd::batch<double>;
+      std::size_t k = 0;
+      for (; k + Batch::size <= n; k += Batch::size) xsimd::sqrt(Batch::load_aligned(root + k)).store_aligned(root + k);
+      for (; k < n; ++k) root[k] = std::sqrt(root[k]);
+      for (std::size_t k2 = 0; k2 < n; ++k2) {
+        const std::size_t j = j0 + k2;
+        const double denom = root[k2] / bc2_sqrt + opt_.eps;
+        pp[j] = static_cast<float>(pp[j] - step_size * pm[j] / denom);
+      }
     }
   }
 

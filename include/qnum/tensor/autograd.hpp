@@ -66,6 +66,13 @@ inline std::uint64_t next_sequence() {
 }
 }  // namespace detail
 
+/// The gradient list of a one-input op, moving `g` in (a braced list would copy it).
+inline std::vector<std::vector<float>> one_grad(std::vector<float> g) {
+  std::vector<std::vector<float>> r(1);
+  r[0] = std::move(g);
+  return r;
+}
+
 /// Watches every op result made through make_result on this thread, with or without grad
 /// mode (the forward trace of the passes layer implements it).
 class OpObserver {
@@ -98,9 +105,15 @@ class NoGradGuard {
 
 /// The result of an op: a tensor of `shape` with `values`; when recording and some input
 /// requires grad, it requires grad too and carries a Node with `backward`.
+inline Tensor make_result(const char* name, Tensor out, std::initializer_list<Tensor> inputs, BackwardFn backward);
+
 inline Tensor make_result(const char* name, Shape shape, std::vector<float> values,
                           std::initializer_list<Tensor> inputs, BackwardFn backward) {
-  Tensor out(std::move(shape), std::move(values));
+  return make_result(name, Tensor(std::move(shape), std::move(values)), inputs, std::move(backward));
+}
+
+/// The same for a result tensor made by the op itself (a view sharing an input's storage).
+inline Tensor make_result(const char* name, Tensor out, std::initializer_list<Tensor> inputs, BackwardFn backward) {
   if (OpObserver* observer = detail::op_observer()) observer->op(name, inputs, out);
   if (!grad_enabled()) return out;
   bool any = false;
@@ -123,6 +136,17 @@ inline void accumulate_grad(qnum::detail::TensorImpl& t, std::span<const float> 
   qnum::detail::require(g.size() == t.grad.size(), "autograd: gradient of ", g.size(), " values for a tensor of ",
                         t.grad.size());
   for (std::size_t i = 0; i < g.size(); ++i) t.grad[i] += g[i];
+}
+
+/// The same for a gradient the caller gives away: the first one becomes t's gradient as it is
+/// (no zero fill and add; 0 + g is g for every g but -0, which stays -0 here: no later step
+/// tells the two apart), later ones add in as above.
+inline void accumulate_grad(qnum::detail::TensorImpl& t, std::vector<float>&& g) {
+  if (t.grad.empty() && g.size() == t.storage->size()) {
+    t.grad = std::move(g);
+    return;
+  }
+  accumulate_grad(t, std::span<const float>(g));
 }
 
 }  // namespace autograd
@@ -157,7 +181,7 @@ inline void Tensor::backward(const Tensor& grad_output) const {
   std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
     return a->grad_fn->sequence > b->grad_fn->sequence;  // outputs before the ops that made their inputs
   });
-  autograd::accumulate_grad(*root, seed);
+  autograd::accumulate_grad(*root, std::move(seed));
   for (const auto& t : nodes) {
     if (t->grad.empty()) continue;  // nothing flowed into this branch
     const std::shared_ptr<autograd::Node> node = t->grad_fn;
@@ -166,7 +190,7 @@ inline void Tensor::backward(const Tensor& grad_output) const {
                           " gradients for ", node->inputs.size(), " inputs");
     for (std::size_t i = 0; i < grads.size(); ++i) {
       const auto& in = node->inputs[i];
-      if (in && in->requires_grad && !grads[i].empty()) autograd::accumulate_grad(*in, grads[i]);
+      if (in && in->requires_grad && !grads[i].empty()) autograd::accumulate_grad(*in, std::move(grads[i]));
     }
     // Release the tape: intermediate gradients and the node (saved activations) go now.
     if (t != root) t->grad.clear();

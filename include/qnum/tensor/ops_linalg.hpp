@@ -35,23 +35,14 @@ inline void mm_nn(const float* A, const float* B, float* C, std::int64_t M, std:
   gemm_f32_nn(A, B, C, M, N, K);
 }
 
-/// The transpose [cols, rows] of a row-major [rows, cols] matrix, in cache-sized tiles.
-inline std::vector<float> transpose_matrix(const float* src, std::int64_t rows, std::int64_t cols) {
-  constexpr std::int64_t kTile = 32;
-  std::vector<float> dst(static_cast<std::size_t>(rows * cols));
-  for (std::int64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (std::int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (std::int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
-        for (std::int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
-          dst[static_cast<std::size_t>(c * rows + r)] = src[r * cols + c];
-  return dst;
-}
-
-/// C[M,N] = A[K,M]ᵀ·B[K,N] for any sizes.
+/// C[M,N] = A[K,M]ᵀ·B[K,N] for any sizes (the kernel reads A transposed; no copy).
 inline void mm_tn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
   if (M == 0 || N == 0) return;
-  const std::vector<float> at = transpose_matrix(A, K, M);
-  mm_nn(at.data(), B, C, M, N, K);
+  if (K == 0) {
+    std::fill_n(C, M * N, 0.0f);
+    return;
+  }
+  gemm_f32_tn(A, B, C, M, N, K);
 }
 
 /// How matmul maps its operands onto GEMMs: `batch` products of [M,K]·[K,N]; b advances by

@@ -58,15 +58,22 @@ void for_each_line(const DimView& v, F f) {
 /// softmax (log_space false) or log_softmax (true) of x along dimension d, stable.
 inline std::vector<float> softmax_values(std::span<const float> x, const DimView& v, bool log_space) {
   std::vector<float> y(x.size());
+  std::vector<double> e(log_space ? 0 : static_cast<std::size_t>(v.n));
   for_each_line(v, [&](std::int64_t o, std::int64_t i) {
     float m = -std::numeric_limits<float>::infinity();
     for (std::int64_t k = 0; k < v.n; ++k) m = std::max(m, x[v.at(o, k, i)]);
     double s = 0;
+    if (!log_space) {  // each exp once: kept for the division (the same values as recomputing)
+      for (std::int64_t k = 0; k < v.n; ++k)
+        s += e[static_cast<std::size_t>(k)] = std::exp(static_cast<double>(x[v.at(o, k, i)]) - m);
+      for (std::int64_t k = 0; k < v.n; ++k) y[v.at(o, k, i)] = static_cast<float>(e[static_cast<std::size_t>(k)] / s);
+      return;
+    }
     for (std::int64_t k = 0; k < v.n; ++k) s += std::exp(static_cast<double>(x[v.at(o, k, i)]) - m);
     const double log_s = std::log(s);
     for (std::int64_t k = 0; k < v.n; ++k) {
       const double z = static_cast<double>(x[v.at(o, k, i)]) - m;
-      y[v.at(o, k, i)] = static_cast<float>(log_space ? z - log_s : std::exp(z) / s);
+      y[v.at(o, k, i)] = static_cast<float>(z - log_s);
     }
   });
   return y;
@@ -104,10 +111,12 @@ inline Tensor softmax_impl(const Tensor& x, int dim, bool log_space) {
   const char* name = log_space ? "log_softmax" : "softmax";
   if (x.rank() < 1) fail(name, ": needs a tensor of rank >= 1, got shape ", to_string(x.shape()));
   const DimView v = dim_view(x.shape(), normalize_dim(dim, x.rank(), name));
-  std::vector<float> y = softmax_values(x.values(), v, log_space);
-  auto sy = std::make_shared<const std::vector<float>>(y);
-  return autograd::make_result(name, x.shape(), std::move(y), {x}, [sy, v, log_space](std::span<const float> g) {
-    return Grads{log_space ? log_softmax_backward(g, *sy, v) : softmax_backward(g, *sy, v)};
+  Tensor out(x.shape(), softmax_values(x.values(), v, log_space));
+  // Backward reads the output's own storage (shared, not copied; ops never write a result
+  // in place, and the closure holds the values, not the tensor, so there is no cycle).
+  std::shared_ptr<const std::vector<float>> sy = out.impl_ptr()->storage;
+  return autograd::make_result(name, std::move(out), {x}, [sy, v, log_space](std::span<const float> g) {
+    return autograd::one_grad(log_space ? log_softmax_backward(g, *sy, v) : softmax_backward(g, *sy, v));
   });
 }
 
@@ -132,41 +141,6 @@ std::pair<double, double> mean_var(std::span<const float> x, std::int64_t count,
     v += d * d;
   }
   return {m, v / static_cast<double>(count)};
-}
-
-/// Backward through xhat = (x - mean) * rstd for one group whose mean and variance came from
-/// the group itself: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), where
-/// dxhat(j) = dL/dxhat_j and index(k) lists the group's flat indices.
-template <class Index, class DXhat>
-void norm_group_backward(const std::vector<float>& xhat, double rstd, std::int64_t count, Index index, DXhat dxhat,
-                         std::vector<float>& gx) {
-  double m1 = 0, m2 = 0;
-  for (std::int64_t k = 0; k < count; ++k) {
-    const std::size_t j = index(k);
-    m1 += dxhat(j);
-    m2 += dxhat(j) * xhat[j];
-  }
-  m1 /= static_cast<double>(count);
-  m2 /= static_cast<double>(count);
-  for (std::int64_t k = 0; k < count; ++k) {
-    const std::size_t j = index(k);
-    gx[j] = static_cast<float>(rstd * (dxhat(j) - m1 - xhat[j] * m2));
-  }
-}
-
-/// Gradients of y = xhat * w + b for the affine parameters: gw[c] = sum g * xhat,
-/// gb[c] = sum g over the elements of channel c (channel_of(j) gives it).
-template <class ChannelOf>
-std::pair<std::vector<float>, std::vector<float>> affine_param_grads(std::span<const float> g,
-                                                                     const std::vector<float>& xhat,
-                                                                     std::int64_t channels, ChannelOf channel_of) {
-  std::vector<double> gw(static_cast<std::size_t>(channels), 0.0), gb(gw);
-  for (std::size_t j = 0; j < g.size(); ++j) {
-    const std::size_t c = channel_of(j);
-    gw[c] += static_cast<double>(g[j]) * xhat[j];
-    gb[c] += g[j];
-  }
-  return {std::vector<float>(gw.begin(), gw.end()), std::vector<float>(gb.begin(), gb.end())};
 }
 
 /// The gradient list [x, weight, bias] of a normalisation, leaving out inputs without grad.
@@ -274,30 +248,66 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
   const auto n = static_cast<std::size_t>(x.numel());
   auto xhat = std::make_shared<std::vector<float>>(n);
   auto rstd = std::make_shared<std::vector<double>>(static_cast<std::size_t>(rows));
+  // weight and bias as arrays (1 and 0 when undefined: the same arithmetic either way).
+  auto wb = std::make_shared<std::vector<float>>(static_cast<std::size_t>(2 * c));
+  for (std::int64_t k = 0; k < c; ++k) {
+    (*wb)[static_cast<std::size_t>(k)] = detail::param_or(weight, static_cast<std::size_t>(k), 1.0f);
+    (*wb)[static_cast<std::size_t>(c + k)] = detail::param_or(bias, static_cast<std::size_t>(k), 0.0f);
+  }
   std::vector<float> y(n);
   const auto xv = x.values();
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto [m, var] = detail::mean_var(xv, c, [&](std::int64_t k) { return static_cast<std::size_t>(r * c + k); });
-    const double s = (*rstd)[static_cast<std::size_t>(r)] = 1.0 / std::sqrt(var + eps);
-    for (std::int64_t k = 0; k < c; ++k) {
-      const auto j = static_cast<std::size_t>(r * c + k), ch = static_cast<std::size_t>(k);
-      (*xhat)[j] = static_cast<float>((xv[j] - m) * s);
-      y[j] = (*xhat)[j] * detail::param_or(weight, ch, 1.0f) + detail::param_or(bias, ch, 0.0f);
+  {
+    const float *pw = wb->data(), *pb = wb->data() + c;
+    float* xh = xhat->data();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto [m, var] =
+          detail::mean_var(xv, c, [&](std::int64_t k) { return static_cast<std::size_t>(r * c + k); });
+      const double s = (*rstd)[static_cast<std::size_t>(r)] = 1.0 / std::sqrt(var + eps);
+      const float* xr = xv.data() + r * c;
+      float* hr = xh + r * c;
+      float* yr = y.data() + r * c;
+      for (std::int64_t k = 0; k < c; ++k) {
+        hr[k] = static_cast<float>((xr[k] - m) * s);
+        yr[k] = hr[k] * pw[k] + pb[k];
+      }
     }
   }
-  auto channel_of = [c](std::size_t j) { return j % static_cast<std::size_t>(c); };
   return autograd::make_result(
       "layer_norm", x.shape(), std::move(y), {x, weight, bias},
-      [xhat, rstd, x, weight, bias, c, rows, channel_of](std::span<const float> g) {
+      [xhat, rstd, wb, x, weight, bias, c, rows](std::span<const float> g) {
+        const float* pw = wb->data();
+        const float* xh = xhat->data();
         std::vector<float> gx(x.requires_grad() ? g.size() : 0);
-        auto dxhat = [&](std::size_t j) {
-          return static_cast<double>(g[j]) * detail::param_or(weight, channel_of(j), 1.0f);
-        };
-        for (std::int64_t r = 0; r < rows && !gx.empty(); ++r)
-          detail::norm_group_backward(
-              *xhat, (*rstd)[static_cast<std::size_t>(r)], c,
-              [&](std::int64_t k) { return static_cast<std::size_t>(r * c + k); }, dxhat, gx);
-        return detail::norm_grads(std::move(gx), detail::affine_param_grads(g, *xhat, c, channel_of), x, weight, bias);
+        for (std::int64_t r = 0; r < rows && !gx.empty(); ++r) {
+          // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
+          const float* gr = g.data() + r * c;
+          const float* hr = xh + r * c;
+          double m1 = 0, m2 = 0;
+          for (std::int64_t k = 0; k < c; ++k) {
+            const double d = static_cast<double>(gr[k]) * pw[k];
+            m1 += d;
+            m2 += d * hr[k];
+          }
+          m1 /= static_cast<double>(c);
+          m2 /= static_cast<double>(c);
+          const double s = (*rstd)[static_cast<std::size_t>(r)];
+          float* out = gx.data() + r * c;
+          for (std::int64_t k = 0; k < c; ++k)
+            out[k] = static_cast<float>(s * (static_cast<double>(gr[k]) * pw[k] - m1 - hr[k] * m2));
+        }
+        // gw[k] = Σ_rows g·xhat, gb[k] = Σ_rows g, rows in order.
+        std::vector<double> gw(static_cast<std::size_t>(c), 0.0), gb(gw);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const float* gr = g.data() + r * c;
+          const float* hr = xh + r * c;
+          for (std::int64_t k = 0; k < c; ++k) {
+            gw[static_cast<std::size_t>(k)] += static_cast<double>(gr[k]) * hr[k];
+            gb[static_cast<std::size_t>(k)] += gr[k];
+          }
+        }
+        return detail::norm_grads(std::move(gx),
+                                  {std::vector<float>(gw.begin(), gw.end()), std::vector<float>(gb.begin(), gb.end())},
+                                  x, weight, bias);
       });
 }
 
@@ -420,14 +430,28 @@ inline Tensor embedding(std::span<const std::int64_t> indices, const Shape& inde
   Shape shape = index_shape;
   shape.push_back(d);
   auto idx = std::make_shared<const std::vector<std::int64_t>>(indices.begin(), indices.end());
+  // The gradient is dense ([V, D], as PyTorch's default). When weight is a leaf that has no
+  // gradient yet, the rows are scattered straight into its gradient buffer (kept allocated
+  // by zero_grad), which is what accumulating a fresh zero-filled [V, D] would give, without
+  // a second 4M-value buffer per step for a BERT vocabulary.
   return autograd::make_result("embedding", std::move(shape), std::move(y), {weight},
-                               [idx, n = weight.numel(), d](std::span<const float> g) {
-                                 std::vector<float> gw(static_cast<std::size_t>(n), 0.0f);
-                                 for (std::size_t i = 0; i < idx->size(); ++i)
-                                   for (std::int64_t k = 0; k < d; ++k)
-                                     gw[static_cast<std::size_t>((*idx)[i] * d + k)] +=
-                                         g[i * static_cast<std::size_t>(d) + static_cast<std::size_t>(k)];
-                                 return detail::Grads{std::move(gw)};
+                               [idx, weight, d](std::span<const float> g) {
+                                 const auto scatter = [&](float* gw) {
+                                   for (std::size_t i = 0; i < idx->size(); ++i) {
+                                     float* row = gw + (*idx)[i] * d;
+                                     const float* gi = g.data() + i * static_cast<std::size_t>(d);
+                                     for (std::int64_t k = 0; k < d; ++k) row[k] += gi[k];
+                                   }
+                                 };
+                                 auto impl = weight.impl_ptr();
+                                 if (!impl->grad_fn && impl->grad.empty()) {
+                                   impl->grad.assign(impl->storage->size(), 0.0f);
+                                   scatter(impl->grad.data());
+                                   return detail::Grads{{}};
+                                 }
+                                 std::vector<float> gw(static_cast<std::size_t>(weight.numel()), 0.0f);
+                                 scatter(gw.data());
+                                 return autograd::one_grad(std::move(gw));
                                });
 }
 
@@ -439,17 +463,26 @@ inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t see
   if (!training || p == 0.0f) return x;
   const float scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
   const CounterRng rng(seed);
-  auto mask = std::make_shared<std::vector<float>>(static_cast<std::size_t>(x.numel()));
-  std::vector<float> y(mask->size());
+  // The mask as one byte per element (kept or not); each factor is scale or 0 either way.
+  auto keep = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(x.numel()));
+  std::vector<float> y(keep->size());
   const float* px = x.data();
-  for (std::size_t i = 0; i < y.size(); ++i) {
-    (*mask)[i] = rng.uniform(i) >= p ? scale : 0.0f;
-    y[i] = px[i] * (*mask)[i];
+  std::uint8_t* pk = keep->data();
+  constexpr std::size_t kChunk = 1024;  // uniforms drawn a chunk at a time (CounterRng::uniform_n)
+  float u[kChunk];
+  for (std::size_t i0 = 0; i0 < y.size(); i0 += kChunk) {
+    const std::size_t n = std::min(kChunk, y.size() - i0);
+    rng.uniform_n(i0, n, u);
+    for (std::size_t i = 0; i < n; ++i) {
+      pk[i0 + i] = u[i] >= p;
+      y[i0 + i] = px[i0 + i] * (u[i] >= p ? scale : 0.0f);
+    }
   }
-  return autograd::make_result("dropout", x.shape(), std::move(y), {x}, [mask](std::span<const float> g) {
+  return autograd::make_result("dropout", x.shape(), std::move(y), {x}, [keep, scale](std::span<const float> g) {
     std::vector<float> gx(g.size());
-    for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * (*mask)[i];
-    return detail::Grads{std::move(gx)};
+    const std::uint8_t* pk = keep->data();
+    for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * (pk[i] ? scale : 0.0f);
+    return autograd::one_grad(std::move(gx));
   });
 }
 

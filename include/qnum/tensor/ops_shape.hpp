@@ -3,6 +3,7 @@
 // permute, which copy the values into the new order (tensors are always contiguous).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -55,8 +56,40 @@ inline std::vector<float> permute_values(const float* src, const Shape& in, cons
   Shape out(r);
   for (std::size_t i = 0; i < r; ++i) out[i] = in[perm[i]], stride[i] = in_stride[perm[i]];
   std::vector<float> y(static_cast<std::size_t>(numel(in)));
+  if (y.empty()) return y;
   std::vector<std::int64_t> pos(r, 0);
   std::int64_t flat = 0;
+  if (r >= 2 && perm[r - 1] == r - 1) {
+    // The last dimension stays last: copy whole rows of it (attention's head split/merge).
+    const std::int64_t run = in[r - 1];
+    for (std::int64_t o = 0; o < static_cast<std::int64_t>(y.size()); o += run) {
+      std::copy_n(src + flat, run, y.data() + o);
+      for (std::size_t d = r - 1; d-- > 0;) {
+        flat += stride[d];
+        if (++pos[d] < out[d]) break;
+        flat -= stride[d] * out[d];
+        pos[d] = 0;
+      }
+    }
+    return y;
+  }
+  if (r >= 2 && perm[r - 1] == r - 2 && perm[r - 2] == r - 1) {
+    bool leading_kept = true;
+    for (std::size_t d = 0; d + 2 < r; ++d) leading_kept = leading_kept && perm[d] == d;
+    if (leading_kept) {  // a batch of matrix transposes, in cache-sized tiles
+      constexpr std::int64_t kTile = 32;
+      const std::int64_t rows = in[r - 2], cols = in[r - 1], mats = numel(in) / (rows * cols);
+      for (std::int64_t b = 0; b < mats; ++b) {
+        const float* s = src + b * rows * cols;
+        float* dst = y.data() + b * rows * cols;
+        for (std::int64_t r0 = 0; r0 < rows; r0 += kTile)
+          for (std::int64_t c0 = 0; c0 < cols; c0 += kTile)
+            for (std::int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+              for (std::int64_t i = r0; i < std::min(rows, r0 + kTile); ++i) dst[c * rows + i] = s[i * cols + c];
+      }
+      return y;
+    }
+  }
   for (float& v : y) {
     v = src[flat];
     for (std::size_t d = r; d-- > 0;) {  // odometer increment over the output
@@ -94,10 +127,9 @@ inline Tensor permute_op(const char* name, const Tensor& x, std::vector<std::siz
   Shape out(perm.size());
   std::vector<std::size_t> inverse(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) out[i] = x.shape()[perm[i]], inverse[perm[i]] = i;
-  return autograd::make_result(name, out, permute_values(x.data(), x.shape(), perm), {x},
-                               [out, inverse](std::span<const float> g) {
-                                 return std::vector<std::vector<float>>{permute_values(g.data(), out, inverse)};
-                               });
+  return autograd::make_result(
+      name, out, permute_values(x.data(), x.shape(), perm), {x},
+      [out, inverse](std::span<const float> g) { return autograd::one_grad(permute_values(g.data(), out, inverse)); });
 }
 
 }  // namespace detail
@@ -107,12 +139,12 @@ inline Tensor permute_op(const char* name, const Tensor& x, std::vector<std::siz
 inline Tensor reshape(const Tensor& x, Shape shape) {
   Shape to = detail::infer_reshape(x.shape(), std::move(shape));
   detail::check_tensor_shape(to);
-  Tensor out = autograd::make_result("reshape", to, std::vector<float>(static_cast<std::size_t>(x.numel())), {x},
-                                     [](std::span<const float> g) {
-                                       return std::vector<std::vector<float>>{{g.begin(), g.end()}};
-                                     });
-  out.impl_ptr()->storage = x.impl_ptr()->storage;  // a view: the very same values
-  return out;
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->shape = std::move(to);
+  impl->storage = x.impl_ptr()->storage;  // a view: the very same values
+  return autograd::make_result("reshape", Tensor::from_impl(std::move(impl)), {x}, [](std::span<const float> g) {
+    return autograd::one_grad({g.begin(), g.end()});
+  });
 }
 
 /// Dimensions start_dim..end_dim of x merged into one (negative dims count from the end); a
