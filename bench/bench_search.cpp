@@ -42,6 +42,21 @@ void BM_SearchTpeTrialAt1000_20Categorical(benchmark::State& state) {
 }
 BENCHMARK(BM_SearchTpeTrialAt1000_20Categorical)->Unit(benchmark::kMillisecond)->Iterations(20);
 
+// The same with multivariate TPE (one joint decision over the 20 parameters per trial): what
+// Optuna >= 5.0's default TPESampler() does for single-objective studies.
+void BM_SearchTpeMultivariateTrialAt1000_20Categorical(benchmark::State& state) {
+  TPEOptions o;
+  o.n_startup_trials = 1000;
+  o.multivariate = true;
+  Study study(std::make_shared<InMemoryStorage>(), "bench", {StudyDirection::minimize},
+              std::make_shared<TPESampler>(0, o));
+  study.optimize(categorical_objective, 1000);
+  for (auto _ : state) study.optimize(categorical_objective, 1);
+  state.SetItemsProcessed(state.iterations());
+  state.counters["best"] = study.best_value();
+}
+BENCHMARK(BM_SearchTpeMultivariateTrialAt1000_20Categorical)->Unit(benchmark::kMillisecond)->Iterations(20);
+
 // The sampler alone at the same point: 20 univariate TPE decisions (one trial) over a fixed
 // history of 1000 trials, no storage or Study around it.
 void BM_SearchTpeSamplerOnlyAt1000_20Categorical(benchmark::State& state) {

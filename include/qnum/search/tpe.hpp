@@ -279,11 +279,30 @@ class TPESampler final : public Sampler {
   const TPEOptions& options() const { return options_; }
   std::string name() const override { return "TPESampler"; }
 
-  SearchSpace infer_relative_search_space(StudyView& study, const FrozenTrial&) override {
+  SearchSpace infer_relative_search_space(StudyView& study, const FrozenTrial& trial) override {
     if (!options_.multivariate) return {};
+    // Optuna's IntersectionSearchSpace over COMPLETE and PRUNED trials, folded in as they
+    // finish (as Optuna's, which keeps its result and reads only the newer trials).
+    const auto& rows = finished(study, trial);
+    if (intersection_rows_ > rows.size()) intersection_rows_ = 0, intersection_.reset();
+    for (; intersection_rows_ < rows.size(); ++intersection_rows_) {
+      const FrozenTrial& t = *rows[intersection_rows_];
+      if (!intersection_) {
+        intersection_.emplace(t.distributions.begin(), t.distributions.end());
+        continue;
+      }
+      for (auto it = intersection_->begin(); it != intersection_->end();) {
+        const auto d = t.distributions.find(it->first);
+        if (d == t.distributions.end() || !(d->second == it->second))
+          it = intersection_->erase(it);
+        else
+          ++it;
+      }
+    }
     SearchSpace out;
-    for (auto& [name, d] : intersection_search_space(study.get_trials_shared(), /*include_pruned=*/true))
-      if (!single(d)) out.emplace(name, d);
+    if (intersection_)
+      for (const auto& [name, d] : *intersection_)
+        if (!single(d)) out.emplace(name, d);
     return out;
   }
 
@@ -337,9 +356,10 @@ class TPESampler final : public Sampler {
       if (cache_study_ == study.study_id())
         while (keep < fresh.size() && keep < cache_.size() && fresh[keep] == cache_[keep]) ++keep;
       else
-        columns_.clear();
+        columns_.clear(), intersection_rows_ = 0, intersection_.reset();
       cache_ = std::move(fresh);
       for (auto& [name, column] : columns_) fill_column(name, column, keep);
+      if (intersection_rows_ > keep) intersection_rows_ = 0, intersection_.reset();  // refold
       split_n_below_ = -1;
       cache_study_ = study.study_id();
       cache_number_ = trial.number;
@@ -465,6 +485,8 @@ class TPESampler final : public Sampler {
   std::map<std::string, Column, std::less<>> columns_;  // of cache_'s trials, by parameter
   std::vector<std::size_t> below_, above_;              // cache_'s split for split_n_below_
   std::int64_t split_n_below_ = -1;
+  std::optional<SearchSpace> intersection_;  // of cache_'s first intersection_rows_ trials
+  std::size_t intersection_rows_ = 0;
 };
 
 }  // namespace qnum::search

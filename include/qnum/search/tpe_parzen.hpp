@@ -278,8 +278,21 @@ class ParzenEstimator {
   std::vector<double> log_pdf_distinct(const std::vector<std::vector<double>>& x) const {
     const std::size_t n = x.empty() ? 0 : x[0].size(), nk = weights_.size();
     std::vector<double> wlp(n * nk, 0.0);  // [sample][kernel]
-    std::vector<std::size_t> cont;
+    std::vector<std::size_t> cont, cats;
+    bool discrete = false;
     for (std::size_t j = 0; j < space_.size(); ++j) {
+      if (space_[j].categorical)
+        cats.push_back(j);
+      else if (space_[j].step == 0.0)
+        cont.push_back(j);
+      else
+        discrete = true;
+    }
+    if (!discrete && cats.size() > 1) {
+      add_categoricals(cats, x, wlp);
+      cats.clear();
+    }
+    for (std::size_t j = 0; j < space_.size() && (discrete || !cats.empty()); ++j) {
       const ParzenParam& p = space_[j];
       const Dist& d = dists_[j];
       if (p.categorical) {
@@ -287,9 +300,7 @@ class ParzenEstimator {
           const auto c = static_cast<std::size_t>(static_cast<long long>(x[j][s]));
           for (std::size_t k = 0; k < nk; ++k) wlp[s * nk + k] += d.cat_log_weights[d.cat_row[k] * p.n_choices + c];
         }
-      } else if (p.step == 0.0) {
-        cont.push_back(j);
-      } else {
+      } else if (p.step != 0.0) {
         add_discrete(p, d, x[j], wlp);
       }
     }
@@ -474,6 +485,36 @@ class ParzenEstimator {
     d.mu = std::move(mus);
     d.sigma = std::move(sigmas);
     return d;
+  }
+
+  // Several categorical parameters and no discrete one (the terms are summed over these in
+  // order, before the continuous ones): each (sample, kernel) sum is kept in a register,
+  // reading each parameter's few distinct row values for the sample's choice from a table.
+  void add_categoricals(const std::vector<std::size_t>& cats, const std::vector<std::vector<double>>& x,
+                        std::vector<double>& wlp) const {
+    const std::size_t n = x[0].size(), nk = weights_.size(), nt = cats.size();
+    std::vector<std::size_t> offset(nt + 1, 0);  // of each parameter's rows in a sample's table
+    for (std::size_t t = 0; t < nt; ++t)
+      offset[t + 1] = offset[t] + dists_[cats[t]].cat_weights.size() / space_[cats[t]].n_choices;
+    const std::size_t width = offset[nt];
+    std::vector<double> table(n * width);  // [sample][parameter's row]: log weight of its choice
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t t = 0; t < nt; ++t) {
+        const std::size_t nc = space_[cats[t]].n_choices, rows = offset[t + 1] - offset[t];
+        const auto c = static_cast<std::size_t>(static_cast<long long>(x[cats[t]][s]));
+        for (std::size_t r = 0; r < rows; ++r)
+          table[s * width + offset[t] + r] = dists_[cats[t]].cat_log_weights[r * nc + c];
+      }
+    std::vector<std::size_t> at(nt);
+    for (std::size_t k = 0; k < nk; ++k) {
+      for (std::size_t t = 0; t < nt; ++t) at[t] = offset[t] + dists_[cats[t]].cat_row[k];
+      for (std::size_t s = 0; s < n; ++s) {
+        const double* tab = &table[s * width];
+        double acc = wlp[s * nk + k];
+        for (std::size_t t = 0; t < nt; ++t) acc += tab[at[t]];
+        wlp[s * nk + k] = acc;
+      }
+    }
   }
 
   // Discrete (stepped) parameter: log of the kernel's mass on [x - step/2, x + step/2] minus
