@@ -21,7 +21,8 @@ namespace qnum::cli {
 /// Runs `f` through the run-time dispatched kernels (kernel::dispatch::quantize) on `size` normally distributed floats
 /// (sigma 2) with `threads` threads, alternating with memcpy of the same buffer: 7 rounds, each timing enough
 /// repetitions for >= 20 ms, and reports the best round of each (best = least disturbed by the other tenants of the
-/// machine). Returns one JSON object:
+/// machine). GB/s count 4 bytes per element read and per element written (a format with L
+/// output levels writes L floats per input). Returns one JSON object:
 /// {"format", "mode", "path", "isa", "arch", "size", "threads", "gbps", "memcpy_gbps", "ratio"}.
 /// Throws qnum::Error for size < 1 or threads < 1.
 inline std::string bench_quantize_json(const Format& f, std::int64_t size, int threads) {
@@ -30,12 +31,15 @@ inline std::string bench_quantize_json(const Format& f, std::int64_t size, int t
   const int saved_threads = num_threads();
   set_num_threads(threads);
 
-  std::vector<float> in(static_cast<std::size_t>(size)), out(in.size());
+  const Shape shape{size};
+  // Formats with several output levels (residual_sign) write output_shape's elements.
+  std::int64_t out_size = 1;
+  for (auto d : f.output_shape(shape)) out_size *= d;
+  std::vector<float> in(static_cast<std::size_t>(size)), out(static_cast<std::size_t>(out_size));
   std::mt19937 gen(1);
   std::normal_distribution<float> d(0.0f, 2.0f);
   for (auto& x : in) x = d(gen);
-  const Shape shape{size};
-  const double bytes = 8.0 * static_cast<double>(size);
+  const double bytes = 4.0 * static_cast<double>(size + out_size), copy_bytes = 8.0 * static_cast<double>(size);
 
   using clock = std::chrono::steady_clock;
   auto time_reps = [&](auto&& op, int reps) {
@@ -59,7 +63,7 @@ inline std::string bench_quantize_json(const Format& f, std::int64_t size, int t
   double best_q = 0, best_m = 0;
   for (int round = 0; round < 7; ++round) {
     best_q = std::max(best_q, bytes * reps_q / time_reps(quantize_op, reps_q) / 1e9);
-    best_m = std::max(best_m, bytes * reps_m / time_reps(memcpy_op, reps_m) / 1e9);
+    best_m = std::max(best_m, copy_bytes * reps_m / time_reps(memcpy_op, reps_m) / 1e9);
   }
   set_num_threads(saved_threads);
 

@@ -104,9 +104,10 @@ class TrainCommand {
     o.merge(command_line());
     qnum::detail::require(o.model.has_value(),
                           "train: no MODEL (give it as the first argument or `model` in --config; ",
-                          "known: ", join(models::jsc_model_names()), ")");
+                          "known: ", known_models_text(), ")");
     qnum::detail::require(o.dataset.has_value(), "train: no DATASET (give it as the second argument or `dataset` in ",
                           "--config; known: ", join(dataset_names()), ")");
+    require_known_model(*o.model);
     if (models::is_bert_model(*o.model)) return run_bert(o);
     train::TrainConfig c;
     o.apply(c);

@@ -100,6 +100,9 @@ expect_error "bench quantize size=0" "$QNUM" bench quantize --format integer --s
 expect_error "bench threads=0" "$QNUM" bench gemm --threads 0
 out=$("$QNUM" bench quantize --format fp8_e4m3 --size 4096 --json) && ok || bad "bench quantize exit code"
 grep -q '"ratio"' <<< "$out" && ok || bad "bench quantize JSON: $out"
+# residual_sign writes two levels per input: the bench sizes its output buffer by output_shape.
+out=$("$QNUM" bench quantize --format residual_sign --size 4096 --json) && ok || bad "bench residual_sign: $out"
+grep -q '"format": "residual_sign' <<< "$out" && ok || bad "bench residual_sign JSON: $out"
 # run-time ISA dispatch: QNUM_MAX_ISA caps the level; an unknown level is a one-line error
 out=$(QNUM_MAX_ISA=baseline "$QNUM" bench quantize --format fp8_e4m3 --size 4096 --json) && ok || bad "bench capped"
 grep -q '"isa": "baseline"' <<< "$out" && ok || bad "QNUM_MAX_ISA=baseline not honoured: $out"
@@ -158,8 +161,10 @@ expect_error "TOML syntax" "$QNUM" train jsc-tiny jsc-synthetic --config "$work/
 stderr_has "TOML syntax" "bad.toml:1:"
 expect_error "unknown model" "$QNUM" train jsc-huge jsc-synthetic
 stderr_has "unknown model" "jsc-tiny"
+stderr_has "unknown model" "BERT: bert-tiny"
 expect_error "unknown dataset" "$QNUM" train jsc-tiny mnist
 stderr_has "unknown dataset" "jsc-synthetic"
+stderr_has "unknown dataset" "imdb and text-synthetic are for BERT"
 expect_error "unknown optimizer" "$QNUM" train jsc-tiny jsc-synthetic --optimizer lion
 expect_error "no dataset" "$QNUM" train jsc-tiny
 expect_error "resume without run" "$QNUM" train jsc-tiny jsc-synthetic --output-dir "$work/none" --resume
