@@ -8,9 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
-
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/vec_math.hpp"
 
 namespace qnum {
 
@@ -232,44 +231,6 @@ inline Tensor relu(const Tensor& x) {
   return detail::unary_op<false>(
       "relu", x, [](float v) { return v > 0.0f ? v : 0.0f; }, [](float v, float) { return v > 0.0f ? 1.0f : 0.0f; });
 }
-namespace detail {
-
-/// e[i] = erf(x[i]·c) for n values (x float, the product and erf in double). Arguments with
-/// |x·c| in [2^-28, 0.84375) — nearly all GELU inputs — take fdlibm's rational approximation
-/// of that range (erf(a) = a + a·P(a²)/Q(a²), error below 1 ulp of double) on SIMD lanes; the
-/// rest go to std::erf. Every value goes through the same lane code (the tail is padded), so
-/// erf_n's result depends on the argument only, not on its position.
-inline void erf_n(const float* x, double c, double* e, std::size_t n) {
-  using B = xsimd::batch<double>;
-  constexpr std::size_t L = B::size;
-  const B pp0(1.28379167095512558561e-01), pp1(-3.25042107247001499370e-01), pp2(-2.84817495755985104766e-02),
-      pp3(-5.77027029648944159157e-03), pp4(-2.37630166566501626084e-05), qq1(3.97917223959155352819e-01),
-      qq2(6.50222499887672944485e-02), qq3(5.08130628187576562776e-03), qq4(1.32494738004321644526e-04),
-      qq5(-3.96022827877536812320e-06), one(1.0), lo(0x1p-28), hi(0.84375);
-  alignas(64) double a[L];
-  for (std::size_t i = 0; i < n; i += L) {
-    const std::size_t m = std::min(L, n - i);
-    if (m == L)
-      for (std::size_t l = 0; l < L; ++l) a[l] = static_cast<double>(x[i + l]) * c;
-    else
-      for (std::size_t l = 0; l < L; ++l) a[l] = l < m ? static_cast<double>(x[i + l]) * c : 0.25;
-    const B v = B::load_aligned(a), z = v * v;
-    const B r = pp0 + z * (pp1 + z * (pp2 + z * (pp3 + z * pp4)));
-    const B q = one + z * (qq1 + z * (qq2 + z * (qq3 + z * (qq4 + z * qq5))));
-    const B ax = xsimd::abs(v), res = v + v * (r / q);
-    if (m == L && xsimd::all((ax >= lo) && (ax < hi))) {
-      res.store_unaligned(e + i);
-      continue;
-    }
-    alignas(64) double out[L];
-    res.store_aligned(out);
-    for (std::size_t l = 0; l < m; ++l)
-      e[i + l] = std::abs(a[l]) >= 0x1p-28 && std::abs(a[l]) < 0.84375 ? out[l] : std::erf(a[l]);
-  }
-}
-
-}  // namespace detail
-
 /// GELU with the exact erf form: x/2 (1 + erf(x / sqrt 2)) (PyTorch's default, BERT's); erf
 /// in double to within 1 ulp (detail::erf_n), then rounded to float.
 inline Tensor gelu(const Tensor& x) {
@@ -292,13 +253,19 @@ inline Tensor gelu(const Tensor& x) {
   }
   // The derivative (a float, as backward multiplies it) is computed here from the same erf.
   auto dy = std::make_shared<std::vector<float>>(n);
+  double t[kChunk];
   for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
     const std::size_t m = std::min(kChunk, n - i0);
     detail::erf_n(px + i0, kInvSqrt2, e, m);
     for (std::size_t i = 0; i < m; ++i) {
       const double d = px[i0 + i];
+      t[i] = -0.5 * d * d;
+    }
+    detail::exp_n(t, t, m);
+    for (std::size_t i = 0; i < m; ++i) {
+      const double d = px[i0 + i];
       y[i0 + i] = static_cast<float>(0.5 * d * (1.0 + e[i]));
-      (*dy)[i0 + i] = static_cast<float>(0.5 * (1.0 + e[i]) + d * kInvSqrt2Pi * std::exp(-0.5 * d * d));
+      (*dy)[i0 + i] = static_cast<float>(0.5 * (1.0 + e[i]) + d * kInvSqrt2Pi * t[i]);
     }
   }
   return autograd::make_result("gelu", x.shape(), std::move(y), {x}, [dy](std::span<const float> g) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/vec_math.hpp"
 
 namespace qnum {
 
@@ -58,18 +59,19 @@ void for_each_line(const DimView& v, F f) {
 /// softmax (log_space false) or log_softmax (true) of x along dimension d, stable.
 inline std::vector<float> softmax_values(std::span<const float> x, const DimView& v, bool log_space) {
   std::vector<float> y(x.size());
-  std::vector<double> e(log_space ? 0 : static_cast<std::size_t>(v.n));
+  std::vector<double> e(static_cast<std::size_t>(v.n));
   for_each_line(v, [&](std::int64_t o, std::int64_t i) {
     float m = -std::numeric_limits<float>::infinity();
     for (std::int64_t k = 0; k < v.n; ++k) m = std::max(m, x[v.at(o, k, i)]);
+    // exp(x - max) for the whole line at once (detail::exp_n), each computed once.
+    for (std::int64_t k = 0; k < v.n; ++k) e[static_cast<std::size_t>(k)] = static_cast<double>(x[v.at(o, k, i)]) - m;
+    exp_n(e.data(), e.data(), e.size());
     double s = 0;
-    if (!log_space) {  // each exp once: kept for the division (the same values as recomputing)
-      for (std::int64_t k = 0; k < v.n; ++k)
-        s += e[static_cast<std::size_t>(k)] = std::exp(static_cast<double>(x[v.at(o, k, i)]) - m);
+    for (const double ek : e) s += ek;
+    if (!log_space) {
       for (std::int64_t k = 0; k < v.n; ++k) y[v.at(o, k, i)] = static_cast<float>(e[static_cast<std::size_t>(k)] / s);
       return;
     }
-    for (std::int64_t k = 0; k < v.n; ++k) s += std::exp(static_cast<double>(x[v.at(o, k, i)]) - m);
     const double log_s = std::log(s);
     for (std::int64_t k = 0; k < v.n; ++k) {
       const double z = static_cast<double>(x[v.at(o, k, i)]) - m;
