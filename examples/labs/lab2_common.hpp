@@ -315,19 +315,6 @@ inline std::string lab2_best_so_far_csv(const std::vector<Lab2Curve>& curves) {
   return csv;
 }
 
-/// The gnuplot script: one best-so-far line per curve (columns 2..), chance (0.5) dashed.
-inline std::string lab2_plot(const std::string& comment, const std::string& title, std::size_t curves) {
-  return gnuplot_preamble(comment) + "set title \"" + title +
-         "\"\n"
-         "set xlabel \"trial\"\n"
-         "set ylabel \"best validation accuracy so far\"\n"
-         "set key autotitle columnhead\n"
-         "plot for [i=2:" +
-         std::to_string(curves + 1) +
-         "] \"results.csv\" using 1:i with linespoints pt 7 ps 0.6, \\\n"
-         "     0.5 with lines dt 2 lc rgb \"gray40\" title \"chance (2 classes)\"\n";
-}
-
 /// The table printed on stdout.
 inline void print_lab2_curves(const std::vector<Lab2Curve>& curves) {
   std::printf("%-22s %-7s %5s %5s %5s %6s %9s %9s %11s  %s\n", "curve", "sampler", "done", "prune", "fail", "best#",
@@ -343,10 +330,10 @@ inline void print_lab2_curves(const std::vector<Lab2Curve>& curves) {
 inline void finish_lab2(const Lab2& lab, const std::vector<Lab2Curve>& curves, const std::string& trials_csv,
                         const std::string& title) {
   write_file_atomic(lab.dir() / "trials.csv", trials_csv);
-  const auto plot =
-      write_results(lab.dir(), lab2_best_so_far_csv(curves),
-                    lab2_plot(lab.program() + ": best validation accuracy so far (results.csv)", title, curves.size()),
-                    lab.program());
+  const auto plot = write_results(lab.dir(), lab2_best_so_far_csv(curves),
+                                  best_so_far_script(lab.program() + ": best validation accuracy so far (results.csv)",
+                                                     title, curves.size(), 0.5, "chance (2 classes)"),
+                                  lab.program());
   const auto& o = lab.options();
   std::printf("%s  %s, %d epoch(s) per trial, %d trials per curve, %.3g architectures, seed %llu, search seed %llu\n\n",
               lab.program().c_str(), lab.data().summary().c_str(), o.epochs, o.trials, lab.space().architectures(),

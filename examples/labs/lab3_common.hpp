@@ -161,17 +161,8 @@ inline std::string best_so_far_csv(const std::vector<Curve>& curves) {
 /// The gnuplot script: one best-so-far line per curve (columns 2..), the fp32 accuracy dashed.
 inline std::string best_so_far_plot(const Lab& lab, const std::string& comment, const std::string& title,
                                     std::size_t curves) {
-  return gnuplot_preamble(comment) + "set title \"" + title + "\"\n" +
-         "set xlabel \"trial\"\n"
-         "set ylabel \"best validation accuracy so far\"\n"
-         "set key autotitle columnhead\n"
-         "fp32 = " +
-         Lab::fmt(lab.fp32_accuracy(), 6) +
-         "\n"
-         "plot for [i=2:" +
-         std::to_string(curves + 1) +
-         "] \"results.csv\" using 1:i with linespoints pt 7 ps 0.6, \\\n"
-         "     fp32 with lines dt 2 lc rgb \"gray40\" title sprintf(\"fp32 (test) %.4f\", fp32)\n";
+  return best_so_far_script(comment, title, curves, lab.fp32_accuracy(),
+                            "fp32 (test) " + Lab::fmt(lab.fp32_accuracy()));
 }
 
 /// The table printed on stdout.

@@ -263,6 +263,24 @@ inline std::string gnuplot_preamble(const std::string& comment) {
          "set key outside right top box\n";
 }
 
+/// The gnuplot script of a search lab: one best-so-far line per curve (results.csv columns
+/// 2 .. curves+1, named by the header), and a dashed reference line at `reference`.
+inline std::string best_so_far_script(const std::string& comment, const std::string& title, std::size_t curves,
+                                      double reference, const std::string& reference_title) {
+  char ref[64];
+  std::snprintf(ref, sizeof ref, "%.6f", reference);
+  return gnuplot_preamble(comment) + "set title \"" + title +
+         "\"\n"
+         "set xlabel \"trial\"\n"
+         "set ylabel \"best validation accuracy so far\"\n"
+         "set key autotitle columnhead\n"
+         "plot for [i=2:" +
+         std::to_string(curves + 1) +
+         "] \"results.csv\" using 1:i with linespoints pt 7 ps 0.6, \\\n"
+         "     " +
+         ref + " with lines dt 2 lc rgb \"gray40\" title \"" + reference_title + "\"\n";
+}
+
 /// What happened to the plot.
 enum class PlotResult { written, no_gnuplot };
 
