@@ -27,7 +27,9 @@ using qnum_bench_gemm::GemmCase;
 /// (best of 3 runs of ~0.05 s). Measured again beside each fp32 benchmark: clocks drift here.
 double fma_peak_gflops(int threads) {
   using qnum::detail::fvec;
-  constexpr int kChains = 16;
+  // Enough independent chains to cover FMA latency x pipes (4 x 2 on current x86 cores), few
+  // enough to stay in registers with the two operands: AVX2 has 16 vector registers.
+  constexpr int kChains = qnum::detail::kFV >= 16 ? 24 : 12;
   constexpr std::int64_t iters = 5'000'000;
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {

@@ -2,6 +2,7 @@
 // integer paths exact, float paths within their stated bounds, bits independent of threads.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -45,7 +46,8 @@ void ref_nt(const std::vector<float>& a, const std::vector<float>& b, std::int64
     for (std::int64_t j = 0; j < N; ++j) {
       double s = 0, t = 0;
       for (std::int64_t k = 0; k < K; ++k) {
-        const double p = static_cast<double>(a[static_cast<std::size_t>(i * K + k)]) * b[static_cast<std::size_t>(j * K + k)];
+        const double p =
+            static_cast<double>(a[static_cast<std::size_t>(i * K + k)]) * b[static_cast<std::size_t>(j * K + k)];
         s += p;
         t += std::fabs(p);
       }
@@ -137,7 +139,8 @@ TEST_CASE("kernel gemm: int8 x int8 -> int32 exact; fixed-point rescale equals t
     for (std::int64_t i = 0; i < s.m; ++i)
       for (std::int64_t j = 0; j < s.n; ++j) {
         std::int64_t r = 0;
-        for (std::int64_t k = 0; k < s.k; ++k) r += a[static_cast<std::size_t>(i * s.k + k)] * b[static_cast<std::size_t>(j * s.k + k)];
+        for (std::int64_t k = 0; k < s.k; ++k)
+          r += a[static_cast<std::size_t>(i * s.k + k)] * b[static_cast<std::size_t>(j * s.k + k)];
         bad += r != c[static_cast<std::size_t>(i * s.n + j)];
       }
     CHECK(bad == 0);
@@ -177,8 +180,8 @@ TEST_CASE("kernel gemm: quantize_fixed8 rounds to nearest even and saturates") {
 TEST_CASE("kernel gemm: quantize_mxint8 matches MXInt8::from_floats block for block") {
   auto x = randn(32 * 40 + 7, 5, 3.0f);
   x[3] = 0.0f;
-  for (int i = 32; i < 64; ++i) x[static_cast<std::size_t>(i)] = 0.0f;          // all-zero block
-  for (int i = 64; i < 96; ++i) x[static_cast<std::size_t>(i)] *= 1e-40f;       // subnormal block
+  for (int i = 32; i < 64; ++i) x[static_cast<std::size_t>(i)] = 0.0f;         // all-zero block
+  for (int i = 64; i < 96; ++i) x[static_cast<std::size_t>(i)] *= 1e-40f;      // subnormal block
   for (int i = 96; i < 128; ++i) x[static_cast<std::size_t>(i)] = 63.5f / 64;  // ties at the top
   x[130] = 1e38f;
   x[200] = NAN;
@@ -188,7 +191,8 @@ TEST_CASE("kernel gemm: quantize_mxint8 matches MXInt8::from_floats block for bl
   int bad = 0;
   for (std::int64_t b = 0; b < qnum::mxint8_blocks(K); ++b) {
     std::array<float, 32> blk{};
-    for (int t = 0; t < 32 && b * 32 + t < K; ++t) blk[static_cast<std::size_t>(t)] = x[static_cast<std::size_t>(b * 32 + t)];
+    for (int t = 0; t < 32 && b * 32 + t < K; ++t)
+      blk[static_cast<std::size_t>(t)] = x[static_cast<std::size_t>(b * 32 + t)];
     const auto r = qnum::MXInt8::from_floats(blk);
     bad += r.scale != q[static_cast<std::size_t>(b)].scale;
     if (r.scale != 0xFF) bad += std::memcmp(r.data, q[static_cast<std::size_t>(b)].data, 32) != 0;
@@ -220,6 +224,28 @@ TEST_CASE("kernel gemm: mxint8 within gamma_nb of the dequantized reference, ide
     });
     int bad = 0;
     for (std::size_t i = 0; i < c.size(); ++i) bad += std::fabs(c[i] - ref[i]) > gamma(nb) * absref[i] + 1e-30;
+    CHECK(bad == 0);
+    // Bit for bit the documented order (every SIMD path): per chunk of 32 blocks
+    // acc = fma(float(d_b), sa·sb, acc), chunks added in order.
+    bad = 0;
+    for (std::int64_t i = 0; i < s.m; ++i)
+      for (std::int64_t j = 0; j < s.n; ++j) {
+        float total = 0.0f;
+        for (std::int64_t c0 = 0; c0 < nb; c0 += 32) {
+          float acc = 0.0f;
+          for (std::int64_t b = c0; b < std::min(nb, c0 + 32); ++b) {
+            const auto& x = qa[static_cast<std::size_t>(i * nb + b)];
+            const auto& y = qb[static_cast<std::size_t>(j * nb + b)];
+            std::int32_t d = 0;
+            for (int t = 0; t < 32; ++t) d += static_cast<std::int8_t>(x.data[t]) * static_cast<std::int8_t>(y.data[t]);
+            const float sa = std::ldexp(1.0f, x.scale - 133), sb = std::ldexp(1.0f, y.scale - 133);
+            acc = std::fma(static_cast<float>(d), sa * sb, acc);
+          }
+          total += acc;
+        }
+        bad += std::bit_cast<std::uint32_t>(total) !=
+               std::bit_cast<std::uint32_t>(c[static_cast<std::size_t>(i * s.n + j)]);
+      }
     CHECK(bad == 0);
     // The on-the-fly activation path gives the same bits.
     std::vector<float> y(c.size());
@@ -258,7 +284,8 @@ TEST_CASE("kernel gemm: binary XNOR-popcount exact, padding bits ignored, identi
     auto pb = qnum::pack_binary(xb.data(), s.n, s.k);
     if (s.k % 64) {  // garbage in the padding of A only: must not count
       const std::int64_t W = qnum::binary_words(s.k);
-      for (std::int64_t i = 0; i < s.m; ++i) pa[static_cast<std::size_t>(i * W + W - 1)] |= ~std::uint64_t{0} << (s.k % 64);
+      for (std::int64_t i = 0; i < s.m; ++i)
+        pa[static_cast<std::size_t>(i * W + W - 1)] |= ~std::uint64_t{0} << (s.k % 64);
     }
     const auto c = across_threads<std::int32_t>([&] {
       std::vector<std::int32_t> out(static_cast<std::size_t>(s.m * s.n));

@@ -19,9 +19,9 @@
 // ~1.1x Eigen 3.4 and ~0.97x torch.matmul (MKL) (docs/perf.md), and unlike Eigen its bits do
 // not depend on the thread count.
 // int8 and MXINT8 use AVX512-VNNI (vpdpbusd with the u8 offset trick: (a+128)·b - 128·Σb, exact
-// in wrap-around int32) when compiled with it; otherwise an AVX2 dot product (int8 sign-extended
-// to int16, vpmaddwd; SSE2 likewise: maddubs is not used because its int16 pair sums saturate for
-// -128·-128 + -128·-128) or a scalar loop. Binary uses
+// in wrap-around int32) when compiled with it; otherwise AVX2's register-tiled vpmaddwd kernels on
+// operands widened to int16 while packing (gemm_madd16.hpp), else an SSE2 dot product (vpmaddwd
+// likewise: maddubs is not used because its int16 pair sums saturate) or a scalar loop. Binary uses
 // AVX512-VPOPCNTDQ when present, else std::popcount.
 // Tuning knobs (QNUM_GEMM_KC, _MR, _NV, _MCS, _NCS, _IMR, _KC4) change speed, never the bounds;
 // KC (the fp32 chain length) does change fp32 bits, so keep it fixed within one comparison.
@@ -43,6 +43,8 @@
 #include "qnum/format/tensor_io.hpp"  // before mx: mx_element.hpp needs stochastic_draw
 
 #include "qnum/format/mx.hpp"
+#include "qnum/kernel/gemm_madd16.hpp"
+#include "qnum/kernel/gemm_tiles.hpp"
 #include "qnum/kernel/threading.hpp"
 
 #if defined(__SSE2__)
@@ -58,42 +60,6 @@
 namespace qnum {
 
 namespace detail {
-
-inline void gemm_check(const char* what, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
-                       const void* C) {
-  require(M > 0 && N > 0 && K > 0, what, ": sizes M=", M, " N=", N, " K=", K, " must all be positive");
-  require(M <= (std::int64_t{1} << 31) && N <= (std::int64_t{1} << 31) && K <= (std::int64_t{1} << 31), what,
-          ": sizes M=", M, " N=", N, " K=", K, " must be <= 2^31");
-  require(A != nullptr && B != nullptr && C != nullptr, what, ": null buffer");
-}
-
-inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-/// Below this many flops (2·M·N·K) an fp32 GEMM runs on the calling thread: the training
-/// loops of small models (JSC: 256x64x32 and smaller, thousands per epoch) otherwise pay an
-/// OpenMP fork/join per product, which costs more than the product itself (and, on a busy
-/// machine, a scheduler time slice each). Tiles are the same either way, so are the bits.
-inline constexpr double kGemmSerialFlops = 4.0 * 1024 * 1024;
-
-/// Tiles of the output: (row chunk, column chunk) pairs, boundaries fixed by the sizes only;
-/// `parallel` false runs them in order on this thread (same tiles, same results).
-template <class F>
-void gemm_tiles(std::int64_t M, std::int64_t N, std::int64_t mc, std::int64_t nc, F&& f, bool parallel = true) {
-  const std::int64_t mt = ceil_div(M, mc), nt = ceil_div(N, nc);
-  if (!parallel) {
-    for (std::int64_t t = 0; t < mt * nt; ++t) {
-      const std::int64_t i0 = (t / nt) * mc, j0 = (t % nt) * nc;
-      f(i0, std::min(M, i0 + mc), j0, std::min(N, j0 + nc));
-    }
-    return;
-  }
-  parallel_for(mt * nt, 1, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t t = b; t < e; ++t) {
-      const std::int64_t i0 = (t / nt) * mc, j0 = (t % nt) * nc;
-      f(i0, std::min(M, i0 + mc), j0, std::min(N, j0 + nc));
-    }
-  });
-}
 
 // ---- fp32 ---------------------------------------------------------------------------------
 
@@ -570,6 +536,10 @@ inline void gemm_s8_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t*
     });
 #endif
   } else {
+#if defined(QNUM_GEMM_MADD16)
+    detail::gemm_s8_madd16(A, B, C, M, N, K);
+    return;
+#endif
     detail::gemm_tiles(M, N, 16, 64, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
       for (std::int64_t i = i0; i < i1; ++i)
         for (std::int64_t j = j0; j < j1; ++j) {
@@ -813,6 +783,14 @@ inline void gemm_mxint8_nt(const MXInt8* A, const MXInt8* B, float* C, std::int6
     });
 #endif
   } else {
+#if defined(QNUM_GEMM_MADD16)
+    detail::gemm_mxint8_madd16(
+        [A, nb](std::int64_t i, std::int64_t b) { return reinterpret_cast<const std::int8_t*>(A[i * nb + b].data); },
+        sa.data(),
+        [B, nb](std::int64_t j, std::int64_t b) { return reinterpret_cast<const std::int8_t*>(B[j * nb + b].data); },
+        sb.data(), C, M, N, nb, kChunk);
+    return;
+#endif
     detail::gemm_tiles(M, N, 16, 64, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
       for (std::int64_t i = i0; i < i1; ++i)
         for (std::int64_t j = j0; j < j1; ++j) {
