@@ -43,6 +43,7 @@ struct Lab2Options {
   int epochs = 1;
   std::int64_t batch_size = 8;
   double learning_rate = 5e-5;
+  double warmup_ratio = 0, weight_decay = 0;
   std::uint64_t seed = 0, search_seed = 0;
   int trials = 8;
   int threads = 0;
@@ -64,6 +65,9 @@ inline void add_lab2_options(CLI::App& app, Lab2Options& o) {
   app.add_option("--batch-size", o.batch_size, "rows per training step")->capture_default_str();
   app.add_option("--learning-rate", o.learning_rate, "AdamW learning rate (linear decay per step)")
       ->capture_default_str();
+  app.add_option("--warmup-ratio", o.warmup_ratio, "linear warm-up over this fraction of each trial's steps")
+      ->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay, "AdamW's decoupled weight decay")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of every trial's model initialisation and batch order")->capture_default_str();
   app.add_option("--search-seed", o.search_seed, "seed of the samplers")->capture_default_str();
   app.add_option("--trials", o.trials, "trials per curve")->capture_default_str();
@@ -97,6 +101,9 @@ class Lab2 {
     require(o_.batch_size >= 1, "--batch-size must be >= 1, got ", o_.batch_size);
     require(std::isfinite(o_.learning_rate) && o_.learning_rate > 0, "--learning-rate must be > 0, got ",
             o_.learning_rate);
+    require(o_.warmup_ratio >= 0 && o_.warmup_ratio <= 1, "--warmup-ratio must be in [0, 1], got ", o_.warmup_ratio);
+    require(std::isfinite(o_.weight_decay) && o_.weight_decay >= 0, "--weight-decay must be >= 0, got ",
+            o_.weight_decay);
     require(o_.trials >= 1, "--trials must be >= 1, got ", o_.trials);
     require(o_.threads >= 0, "--threads must be >= 1, got ", o_.threads);
     require(o_.limit >= 0, "--limit must be >= 0, got ", o_.limit);
@@ -149,6 +156,8 @@ class Lab2 {
     c.max_epochs = epochs;
     c.batch_size = o_.batch_size;
     c.learning_rate = o_.learning_rate;
+    c.warmup_ratio = o_.warmup_ratio;
+    c.weight_decay = o_.weight_decay;
     c.max_length = o_.max_length;
     c.seed = seed;
     c.threads = o_.threads;
