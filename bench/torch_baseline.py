@@ -7,6 +7,8 @@ python3-torch uses a generic BLAS and is no fair baseline.
 
 Prints one JSON object per line:
   {"bench": "quantize", "format": ..., "gbps": ..., "memcpy_gbps": ...}   MASE-style fake-quantize as torch ops
+      (integer, minifloat_ieee, log, block_fp, mxint8, block_minifloat, block_log, scale_integer, ternary,
+       mxfp8_e4m3, mxfp4_e2m1; 4M floats by default, GB/s counts 4 bytes read + 4 written per element)
   {"bench": "gemm", "m": .., "n": .., "k": .., "gflops": ...}               torch.matmul fp32
   {"bench": "attention", "seq": .., "fused_ms": .., "naive_ms": ..}        SDPA vs explicit softmax(QK^T)V
 
@@ -94,12 +96,207 @@ def mase_mxint(x, element_bits=8, block=32):
     return (m / half * 2.0 ** s).reshape(x.shape)
 
 
+# The following follow MASE's code op for op (snapshot described in shared/spec/formats.md), since the
+# point is to time what MASE's implementation costs: the same tensor ops, temporaries and dtype casts.
+
+def _mase_block_1d(x, block):
+    """MASE utils.block for a 1-D tensor (the bias path): zero-pad to a multiple of the block, reshape
+    to [num_blocks, block], per-block max |x|, then MASE's zero-block fill."""
+    n = x.shape[0]
+    padded = F.pad(x, [0, math.ceil(n / block) * block - n])
+    padded_shape = torch.tensor(padded.shape, dtype=torch.int)
+    blocked = padded.reshape(int(padded_shape[0]) // block, block)
+    per_block_max = torch.abs(blocked).max(dim=1, keepdim=True)[0]
+    if torch.all(per_block_max == 0):
+        per_block_max = torch.ones_like(per_block_max)
+    else:
+        per_block_max[per_block_max == 0] = per_block_max[per_block_max != 0].min()
+    return blocked, per_block_max
+
+
+def _mase_unblock_1d(blocked, n):
+    return blocked.flatten()[:n]
+
+
+def _mase_minifloat_ieee_tensor_bias(x, width, exponent_width, exponent_bias):
+    """MASE _minifloat_ieee_quantize with a per-block bias tensor (as block_minifloat calls it)."""
+    mantissa_bits = width - exponent_width - 1
+    exponent_max = 2 ** exponent_width - 1 - exponent_bias
+    exponent_min = -exponent_bias
+    shift = 2 ** mantissa_bits
+    sign = torch.sign(x + 1e-9)
+    value = torch.abs(x)
+    exponent = torch.floor(torch.log2(value + 1e-9))
+    exponent = exponent.clamp(min=exponent_min, max=exponent_max)
+    mantissa = value / 2 ** exponent
+    is_normal = ~torch.isclose(exponent, -exponent_bias)
+    shifted = is_normal * torch.clamp(torch.round(mantissa * shift - shift), 0, shift - 1) + \
+        (~is_normal) * torch.clamp(torch.round(mantissa * shift / 2), 0, shift - 1)
+    mantissa = is_normal * (1.0 + shifted / shift) + (~is_normal) * (shifted / shift * 2)
+    is_close_to_0 = torch.isclose(value, torch.tensor([0.0], dtype=value.dtype))
+    return (~is_close_to_0) * (sign * (2 ** exponent) * mantissa) + is_close_to_0 * x
+
+
+def mase_block_minifloat(x, width=8, exponent_width=4, exponent_bias_width=8, block=16):
+    # 1-D input: MASE's bias-path blocking, 16 consecutive elements per block.
+    blocked, per_block_max = _mase_block_1d(x, block)
+    bias = torch.clamp(torch.floor(torch.log2(per_block_max)), 0, 2 ** exponent_bias_width - 1)
+    q = _mase_minifloat_ieee_tensor_bias(blocked, width, exponent_width, bias)
+    return _mase_unblock_1d(q, x.shape[0])
+
+
+def mase_block_log(x, width=8, exponent_bias_width=8, block=16):
+    exponent_bits = width - 1
+    blocked, per_block_max = _mase_block_1d(x, block)
+    per_block_max_exponent = torch.ceil(torch.log2(per_block_max))
+    bias = torch.clamp(2 ** exponent_bits - 1 - per_block_max_exponent, 0, 2 ** exponent_bias_width - 1)
+    # MASE _log_quantize with a bias tensor
+    exponent_max = 2 ** exponent_bits - 1 - bias
+    exponent_min = -bias
+    min_pos = 2 ** exponent_min
+    sign = torch.sign(blocked + min_pos * 0.1)
+    value = torch.abs(blocked) + min_pos * 0.1
+    exponent = torch.round(torch.log2(value)).clamp(min=exponent_min, max=exponent_max)
+    return _mase_unblock_1d(sign * (2 ** exponent), x.shape[0])
+
+
+def mase_scale_integer(x, width=8):
+    # MASE's row = the last dim; for the 1-D bench tensor that is the whole tensor (as in qnum's row).
+    x_max = x.abs().max(dim=-1, keepdim=True).values + 1e-9
+    int_min, int_max = -(2 ** (width - 1)), 2 ** (width - 1) - 1
+    scale = 2 ** (width - 1) / x_max
+    return torch.clamp(torch.round(x.mul(scale)), int_min, int_max).div(scale)
+
+
+def mase_ternary(x):
+    """MASE ternary_quantizer defaults (scaling_factor=False, no statistics): the threshold argument is
+    ignored; per index i of dim 0, delta_i = 0.75 * mean|x_i|; out = +1 / -1 / 0. MASE's unscaled
+    Ternary.forward still computes the (unused) alpha, so that cost is kept. MASE's delta/alpha
+    expand over dims 1..3, so the input must be 4-D: the bench passes the same 4M floats viewed as
+    [64, 64, 32, 32] (a conv feature map: 64 slices of 65536 elements)."""
+    n = x[0].nelement()
+    delta = 0.75 * torch.sum(x.flatten(1).abs(), dim=(1,)) / n
+    delta = delta.unsqueeze(1).unsqueeze(1).unsqueeze(1).expand(-1, x.size()[1], x.size()[2], x.size()[3])
+    absvalue = x.abs()
+    truth_value = (absvalue > delta).to(torch.float32)
+    truth_num = truth_value.sum(dim=(1, 2, 3))
+    alpha = (truth_value.view(1, -1) * absvalue.view(1, -1)).view(x.size()).sum(dim=(1, 2, 3)) / truth_num
+    alpha = alpha.view(-1, 1)  # unused by the unscaled op, computed by MASE anyway
+    pos_one = torch.where(x > delta, 1.0, 0.0)
+    neg_one = torch.where(x < -delta, -1.0, 0.0)
+    return pos_one + neg_one
+
+
+def ternary_shape(size):
+    return (size // (64 * 32 * 32), 64, 32, 32) if size % (64 * 32 * 32) == 0 else (size, 1, 1, 1)
+
+
+def _mase_mx_minifloat_encode(x, exp_bits, frac_bits):
+    """MASE _minifloat_mx extract_minifloat_component, finite mode, round 'rn' (frexp, top 15 fraction
+    bits RNE'd, exponent OR carry, one subnormal binade)."""
+    y_exp_bias = (1 << (exp_bits - 1)) - 1
+    y_exp_max = (1 << exp_bits) - 1
+    y_exp_max_biased = y_exp_max - y_exp_bias
+    y_exp_min = 0
+    y_exp_min_biased = y_exp_min - y_exp_bias
+    y_frac_max = (1 << frac_bits) - 1
+    x = x.to(torch.float32)
+    y_sign = x < 0
+    x_int32 = x.abs().view(torch.int32)
+    flush_to_zero = (x_int32 & 0x7F800000) == 0
+    x_normal = torch.where(flush_to_zero, 0.0, x)
+    x_frac, x_exp = x_normal.abs().frexp()
+    x_frac = x_frac * 2
+    x_exp = x_exp - 1
+    y_exp = x_exp
+    underflow = y_exp < y_exp_min_biased
+    overflow = y_exp > y_exp_max_biased
+    y_exp = y_exp + y_exp_bias
+    y_frac = x_frac.view(torch.int32) & 0x7FFFFF
+    y_frac = (y_frac >> 8).float()
+    y_frac = y_frac / (1 << (15 - frac_bits))
+    y_frac = y_frac.round().to(torch.int32)
+    y_is_subnormal = (y_exp == y_exp_min) & (y_frac != 0)
+    y_frac = torch.where(y_is_subnormal, (y_frac | (1 << frac_bits)) >> 1, y_frac)
+    y_frac = torch.where(underflow, 0, y_frac)
+    y_exp = torch.where(underflow, 0, y_exp)
+    y_frac = torch.where(overflow, y_frac_max, y_frac)
+    y_exp = torch.where(overflow, y_exp_max, y_exp)
+    y_frac = torch.where(flush_to_zero, 0, y_frac)
+    y_exp = torch.where(flush_to_zero, 0, y_exp)
+    y = (y_exp << frac_bits) | y_frac
+    y = torch.where(y_sign, y + (1 << (exp_bits + frac_bits)), y)
+    return y.to(torch.uint16)
+
+
+def _mase_mx_minifloat_decode(elements, exp_bits, frac_bits):
+    """MASE compose_minifloat_component, finite mode."""
+    x_sign_mask = 1 << (exp_bits + frac_bits)
+    x_frac_mask = (1 << frac_bits) - 1
+    x_exp_bias = (1 << (exp_bits - 1)) - 1
+    elements = elements.to(torch.int32)
+    y_sign = (elements & x_sign_mask) << (31 - (exp_bits + frac_bits))
+    elements = elements & 0x7FFF
+    x_exp = (elements >> frac_bits) & ((1 << exp_bits) - 1)
+    x_frac = elements & x_frac_mask
+    is_subnormal = (x_exp == 0) & (x_frac != 0)
+    is_zero = (x_exp == 0) & (x_frac == 0)
+    y_exp = x_exp - x_exp_bias
+    y_exp = torch.where(is_subnormal, y_exp + 1, y_exp)
+    y_exp = torch.exp2(y_exp)
+    y_frac = x_frac.to(torch.float32) / (1 << frac_bits)
+    y_frac = torch.where(is_subnormal, y_frac, y_frac + 1.0)
+    y = y_exp * y_frac
+    y = torch.where(is_zero, 0.0, y)
+    y = torch.where(y_sign != 0, -y, y)
+    return y.to(torch.float32)
+
+
+def mase_mxfp(x, exp_bits, frac_bits, block=32, scale_exp_bits=8):
+    """MASE mxfp_quantizer (block_dim=-1, no quantile search): mxfp_quantizer_sim ->
+    extract_mxfp_components (flush subnormals, amax via quantile(1.0), shared = floor(log2 amax) -
+    emax_el, uint8 scale, uint8 element codes) -> compose_mxfp_tensor -> permute back."""
+    out_dq = torch.zeros_like(x)  # allocated (and discarded) by mxfp_quantizer_sim
+    shape = tuple(x.shape)
+    t = x.flatten().float()  # flatten_for_quantize (block dim already last)
+    n_blocks = t.numel() // block
+    sc_exp_max, sc_exp_min = (1 << scale_exp_bits) - 1, 0
+    sc_exp_bias = (1 << (scale_exp_bits - 1)) - 1
+    el_exp_max = (1 << exp_bits) - 1
+    el_exp_bias = (1 << (exp_bits - 1)) - 1
+    el_exp_max_biased = el_exp_max - el_exp_bias
+    t = t.flatten().reshape(n_blocks, block)
+    flush_to_zero = (t.view(torch.int32) & 0x7F800000) == 0
+    t = torch.where(flush_to_zero, 0.0, t)
+    shared_exp = t.abs().quantile(1.0, dim=1, keepdim=True)
+    shared_exp = shared_exp.log2().floor().to(torch.int32)
+    shared_exp -= el_exp_max_biased
+    shared_exp = shared_exp.clamp(sc_exp_min - sc_exp_bias, sc_exp_max - sc_exp_bias)
+    scales = shared_exp + sc_exp_bias
+    scales = torch.where(flush_to_zero.all(dim=1, keepdim=True), 0, scales).to(torch.uint8)
+    scales_fp = torch.exp2(shared_exp)
+    minifloats = torch.where(flush_to_zero, 0.0, t / scales_fp)
+    elements = _mase_mx_minifloat_encode(minifloats, exp_bits, frac_bits)
+    elements = elements.view(torch.uint16).to(torch.uint8)
+    # compose_mxfp_tensor
+    scales_fp = torch.exp2(scales.to(torch.int32) - sc_exp_bias)
+    minifloats = _mase_mx_minifloat_decode(elements.to(torch.uint16), exp_bits, frac_bits)
+    out_dq = (minifloats * scales_fp).flatten().to(x.dtype)
+    return out_dq.reshape(shape)  # permute_for_dequantize (identity permutation for block_dim=-1)
+
+
 QUANTIZERS = {
     "integer:width=8,frac_width=4": mase_integer,
     "minifloat_ieee:width=8,exponent_width=4": mase_minifloat_ieee,
     "log:width=8": mase_log,
     "block_fp:width=8,exponent_width=8,block_size=16": mase_block_fp,
     "mxint8": mase_mxint,
+    "block_minifloat:width=8,exponent_width=4,exponent_bias_width=8,block_size=16": mase_block_minifloat,
+    "block_log:width=8,exponent_bias_width=8,block_size=16": mase_block_log,
+    "scale_integer:width=8": mase_scale_integer,
+    "ternary": mase_ternary,  # input viewed 4-D, see ternary_shape
+    "mxfp8_e4m3": lambda x: mase_mxfp(x, 4, 3, block=32),
+    "mxfp4_e2m1": lambda x: mase_mxfp(x, 2, 1, block=32),
 }
 
 
@@ -107,7 +304,8 @@ def bench_quantize(size):
     x = torch.randn(size, dtype=torch.float32)
     memcpy = best_time(lambda: x.clone())
     for name, fn in QUANTIZERS.items():
-        t = best_time(lambda: fn(x))
+        xin = x.view(ternary_shape(size)) if fn is mase_ternary else x
+        t = best_time(lambda: fn(xin))
         print(json.dumps({"bench": "quantize", "format": name, "size": size, "threads": torch.get_num_threads(),
                           "gbps": 8 * size / t / 1e9, "memcpy_gbps": 8 * size / memcpy / 1e9}), flush=True)
 
