@@ -264,8 +264,8 @@ inline bi<A> gather_i32(const std::int32_t* table, const bi<A>& idx) {
 
 /// The thresholds a kernel needs: the full table, and (when the clamp range [lo, hi] spans at
 /// most 30 binades) the 32 entries from field lo + 126 on, which AVX-512 looks up with one
-/// two-register permute instead of a gather. Fields outside that window are clamped to its
-/// ends: their exponent is clamped to lo or hi whatever the threshold says.
+/// two-register permute (AVX2: four permutes and two blends) instead of a gather. Fields outside that window are
+/// clamped to its ends: their exponent is clamped to lo or hi whatever the threshold says.
 struct Log2Lookup {
   const Log2Thresholds* t = nullptr;
   std::int32_t lo = 0, hi = 0, f0 = 0;
@@ -295,6 +295,26 @@ inline bi<A> log2_exponent(const bf<A>& w, const Log2Lookup& lk) {
       const bi<A> idx = clamp_i<A>(field - bi<A>(lk.f0), 0, 31);
       const __m512i w0 = _mm512_load_si512(lk.window.data()), w1 = _mm512_load_si512(lk.window.data() + 16);
       thr = bi<A>(_mm512_permutex2var_epi32(w0, static_cast<__m512i>(idx), w1));
+    } else {
+      thr = gather_i32<A>(lk.t->t.data(), field);
+    }
+  } else
+#endif
+#if XSIMD_WITH_AVX2 && defined(__AVX2__)
+      if constexpr (std::is_base_of_v<xsimd::avx2, A> && bi<A>::size == 8) {
+    if (lk.small) {  // four 8-entry permutes and two blends: AVX2's gather is slower
+      const __m256i idx = static_cast<__m256i>(clamp_i<A>(field - bi<A>(lk.f0), 0, 31));
+      const auto* w = reinterpret_cast<const __m256i*>(lk.window.data());
+      auto pick = [](__m256i lo, __m256i hi, __m256i sel_bit31) {  // lanes with bit 31 set take hi
+        return _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(lo), _mm256_castsi256_ps(hi), _mm256_castsi256_ps(sel_bit31)));
+      };
+      const __m256i b3 = _mm256_slli_epi32(idx, 28), b4 = _mm256_slli_epi32(idx, 27);
+      const __m256i t01 = pick(_mm256_permutevar8x32_epi32(_mm256_load_si256(w), idx),
+                               _mm256_permutevar8x32_epi32(_mm256_load_si256(w + 1), idx), b3);
+      const __m256i t23 = pick(_mm256_permutevar8x32_epi32(_mm256_load_si256(w + 2), idx),
+                               _mm256_permutevar8x32_epi32(_mm256_load_si256(w + 3), idx), b3);
+      thr = bi<A>(pick(t01, t23, b4));
     } else {
       thr = gather_i32<A>(lk.t->t.data(), field);
     }
