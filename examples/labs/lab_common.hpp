@@ -269,10 +269,17 @@ inline std::string best_so_far_script(const std::string& comment, const std::str
                                       double reference, const std::string& reference_title) {
   char ref[64];
   std::snprintf(ref, sizeof ref, "%.6f", reference);
-  return gnuplot_preamble(comment) + "set title \"" + title +
+  // A long title is split after its first ": " (one line is clipped at 960 px with the key
+  // outside); few trials get integer ticks (gnuplot would label 0.5 steps).
+  std::string shown = title;
+  if (const auto colon = shown.find(": "); colon != std::string::npos && shown.size() > 60)
+    shown = shown.substr(0, colon + 1) + "\\n" + shown.substr(colon + 2);
+  return gnuplot_preamble(comment) + "set title \"" + shown +
          "\"\n"
          "set xlabel \"trial\"\n"
          "set ylabel \"best validation accuracy so far\"\n"
+         "stats \"results.csv\" using 1 nooutput\n"
+         "if (STATS_max <= 20) set xtics 1\n"
          "set key autotitle columnhead\n"
          "plot for [i=2:" +
          std::to_string(curves + 1) +
