@@ -632,6 +632,43 @@ inline void quantize_mxint8(const float* x, std::int64_t rows, std::int64_t K, M
             continue;
           }
         }
+#elif defined(__AVX2__)
+        if (n == 32) {  // the same decisions as below, 8 lanes x 4
+          __m256 xs[4];
+          const __m256i mag = _mm256_set1_epi32(0x7FFFFFFF);
+          __m256i amax_bits = _mm256_setzero_si256();
+          for (int t = 0; t < 4; ++t) {
+            xs[t] = _mm256_loadu_ps(v + 8 * t);
+            amax_bits = _mm256_max_epu32(amax_bits, _mm256_and_si256(_mm256_castps_si256(xs[t]), mag));
+          }
+          __m128i m4 = _mm_max_epu32(_mm256_castsi256_si128(amax_bits), _mm256_extracti128_si256(amax_bits, 1));
+          m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0x4E));
+          m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0xB1));
+          const std::uint32_t top = static_cast<std::uint32_t>(_mm_cvtsi128_si32(m4));  // |x| orders like its bits
+          if (top >= 0x7F800000u) {  // NaN or Inf
+            std::memset(o.data, 0, sizeof(o.data));
+            o.scale = 0xFF;
+            continue;
+          }
+          const int field = static_cast<int>(top >> 23);  // 0 for zero and subnormal maxima: e = -127
+          const int e = field == 0 ? -127 : field - 127;
+          if (e >= -121) {
+            o.scale = static_cast<std::uint8_t>(e + 127);
+            const __m256 f = _mm256_set1_ps(static_cast<float>(detail::pow2(6 - e)));
+            const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+            __m256i k[4];
+            for (int t = 0; t < 4; ++t) {
+              const __m256 y = _mm256_round_ps(_mm256_mul_ps(xs[t], f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+              k[t] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(y, lo), hi));
+            }
+            // int32 -> int8 (values already in range): the packs interleave 128-bit lanes,
+            // the permute restores element order.
+            const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(k[0], k[1]), _mm256_packs_epi32(k[2], k[3]));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.data),
+                                _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+            continue;
+          }
+        }
 #endif
         float amax = 0.0f;
         bool special = false;

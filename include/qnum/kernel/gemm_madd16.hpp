@@ -62,6 +62,17 @@ inline void pack_b_s16(const std::int8_t* B, std::int64_t N, std::int64_t K, std
   });
 }
 
+/// acc += m, in place. GCC 12 gives vpaddd's result a fresh register and copies it back to
+/// the accumulator's; with 12 accumulators it runs out of registers and spills in the k loop
+/// (measured: half the accumulators on the stack). The asm keeps each one in one register.
+[[gnu::always_inline]] inline void add_in_place(__m256i& acc, __m256i m) {
+#if defined(__GNUC__)
+  asm("vpaddd %1, %0, %0" : "+x"(acc) : "x"(m));
+#else
+  acc = _mm256_add_epi32(acc, m);
+#endif
+}
+
 /// acc[i][c] += Σ_t madd(a pair t of row i, B pair t of columns c·8 ..) for t < kpairs
 /// (kSet: acc[i][c] = the sum instead, kpairs >= 1). a: strip base (row stride lda int16);
 /// b: panel base at the first pair.
@@ -94,45 +105,50 @@ template <int MR = kHMR, bool kSet = false>
       std::int32_t pair;
       std::memcpy(&pair, a + i * lda + 2 * t, 4);
       const __m256i av = _mm256_set1_epi32(pair);
-      acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(av, b0));
-      acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(av, b1));
+      add_in_place(acc[i][0], _mm256_madd_epi16(av, b0));
+      add_in_place(acc[i][1], _mm256_madd_epi16(av, b1));
     }
   }
 }
 
-/// Rows of the MXINT8 register tile: 4 x 16, 8 int accumulators. (6 x 16, the int8 kernel's
-/// tile, measured 20% slower here: GCC hoists a k pair's broadcasts and spills.)
-inline constexpr int kMxMR = 4;
+/// Rows of the MXINT8 register tile (6 x 16, 12 int accumulators, as the int8 kernel).
+inline constexpr int kMxMR = kHMR;
 
 /// One MXINT8 block (16 k pairs) of a kMxMR x kHNR tile: facc[i][c] = fma(float(d_ic), sa_i·sb_c,
-/// facc[i][c]). Accumulators are named variables, not an array: GCC kept a memory copy of an
-/// array and stored it every k pair (7 dead 32-byte stores per 8 vpmaddwd).
+/// facc[i][c]). The accumulators are named variables and add in place: as an array inlined
+/// into the tile loops, GCC kept them in memory. The float sums stay in L1.
 [[gnu::always_inline]] inline void mxint8_block_tile(const std::int16_t* a, std::int64_t lda, const std::int16_t* b,
                                                      const float* sa, std::int64_t sa_stride, const float* sb,
                                                      float (&facc)[kMxMR][kHNR]) {
-  static_assert(kMxMR == 4);
+  static_assert(kMxMR == 6);
   auto bcast = [a, lda](int i, int t) {
     std::int32_t pair;
     std::memcpy(&pair, a + i * lda + 2 * t, 4);
     return _mm256_set1_epi32(pair);
   };
   const __m256i z = _mm256_setzero_si256();
-  __m256i c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
+  __m256i c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z, c41 = z, c50 = z, c51 = z;
   for (int t = 0; t < 16; ++t) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + t * 2 * kHNR));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + t * 2 * kHNR + 16));
     __m256i x = bcast(0, t);
-    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, b0));
-    c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, b1));
+    add_in_place(c00, _mm256_madd_epi16(x, b0));
+    add_in_place(c01, _mm256_madd_epi16(x, b1));
     x = bcast(1, t);
-    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x, b0));
-    c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x, b1));
+    add_in_place(c10, _mm256_madd_epi16(x, b0));
+    add_in_place(c11, _mm256_madd_epi16(x, b1));
     x = bcast(2, t);
-    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x, b0));
-    c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x, b1));
+    add_in_place(c20, _mm256_madd_epi16(x, b0));
+    add_in_place(c21, _mm256_madd_epi16(x, b1));
     x = bcast(3, t);
-    c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x, b0));
-    c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x, b1));
+    add_in_place(c30, _mm256_madd_epi16(x, b0));
+    add_in_place(c31, _mm256_madd_epi16(x, b1));
+    x = bcast(4, t);
+    add_in_place(c40, _mm256_madd_epi16(x, b0));
+    add_in_place(c41, _mm256_madd_epi16(x, b1));
+    x = bcast(5, t);
+    add_in_place(c50, _mm256_madd_epi16(x, b0));
+    add_in_place(c51, _mm256_madd_epi16(x, b1));
   }
   const __m256 s0 = _mm256_loadu_ps(sb), s1 = _mm256_loadu_ps(sb + 8);
   auto row = [&](int i, __m256i d0, __m256i d1) {
@@ -146,6 +162,8 @@ inline constexpr int kMxMR = 4;
   row(1, c10, c11);
   row(2, c20, c21);
   row(3, c30, c31);
+  row(4, c40, c41);
+  row(5, c50, c51);
 }
 
 /// Stores the first `nr` columns of a kHNR-wide row (full rows as two vector stores: a
@@ -243,11 +261,11 @@ void gemm_mxint8_madd16(CodesA&& codes_a, const float* sa, CodesB&& codes_b, con
   const std::int16_t* bp = bpd;
   const float* sap = sapd;
   const float* sbp = sbpd;
-  // Tile: 12 strips of 4 rows x 8 panels. Per panel, blocks are taken kSub at a time across
+  // Tile: 8 strips of 6 rows x 8 panels. Per panel, blocks are taken kSub at a time across
   // all strips, so the panel's slice (kSub KB) stays in L1 while the strips use it; each
   // strip's float sums wait in tile-local arrays (the per-lane order of operations is the
   // block order either way).
-  constexpr std::int64_t kStrips = 12, kSub = 8;
+  constexpr std::int64_t kStrips = 8, kSub = 8;
   gemm_tiles(M, N, kMxMR * kStrips, kHNR * 8, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
     alignas(32) float total[kStrips][kMxMR][kHNR];
     alignas(32) float facc[kStrips][kMxMR][kHNR];
