@@ -1,8 +1,10 @@
 // bert-tiny training step and inference (batch 32, seq 128 and 256, no padding, random ids),
 // the same work as bench/torch_bert_baseline.py: forward + cross-entropy + backward +
 // grad-norm clipping (1.0) + AdamW for a step; eval-mode forward without gradients (fused
-// attention) for inference. Threads: QNUM_BENCH_THREADS (default 1), as the baseline's
-// --threads. Both call qnum::retain_freed_memory() first, as TextTrainer::fit does.
+// attention) for inference. The Qat variants first quantize every Linear to 8-bit fixed point
+// (data_in 8/4, weight 8/7, bias 8/5: examples/configs/bert_int8_qat.toml) — the baseline's
+// --qat, MASE's LinearInteger. Threads: QNUM_BENCH_THREADS (default 1), as the baseline's
+// --threads. All call qnum::retain_freed_memory() first, as TextTrainer::fit does.
 //   ./qnum-bench --benchmark_filter=Bert
 #include <benchmark/benchmark.h>
 
@@ -15,6 +17,7 @@
 #include "qnum/core/rng.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/bert.hpp"
+#include "qnum/passes/quantize.hpp"
 #include "qnum/train/recipe.hpp"
 #include "qnum/train/text_trainer.hpp"
 
@@ -34,16 +37,24 @@ BertBatch random_batch(std::int64_t b, std::int64_t t) {
   return x;
 }
 
+/// examples/configs/bert_int8_qat.toml: 8-bit fixed point on every Linear's input, weight, bias.
+void quantize_int8(qnum::nn::Module& m) {
+  qnum::passes::quantize(m, nlohmann::json::parse(R"({"by": "type", "default": {"config": {"name": "NA"}},
+      "linear": {"config": {"name": "integer", "data_in_width": 8, "data_in_frac_width": 4, "weight_width": 8,
+                            "weight_frac_width": 7, "bias_width": 8, "bias_frac_width": 5}}})"));
+}
+
 int bench_threads() {
   const char* s = std::getenv("QNUM_BENCH_THREADS");
   return s ? std::atoi(s) : 1;
 }
 
-void BM_BertTinyTrainStep(benchmark::State& state) {
+void train_step(benchmark::State& state, bool qat) {
   qnum::retain_freed_memory();
   qnum::set_num_threads(bench_threads());
   const std::int64_t B = state.range(0), T = state.range(1);
   auto m = qnum::models::make_bert_model("bert-tiny", 0);
+  if (qat) quantize_int8(*m);
   m->train();
   auto opt = qnum::train::make_optimizer("adamw", m->parameters(), 1e-4, 0.0);
   std::vector<qnum::Tensor> params = m->parameters();
@@ -59,13 +70,17 @@ void BM_BertTinyTrainStep(benchmark::State& state) {
   }
   state.counters["threads"] = bench_threads();
 }
+void BM_BertTinyTrainStep(benchmark::State& state) { train_step(state, false); }
+void BM_BertTinyQatTrainStep(benchmark::State& state) { train_step(state, true); }
 BENCHMARK(BM_BertTinyTrainStep)->Args({32, 128})->Args({32, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_BertTinyQatTrainStep)->Args({32, 128})->Args({32, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_BertTinyInference(benchmark::State& state) {
+void inference(benchmark::State& state, bool qat) {
   qnum::retain_freed_memory();
   qnum::set_num_threads(bench_threads());
   const std::int64_t B = state.range(0), T = state.range(1);
   auto m = qnum::models::make_bert_model("bert-tiny", 0);
+  if (qat) quantize_int8(*m);
   m->eval();
   const BertBatch x = random_batch(B, T);
   for (auto _ : state) {
@@ -74,6 +89,9 @@ void BM_BertTinyInference(benchmark::State& state) {
   }
   state.counters["threads"] = bench_threads();
 }
+void BM_BertTinyInference(benchmark::State& state) { inference(state, false); }
+void BM_BertTinyQatInference(benchmark::State& state) { inference(state, true); }
 BENCHMARK(BM_BertTinyInference)->Args({32, 128})->Args({32, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_BertTinyQatInference)->Args({32, 128})->Args({32, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
