@@ -594,6 +594,22 @@ inline std::int64_t mxint8_blocks(std::int64_t K) { return detail::ceil_div(K, 3
 /// dot product). Bit-identical to MXInt8::from_floats on each (padded) block: scale = floor(log2
 /// max|x|) clamped to [-127, 127] (+127 biased; all-zero block 0), k = clamp(RNE(x·2^(6-e)),
 /// -128, 127); a block holding NaN or ±Inf gets scale 0xFF (NaN) and zero codes.
+namespace detail {
+/// MXINT8 block exponent from `top`, the largest |x| bit pattern of a block: floor(log2 max|x|)
+/// (-127 for zero and subnormal maxima). A NaN or Inf block is written here (scale 0xFF, zero
+/// codes) and gets kMxNaNBlock.
+inline constexpr int kMxNaNBlock = -1000;
+inline int mxint8_block_exponent(std::uint32_t top, MXInt8& o) {
+  if (top >= 0x7F800000u) {
+    std::memset(o.data, 0, sizeof(o.data));
+    o.scale = 0xFF;
+    return kMxNaNBlock;
+  }
+  const int field = static_cast<int>(top >> 23);
+  return field == 0 ? -127 : field - 127;
+}
+}  // namespace detail
+
 inline void quantize_mxint8(const float* x, std::int64_t rows, std::int64_t K, MXInt8* out) {
   detail::require(rows >= 0 && K > 0 && x != nullptr && out != nullptr, "quantize_mxint8: bad arguments rows=", rows,
                   " K=", K);
@@ -612,14 +628,9 @@ inline void quantize_mxint8(const float* x, std::int64_t rows, std::int64_t K, M
           const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(x1), mag);
           const __m512i amax_bits = _mm512_max_epu32(a0, a1);  // |x| orders like its bits
           const std::uint32_t top = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(amax_bits));
-          if (top >= 0x7F800000u) {  // NaN or Inf
-            std::memset(o.data, 0, sizeof(o.data));
-            o.scale = 0xFF;
-            continue;
-          }
-          const int field = static_cast<int>(top >> 23);  // 0 for zero and subnormal maxima: e = -127
-          const int e = field == 0 ? -127 : field - 127;
-          if (e >= -121) {
+          const int e = detail::mxint8_block_exponent(top, o);
+          if (e == detail::kMxNaNBlock) continue;  // written
+          if (e >= -121) {                         // else x·2^(6-e) could underflow: the scalar code below
             o.scale = static_cast<std::uint8_t>(e + 127);
             const __m512 f = _mm512_set1_ps(static_cast<float>(detail::pow2(6 - e)));
             const __m512 lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
@@ -645,14 +656,9 @@ inline void quantize_mxint8(const float* x, std::int64_t rows, std::int64_t K, M
           m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0x4E));
           m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0xB1));
           const std::uint32_t top = static_cast<std::uint32_t>(_mm_cvtsi128_si32(m4));  // |x| orders like its bits
-          if (top >= 0x7F800000u) {  // NaN or Inf
-            std::memset(o.data, 0, sizeof(o.data));
-            o.scale = 0xFF;
-            continue;
-          }
-          const int field = static_cast<int>(top >> 23);  // 0 for zero and subnormal maxima: e = -127
-          const int e = field == 0 ? -127 : field - 127;
-          if (e >= -121) {
+          const int e = detail::mxint8_block_exponent(top, o);
+          if (e == detail::kMxNaNBlock) continue;  // written
+          if (e >= -121) {  // else x·2^(6-e) could underflow: the scalar code below
             o.scale = static_cast<std::uint8_t>(e + 127);
             const __m256 f = _mm256_set1_ps(static_cast<float>(detail::pow2(6 - e)));
             const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
