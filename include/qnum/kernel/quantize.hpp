@@ -23,7 +23,8 @@
 //    block_minifloat and block_log (both bundles, every layout, quantize_tiles.hpp): the
 //    reference's per-block code, threaded over blocks; exact mode with blocks inside one row
 //    and nearest rounding runs in vector registers instead (simd).
-//  - quantize_rows.hpp: scale_integer (mase: simd; exact: scalar element, threaded) and
+//  - quantize_rows.hpp: scale_integer (mase and exact nearest-even: simd, double lanes for exact;
+//    other roundings: scalar element, threaded) and
 //    ternary (exact: simd; mase: per-sample reference, threaded).
 //    mase mxfp (any block_dim, quantile search too): MASE's codec per block, threaded.
 //  - reference: every other family or setting (mxint quantile search, exact 2-D block_fp/MX
@@ -683,9 +684,11 @@ inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Rol
   if (detail::tiles_simd_supported(f, shape)) return QuantizePath::simd;
   if (detail::tiles_supported(f, shape, role)) return f.policy.is_mase() ? QuantizePath::simd : QuantizePath::scalar;
   if (f.policy.is_mase() && std::holds_alternative<MXFPSpec>(f.spec)) return QuantizePath::scalar;
-  if (std::holds_alternative<ScaleIntegerSpec>(f.spec) || std::holds_alternative<TernarySpec>(f.spec))
-    return f.policy.is_mase() == std::holds_alternative<ScaleIntegerSpec>(f.spec) ? QuantizePath::simd
-                                                                                  : QuantizePath::scalar;
+  if (std::holds_alternative<ScaleIntegerSpec>(f.spec))  // exact: round to nearest even in vector lanes
+    return f.policy.is_mase() || f.policy.rounding == Rounding::nearest_even ? QuantizePath::simd
+                                                                              : QuantizePath::scalar;
+  if (std::holds_alternative<TernarySpec>(f.spec))
+    return f.policy.is_mase() ? QuantizePath::scalar : QuantizePath::simd;
   QuantizePath r = QuantizePath::reference;
   detail::plan(
       f, [&](const auto&) { r = QuantizePath::simd; }, [&](const auto&) { r = QuantizePath::scalar; },

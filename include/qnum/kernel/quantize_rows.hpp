@@ -3,8 +3,9 @@
 //  - scale_integer: row maxima as integer maxima of |x|'s bits over segments of at most
 //    kQuantizeGrain elements (a max is exact, so the split changes nothing; NaN bits > Inf),
 //    then the elements. mase: MASE's float32 ops on vectors (x * s, round half even, clamp,
-//    k / s: the same IEEE operations as scale_integer_code_mase); exact (double arithmetic
-//    under any rounding): the reference's element function, threaded.
+//    k / s: the same IEEE operations as scale_integer_code_mase); exact (double arithmetic):
+//    round to nearest even in double vector lanes (the reference's operations), other
+//    roundings by the reference's element function; threaded.
 //  - ternary exact: channel statistics by the reference (its double sum is order-dependent,
 //    so one channel stays one serial sum; channels run in parallel), then the elements as
 //    x > T / x < -T against T = the largest float <= delta (for a float x, x > delta exactly
@@ -71,10 +72,31 @@ void scale_integer_kernel(const ScaleIntegerSpec& s, const Policy& p, std::span<
     return bits_float(static_cast<std::uint32_t>(mb[static_cast<std::size_t>(r)]));
   };
   if (!p.is_mase()) {
+    using bd = xsimd::batch<double, A>;
+    constexpr std::int64_t D = bd::size;
+    const bool vector_path = p.rounding == Rounding::nearest_even;
+    const double kmax = static_cast<double>(s.kmax()), kmin = static_cast<double>(s.kmin());
     for_each_row_run(n, row, [&](std::int64_t r, std::int64_t b, std::int64_t e) {
       const float m = row_max(r);
       if (!std::isfinite(m)) return std::fill(dst + b, dst + e, qnum::detail::kNaN);  // no finite scale
-      for (std::int64_t i = b; i < e; ++i)
+      std::int64_t i = b;
+      if (vector_path && m != 0.0f) {
+        // The reference's double operations on D lanes: k = clamp(rne((x·kmax)/m)), value =
+        // float((k·m)/kmax); a zero value takes x's sign when signed (as the reference).
+        const bd KMAX(kmax), KMIN(kmin), M(static_cast<double>(m));
+        for (; i + D <= e; i += D) {
+          alignas(64) double xd[D], vd[D];
+          for (std::int64_t j = 0; j < D; ++j) xd[j] = static_cast<double>(src[i + j]);
+          bd k = xsimd::nearbyint((bd::load_aligned(xd) * KMAX) / M);
+          k = xsimd::min(xsimd::max(k, KMIN), KMAX);
+          ((k * M) / KMAX).store_aligned(vd);
+          for (std::int64_t j = 0; j < D; ++j) {
+            const float v = static_cast<float>(vd[j]);
+            dst[i + j] = v != 0.0f ? v : (s.is_signed ? std::copysign(0.0f, src[i + j]) : 0.0f);
+          }
+        }
+      }
+      for (; i < e; ++i)
         dst[i] = qnum::detail::scale_integer_element_exact(s, p, src[i], m, static_cast<std::uint64_t>(i));
     });
     return;
