@@ -65,7 +65,7 @@ cat >"$tmp/prune.toml" <<'TOML'
 weight = { sparsity = 0.9, method = "random", scope = "local" }
 TOML
 run comp2 0 "$LAB2_COMPRESSION" "${tiny[@]}" --trials 2 --samplers grid,tpe --compress-config "$tmp/prune.toml" \
-  --post-epochs 2 --output-dir "$tmp/comp2"
+  --post-epochs 2 --warmup-ratio 0.1 --weight-decay 0.01 --output-dir "$tmp/comp2"
 check_best comp2 "$tmp/comp2/results.csv" \
   "trial,nas-grid,compress-grid,compress-post-grid,nas-tpe,compress-tpe,compress-post-tpe" 2
 [ "$(wc -l <"$tmp/comp2/trials/compress-post-tpe-0/post/metrics.jsonl")" -eq 2 ] || fail "comp2: not 2 post epochs"
@@ -89,7 +89,11 @@ expect_one_line_error section "unknown section 'lora'" "$LAB2_COMPRESSION" --com
 echo '{"prune": {"weight": {"sparsity": 1.5}}}' >"$tmp/bad2.json"
 expect_one_line_error sparsity "weight.sparsity = 1.5 must be in \[0, 1\)" "$LAB2_COMPRESSION" --compress-config "$tmp/bad2.json" \
   --output-dir "$tmp/x11"
+expect_one_line_error warmup "--warmup-ratio must be in \[0, 1\], got 1.5" "$LAB2_NAS" --warmup-ratio 1.5 \
+  --output-dir "$tmp/x12"
+expect_one_line_error decay "--weight-decay must be >= 0, got -1" "$LAB2_COMPRESSION" --weight-decay=-1 \
+  --output-dir "$tmp/x13"
 expect_one_line_error option "--unknown" "$LAB2_NAS" --unknown 3
-for d in x1 x2 x3 x4 x5 x6 x7 x8 x9 x10 x11; do [ ! -e "$tmp/$d" ] || fail "$d: output directory created for bad input"; done
+for d in x1 x2 x3 x4 x5 x6 x7 x8 x9 x10 x11 x12 x13; do [ ! -e "$tmp/$d" ] || fail "$d: output directory created for bad input"; done
 
 finish "labs.lab2"
