@@ -153,6 +153,16 @@ inline const Log2Thresholds& log2_thresholds(Log2Op op) {
   return op == Log2Op::floor ? floor_t : (op == Log2Op::ceil ? ceil_t : nearest_t);
 }
 
+/// op(float32 log2(v)) for one float, as log2_op computes it: from the thresholds for positive
+/// normal v (no libm call: the MASE block kernels take one per block of 16), else libm.
+inline float log2_op_scalar(Log2Op op, float v) {
+  const std::uint32_t b = qnum::detail::float_bits(v), f = b >> 23;
+  if (f >= 1 && f <= 254)
+    return static_cast<float>(static_cast<std::int32_t>(f) - 127 +
+                              (static_cast<std::int32_t>(b) >= log2_thresholds(op).t[f] ? 1 : 0));
+  return log2_op(op, v);
+}
+
 /// The smallest float32 mantissa field m with (1 + m 2^-23)^2 >= 2 (in double, exact).
 inline constexpr std::int32_t kSqrt2Mantissa = [] {
   std::int32_t lo = 0, hi = 1 << 23;
@@ -686,7 +696,7 @@ inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Rol
   if (f.policy.is_mase() && std::holds_alternative<MXFPSpec>(f.spec)) return QuantizePath::scalar;
   if (std::holds_alternative<ScaleIntegerSpec>(f.spec))  // exact: round to nearest even in vector lanes
     return f.policy.is_mase() || f.policy.rounding == Rounding::nearest_even ? QuantizePath::simd
-                                                                              : QuantizePath::scalar;
+                                                                             : QuantizePath::scalar;
   if (std::holds_alternative<TernarySpec>(f.spec))
     return f.policy.is_mase() ? QuantizePath::scalar : QuantizePath::simd;
   QuantizePath r = QuantizePath::reference;
