@@ -36,7 +36,7 @@ namespace qnum::detail {
 
 inline constexpr int kHMR = 6, kHNR = 16;
 
-/// A [M,K] int8 (row-major, or MXINT8 codes with K = 32·blocks) -> int16 rows (see above).
+/// A [M,K] int8 (row-major) -> int16 rows (see above).
 inline void pack_a_s16(const std::int8_t* A, std::int64_t M, std::int64_t K, std::int64_t Kp, std::int64_t Mp,
                        std::vector<std::int16_t>& p) {
   p.assign(static_cast<std::size_t>(Mp * Kp), 0);
@@ -73,35 +73,17 @@ inline void pack_b_s16(const std::int8_t* B, std::int64_t N, std::int64_t K, std
 #endif
 }
 
-/// acc[i][c] += Σ_t madd(a pair t of row i, B pair t of columns c·8 ..) for t < kpairs
-/// (kSet: acc[i][c] = the sum instead, kpairs >= 1). a: strip base (row stride lda int16);
-/// b: panel base at the first pair.
-template <int MR = kHMR, bool kSet = false>
+/// acc[i][c] += Σ_t madd(a pair t of row i, B pair t of columns c·8 ..) for t < kpairs.
+/// a: strip base (row stride lda int16); b: panel base at the first pair.
 [[gnu::always_inline]] inline void madd16_tile(const std::int16_t* __restrict a, std::int64_t lda,
                                                const std::int16_t* __restrict b, std::int64_t kpairs,
-                                               __m256i (&acc)[MR][2]) {
-  std::int64_t t = 0;
-  // kSet: setting from the first pair (not zero + products) gives each accumulator its own
-  // first definition.
-  if constexpr (kSet) {
-    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
-      std::int32_t pair;
-      std::memcpy(&pair, a + i * lda, 4);
-      const __m256i av = _mm256_set1_epi32(pair);
-      acc[i][0] = _mm256_madd_epi16(av, b0);
-      acc[i][1] = _mm256_madd_epi16(av, b1);
-    }
-    t = 1;
-  }
+                                               __m256i (&acc)[kHMR][2]) {
 #pragma GCC unroll 1
-  for (; t < kpairs; ++t) {
+  for (std::int64_t t = 0; t < kpairs; ++t) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + t * 2 * kHNR));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + t * 2 * kHNR + 16));
 #pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < kHMR; ++i) {
       std::int32_t pair;
       std::memcpy(&pair, a + i * lda + 2 * t, 4);
       const __m256i av = _mm256_set1_epi32(pair);
@@ -111,16 +93,13 @@ template <int MR = kHMR, bool kSet = false>
   }
 }
 
-/// Rows of the MXINT8 register tile (6 x 16, 12 int accumulators, as the int8 kernel).
-inline constexpr int kMxMR = kHMR;
-
-/// One MXINT8 block (16 k pairs) of a kMxMR x kHNR tile: facc[i][c] = fma(float(d_ic), sa_i·sb_c,
-/// facc[i][c]). The accumulators are named variables and add in place: as an array inlined
-/// into the tile loops, GCC kept them in memory. The float sums stay in L1.
+/// One MXINT8 block (16 k pairs) of a kHMR x kHNR tile (the int8 kernel's shape): facc[i][c] = fma(float(d_ic),
+/// sa_i·sb_c, facc[i][c]). The accumulators are named variables and add in place: as an array inlined into the tile
+/// loops, GCC kept them in memory. The float sums stay in L1.
 [[gnu::always_inline]] inline void mxint8_block_tile(const std::int16_t* a, std::int64_t lda, const std::int16_t* b,
                                                      const float* sa, std::int64_t sa_stride, const float* sb,
-                                                     float (&facc)[kMxMR][kHNR]) {
-  static_assert(kMxMR == 6);
+                                                     float (&facc)[kHMR][kHNR]) {
+  static_assert(kHMR == 6);  // the six named rows below
   auto bcast = [a, lda](int i, int t) {
     std::int32_t pair;
     std::memcpy(&pair, a + i * lda + 2 * t, 4);
@@ -227,7 +206,7 @@ inline void gemm_s8_madd16(const std::int8_t* A, const std::int8_t* B, std::int3
 template <class CodesA, class CodesB>
 void gemm_mxint8_madd16(CodesA&& codes_a, const float* sa, CodesB&& codes_b, const float* sb, float* C, std::int64_t M,
                         std::int64_t N, std::int64_t nb, std::int64_t chunk) {
-  const std::int64_t Kp = nb * 32, Mp = ceil_div(M, kMxMR) * kMxMR, panels = ceil_div(N, kHNR);
+  const std::int64_t Kp = nb * 32, Mp = ceil_div(M, kHMR) * kHMR, panels = ceil_div(N, kHNR);
   thread_local std::vector<std::int16_t> ap_buf, bp_buf;
   thread_local std::vector<float> sap_buf, sbp_buf;
   ap_buf.assign(static_cast<std::size_t>(Mp * Kp), 0);
@@ -266,35 +245,35 @@ void gemm_mxint8_madd16(CodesA&& codes_a, const float* sa, CodesB&& codes_b, con
   // strip's float sums wait in tile-local arrays (the per-lane order of operations is the
   // block order either way).
   constexpr std::int64_t kStrips = 8, kSub = 8;
-  gemm_tiles(M, N, kMxMR * kStrips, kHNR * 8, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-    alignas(32) float total[kStrips][kMxMR][kHNR];
-    alignas(32) float facc[kStrips][kMxMR][kHNR];
-    const std::int64_t strips = ceil_div(i1 - i0, kMxMR);
+  gemm_tiles(M, N, kHMR * kStrips, kHNR * 8, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    alignas(32) float total[kStrips][kHMR][kHNR];
+    alignas(32) float facc[kStrips][kHMR][kHNR];
+    const std::int64_t strips = ceil_div(i1 - i0, kHMR);
     for (std::int64_t j = j0; j < j1; j += kHNR) {
       const std::int64_t q = j / kHNR;
       const std::int16_t* bpan = bp + q * Kp * kHNR;
       const float* sbq = sbp + q * nb * kHNR;
-      std::memset(total, 0, sizeof(float) * static_cast<std::size_t>(strips * kMxMR * kHNR));
+      std::memset(total, 0, sizeof(float) * static_cast<std::size_t>(strips * kHMR * kHNR));
       for (std::int64_t c0 = 0; c0 < nb; c0 += chunk) {
         const std::int64_t c1 = std::min(nb, c0 + chunk);
-        std::memset(facc, 0, sizeof(float) * static_cast<std::size_t>(strips * kMxMR * kHNR));
+        std::memset(facc, 0, sizeof(float) * static_cast<std::size_t>(strips * kHMR * kHNR));
         for (std::int64_t s0 = c0; s0 < c1; s0 += kSub)
           for (std::int64_t s = 0; s < strips; ++s) {
-            const std::int64_t r = i0 + s * kMxMR;
+            const std::int64_t r = i0 + s * kHMR;
             for (std::int64_t b = s0; b < std::min(c1, s0 + kSub); ++b)
               mxint8_block_tile(ap + r * Kp + b * 32, Kp, bpan + b * 16 * 2 * kHNR, sap + r * nb + b, nb,
                                 sbq + b * kHNR, facc[s]);
           }
         for (std::int64_t s = 0; s < strips; ++s)
-          for (int i = 0; i < kMxMR; ++i)
+          for (int i = 0; i < kHMR; ++i)
             for (int c = 0; c < 2; ++c)
               _mm256_store_ps(&total[s][i][8 * c],
                               _mm256_add_ps(_mm256_load_ps(&total[s][i][8 * c]), _mm256_load_ps(&facc[s][i][8 * c])));
       }
       const int nr = static_cast<int>(std::min<std::int64_t>(kHNR, j1 - j));
       for (std::int64_t s = 0; s < strips; ++s) {
-        const std::int64_t r = i0 + s * kMxMR;
-        const int mr = static_cast<int>(std::min<std::int64_t>(kMxMR, i1 - r));
+        const std::int64_t r = i0 + s * kHMR;
+        const int mr = static_cast<int>(std::min<std::int64_t>(kHMR, i1 - r));
         for (int i = 0; i < mr; ++i) store_row16(C + (r + i) * N + j, total[s][i], nr);
       }
     }
