@@ -254,6 +254,14 @@ inline bool mase_block_supported(const Format& f, const Shape& shape, Role role)
   return false;
 }
 
+/// ceil(float32 log2(m)) for a positive normal float m given by its bits `mb`, exactly as the
+/// references compute it (float(log2(double m)), then ceil), from the per-binade thresholds.
+inline float ceil_log2_normal(std::int32_t mb) {
+  static const Log2Thresholds& t = log2_thresholds(Log2Op::ceil);
+  const std::int32_t f = mb >> 23;
+  return static_cast<float>(f - 127 + (mb >= t.t[static_cast<std::size_t>(f)] ? 1 : 0));
+}
+
 /// Max of the magnitude bits of x[0, len) (any len).
 template <class A>
 inline std::int32_t max_abs_bits(const float* x, std::int64_t len) {
@@ -308,8 +316,7 @@ void block_fp_mase_simd(const BlockFPSpec& s, std::span<const float> in, std::sp
   auto scale_of = [&](float block_max) { return qnum::detail::mase_block_fp_scale(block_max, emin, emax); };
   auto scale_of_bits = [&](std::int32_t mb) {  // the same, without libm's log2 for normal maxima
     if (mb >= 0x00800000 && mb < 0x7f800000)
-      return qnum::detail::mase_exp2(qnum::detail::mase_clamp(
-          log2_op_scalar(Log2Op::ceil, bits_float(static_cast<std::uint32_t>(mb))), emin, emax));
+      return qnum::detail::mase_exp2(qnum::detail::mase_clamp(ceil_log2_normal(mb), emin, emax));
     return scale_of(bits_float(static_cast<std::uint32_t>(mb)));
   };
 
@@ -395,8 +402,7 @@ void mxint_mase_simd(const MXIntSpec& s, std::span<const float> in, std::span<fl
   auto prep = [&](std::int32_t mb) -> BlockParams {
     if (mb >= 0x7f800000) return {1, 0.0f, 0.0f};  // torch.quantile of a block with NaN or Inf is NaN
     // clip = max(block max, tiny): its exponent without libm's log2
-    const float sc =
-        mb < 0x00800000 ? -126.0f : log2_op_scalar(Log2Op::ceil, bits_float(static_cast<std::uint32_t>(mb)));
+    const float sc = mb < 0x00800000 ? -126.0f : ceil_log2_normal(mb);
     const auto q = qnum::detail::mase_mxint_params_at(s, sc);
     return {0, q.p2, q.outscale};
   };

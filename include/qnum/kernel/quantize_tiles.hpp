@@ -393,14 +393,14 @@ void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::
   const auto L = mase_block_layout(s.name, shape, s.block_size, role);
   const float top = static_cast<float>(s.top()), bmax = static_cast<float>(s.bias_max());
   std::vector<Log2Lookup> lk(static_cast<std::size_t>(s.bias_max() + 1));
-  for (int b = 0; b <= s.bias_max(); ++b)
-    if (-b >= -126 && s.top() - b <= 127)
-      lk[static_cast<std::size_t>(b)] = Log2Lookup(Log2Op::nearest, -b, s.top() - b);
-  // MASE's offset 2^-b · 0.1f per bias, once: it is subnormal for the usual biases (b near
+  // MASE's offset 2^-b · 0.1f per bias too, once: it is subnormal for the usual biases (b near
   // 127), and a multiply with a subnormal result per block took a third of the kernel's time.
   std::vector<float> offset(static_cast<std::size_t>(s.bias_max() + 1));
-  for (int b = 0; b <= s.bias_max(); ++b)
+  for (int b = 0; b <= s.bias_max(); ++b) {
+    if (-b >= -126 && s.top() - b <= 127)
+      lk[static_cast<std::size_t>(b)] = Log2Lookup(Log2Op::nearest, -b, s.top() - b);
     offset[static_cast<std::size_t>(b)] = qd::mase_exp2(static_cast<float>(-b)) * 0.1f;
+  }
   const bool fold = L.mase_fold;
   mase_tile_runs<A>(L, in, out, [&](const float* x, float* y, std::int64_t len, float block_max) {
     const float etop = log2_op_scalar(Log2Op::ceil, block_max);
