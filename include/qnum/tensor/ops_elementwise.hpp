@@ -238,36 +238,36 @@ inline Tensor gelu(const Tensor& x) {
   const auto n = static_cast<std::size_t>(x.numel());
   std::vector<float> y(n);
   const float* px = x.data();
+  // Chunks of doubles on the stack: the float -> double conversion and the final rounding
+  // are whole-vector loops, so erf_n's loads never wait on partial stores.
   constexpr std::size_t kChunk = 256;
-  double e[kChunk];
-  if (!autograd::grad_enabled() || !x.requires_grad()) {
-    for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
-      const std::size_t m = std::min(kChunk, n - i0);
-      detail::erf_n(px + i0, kInvSqrt2, e, m);
-      for (std::size_t i = 0; i < m; ++i) {
-        const double d = px[i0 + i];
-        y[i0 + i] = static_cast<float>(0.5 * d * (1.0 + e[i]));
-      }
-    }
-    return autograd::make_result("gelu", x.shape(), std::move(y), {x}, nullptr);
-  }
+  alignas(64) double a[kChunk], e[kChunk];
+  const bool with_grad = autograd::grad_enabled() && x.requires_grad();
   // The derivative (a float, as backward multiplies it) is computed here from the same erf.
-  auto dy = std::make_shared<std::vector<float>>(n);
-  double t[kChunk];
+  auto dy = with_grad ? std::make_shared<std::vector<float>>(n) : nullptr;
   for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
     const std::size_t m = std::min(kChunk, n - i0);
-    detail::erf_n(px + i0, kInvSqrt2, e, m);
+    const float* xi = px + i0;
+    for (std::size_t i = 0; i < m; ++i) a[i] = static_cast<double>(xi[i]) * kInvSqrt2;
+    detail::erf_n(a, e, m);
+    float* yi = y.data() + i0;
     for (std::size_t i = 0; i < m; ++i) {
-      const double d = px[i0 + i];
-      t[i] = -0.5 * d * d;
+      const double d = xi[i];
+      yi[i] = static_cast<float>(0.5 * d * (1.0 + e[i]));
     }
-    detail::exp_n(t, t, m);
+    if (!with_grad) continue;
     for (std::size_t i = 0; i < m; ++i) {
-      const double d = px[i0 + i];
-      y[i0 + i] = static_cast<float>(0.5 * d * (1.0 + e[i]));
-      (*dy)[i0 + i] = static_cast<float>(0.5 * (1.0 + e[i]) + d * kInvSqrt2Pi * t[i]);
+      const double d = xi[i];
+      a[i] = -0.5 * d * d;
+    }
+    detail::exp_n(a, a, m);
+    float* di = dy->data() + i0;
+    for (std::size_t i = 0; i < m; ++i) {
+      const double d = xi[i];
+      di[i] = static_cast<float>(0.5 * (1.0 + e[i]) + d * kInvSqrt2Pi * a[i]);
     }
   }
+  if (!with_grad) return autograd::make_result("gelu", x.shape(), std::move(y), {x}, nullptr);
   return autograd::make_result("gelu", x.shape(), std::move(y), {x}, [dy](std::span<const float> g) {
     std::vector<float> gx(g.size());
     for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * (*dy)[i];

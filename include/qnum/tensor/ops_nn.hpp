@@ -131,18 +131,28 @@ inline void check_channel_param(const Tensor& t, std::int64_t c, const char* op,
 
 inline float param_or(const Tensor& t, std::size_t c, float fallback) { return t.defined() ? t.values()[c] : fallback; }
 
-/// Mean and biased variance of `count` values x[index(k)].
-template <class Index>
-std::pair<double, double> mean_var(std::span<const float> x, std::int64_t count, Index index) {
-  double m = 0;
-  for (std::int64_t k = 0; k < count; ++k) m += x[index(k)];
-  m /= static_cast<double>(count);
-  double v = 0;
-  for (std::int64_t k = 0; k < count; ++k) {
-    const double d = x[index(k)] - m;
-    v += d * d;
-  }
-  return {m, v / static_cast<double>(count)};
+/// Σ f(k) for k < n in double, in 8 fixed lanes (lane j sums k ≡ j mod 8 in order), then
+/// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)): independent chains instead of one serial sum, and
+/// a fixed order, so the result does not depend on the machine or the thread count.
+template <class F>
+double lane_sum(std::int64_t n, F f) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += f(k + j);
+  for (int j = 0; k < n; ++k, ++j) acc[j] += f(k);
+  for (int j = 0; j < 4; ++j) acc[j] += acc[j + 4];
+  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
+}
+
+/// Mean and biased variance of the n values at x (two passes, lane_sum order).
+inline std::pair<double, double> mean_var(const float* x, std::int64_t n) {
+  const double m = lane_sum(n, [x](std::int64_t k) { return static_cast<double>(x[k]); }) / static_cast<double>(n);
+  const double v = lane_sum(n, [x, m](std::int64_t k) {
+    const double d = x[k] - m;
+    return d * d;
+  });
+  return {m, v / static_cast<double>(n)};
 }
 
 /// The gradient list [x, weight, bias] of a normalisation, leaving out inputs without grad.
@@ -248,7 +258,11 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
   detail::check_channel_param(weight, c, "layer_norm", "weight");
   detail::check_channel_param(bias, c, "layer_norm", "bias");
   const auto n = static_cast<std::size_t>(x.numel());
-  auto xhat = std::make_shared<std::vector<float>>(n);
+  const bool with_grad =
+      autograd::grad_enabled() &&
+      (x.requires_grad() || (weight.defined() && weight.requires_grad()) || (bias.defined() && bias.requires_grad()));
+  // x̂ and 1/σ are kept for backward only.
+  auto xhat = std::make_shared<std::vector<float>>(with_grad ? n : 0);
   auto rstd = std::make_shared<std::vector<double>>(static_cast<std::size_t>(rows));
   // weight and bias as arrays (1 and 0 when undefined: the same arithmetic either way).
   auto wb = std::make_shared<std::vector<float>>(static_cast<std::size_t>(2 * c));
@@ -260,20 +274,23 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
   const auto xv = x.values();
   {
     const float *pw = wb->data(), *pb = wb->data() + c;
-    float* xh = xhat->data();
     for (std::int64_t r = 0; r < rows; ++r) {
-      const auto [m, var] =
-          detail::mean_var(xv, c, [&](std::int64_t k) { return static_cast<std::size_t>(r * c + k); });
-      const double s = (*rstd)[static_cast<std::size_t>(r)] = 1.0 / std::sqrt(var + eps);
       const float* xr = xv.data() + r * c;
-      float* hr = xh + r * c;
+      const auto [m, var] = detail::mean_var(xr, c);
+      const double s = (*rstd)[static_cast<std::size_t>(r)] = 1.0 / std::sqrt(var + eps);
       float* yr = y.data() + r * c;
-      for (std::int64_t k = 0; k < c; ++k) {
-        hr[k] = static_cast<float>((xr[k] - m) * s);
-        yr[k] = hr[k] * pw[k] + pb[k];
+      if (with_grad) {
+        float* hr = xhat->data() + r * c;
+        for (std::int64_t k = 0; k < c; ++k) {
+          hr[k] = static_cast<float>((xr[k] - m) * s);
+          yr[k] = hr[k] * pw[k] + pb[k];
+        }
+      } else {
+        for (std::int64_t k = 0; k < c; ++k) yr[k] = static_cast<float>((xr[k] - m) * s) * pw[k] + pb[k];
       }
     }
   }
+  if (!with_grad) return autograd::make_result("layer_norm", x.shape(), std::move(y), {x, weight, bias}, nullptr);
   return autograd::make_result(
       "layer_norm", x.shape(), std::move(y), {x, weight, bias},
       [xhat, rstd, wb, x, weight, bias, c, rows](std::span<const float> g) {
@@ -284,14 +301,11 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
           // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
           const float* gr = g.data() + r * c;
           const float* hr = xh + r * c;
-          double m1 = 0, m2 = 0;
-          for (std::int64_t k = 0; k < c; ++k) {
-            const double d = static_cast<double>(gr[k]) * pw[k];
-            m1 += d;
-            m2 += d * hr[k];
-          }
-          m1 /= static_cast<double>(c);
-          m2 /= static_cast<double>(c);
+          const double m1 = detail::lane_sum(c, [&](std::int64_t k) { return static_cast<double>(gr[k]) * pw[k]; }) /
+                            static_cast<double>(c);
+          const double m2 =
+              detail::lane_sum(c, [&](std::int64_t k) { return static_cast<double>(gr[k]) * pw[k] * hr[k]; }) /
+              static_cast<double>(c);
           const double s = (*rstd)[static_cast<std::size_t>(r)];
           float* out = gx.data() + r * c;
           for (std::int64_t k = 0; k < c; ++k)
