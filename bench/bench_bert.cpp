@@ -5,6 +5,9 @@
 // (data_in 8/4, weight 8/7, bias 8/5: examples/configs/bert_int8_qat.toml) — the baseline's
 // --qat, MASE's LinearInteger. Threads: QNUM_BENCH_THREADS (default 1), as the baseline's
 // --threads. All call qnum::retain_freed_memory() first, as TextTrainer::fit does.
+// qnum's classifier runs the last layer for the [CLS] token only (the logits are the same:
+// BertModel::encode_first_token); the AllTokens variants turn that off and do the work
+// transformers does, token for token.
 //   ./qnum-bench --benchmark_filter=Bert
 #include <benchmark/benchmark.h>
 
@@ -49,12 +52,13 @@ int bench_threads() {
   return s ? std::atoi(s) : 1;
 }
 
-void train_step(benchmark::State& state, bool qat) {
+void train_step(benchmark::State& state, bool qat, bool first_token_only = true) {
   qnum::retain_freed_memory();
   qnum::set_num_threads(bench_threads());
   const std::int64_t B = state.range(0), T = state.range(1);
   auto m = qnum::models::make_bert_model("bert-tiny", 0);
   if (qat) quantize_int8(*m);
+  m->first_token_only = first_token_only;
   m->train();
   auto opt = qnum::train::make_optimizer("adamw", m->parameters(), 1e-4, 0.0);
   std::vector<qnum::Tensor> params = m->parameters();
@@ -72,15 +76,22 @@ void train_step(benchmark::State& state, bool qat) {
 }
 void BM_BertTinyTrainStep(benchmark::State& state) { train_step(state, false); }
 void BM_BertTinyQatTrainStep(benchmark::State& state) { train_step(state, true); }
+void BM_BertTinyTrainStepAllTokens(benchmark::State& state) { train_step(state, false, false); }
 BENCHMARK(BM_BertTinyTrainStep)->Args({32, 128})->Args({32, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_BertTinyQatTrainStep)->Args({32, 128})->Args({32, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_BertTinyTrainStepAllTokens)
+    ->Args({32, 128})
+    ->Args({32, 256})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
-void inference(benchmark::State& state, bool qat) {
+void inference(benchmark::State& state, bool qat, bool first_token_only = true) {
   qnum::retain_freed_memory();
   qnum::set_num_threads(bench_threads());
   const std::int64_t B = state.range(0), T = state.range(1);
   auto m = qnum::models::make_bert_model("bert-tiny", 0);
   if (qat) quantize_int8(*m);
+  m->first_token_only = first_token_only;
   m->eval();
   const BertBatch x = random_batch(B, T);
   for (auto _ : state) {
@@ -91,7 +102,13 @@ void inference(benchmark::State& state, bool qat) {
 }
 void BM_BertTinyInference(benchmark::State& state) { inference(state, false); }
 void BM_BertTinyQatInference(benchmark::State& state) { inference(state, true); }
+void BM_BertTinyInferenceAllTokens(benchmark::State& state) { inference(state, false, false); }
 BENCHMARK(BM_BertTinyInference)->Args({32, 128})->Args({32, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_BertTinyQatInference)->Args({32, 128})->Args({32, 256})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_BertTinyInferenceAllTokens)
+    ->Args({32, 128})
+    ->Args({32, 256})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace

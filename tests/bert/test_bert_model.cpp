@@ -393,3 +393,75 @@ TEST_CASE("bert: whole-model gradients (embeddings, pooler, classifier) match fi
     }
   }
 }
+
+TEST_CASE("bert: the first-token last layer gives the full model's logits and gradients") {
+  BertConfig c = tiny_config();
+  c.hidden_dropout_prob = 0;
+  c.attention_probs_dropout_prob = 0;
+  BertForSequenceClassification m(c, 31);
+  const std::int64_t B = 3, T = 11;
+  std::vector<std::int64_t> ids(B * T), mask(B * T, 1);
+  for (std::int64_t i = 0; i < B * T; ++i) ids[static_cast<std::size_t>(i)] = (i * 5 + 2) % 50;
+  for (std::int64_t t = 7; t < T; ++t) mask[static_cast<std::size_t>(T + t)] = 0;  // row 1 padded
+  const BertInput in{B, T, ids, mask, {}};
+  auto logits = [&](bool first_only) {
+    m.first_token_only = first_only;
+    return m.forward(in).to_vector();
+  };
+  m.eval();
+  REQUIRE(m.bert->first_token_exact());
+  for (bool fused : {false, true}) {
+    CAPTURE(fused);
+    m.set_fused_attention(fused);
+    qnum::autograd::NoGradGuard ng;
+    const auto full = logits(false), first = logits(true);
+    for (std::size_t i = 0; i < full.size(); ++i) CHECK(first[i] == doctest::Approx(full[i]).epsilon(1e-6));
+  }
+  // A shape check: the shortcut's hidden state is [B, 1, hidden].
+  CHECK(m.bert->encode_first_token(in).shape() == qnum::Shape{B, 1, 16});
+
+  // Training: the same loss and parameter gradients (dropout off, so no random stream).
+  m.train();
+  auto grads = [&](bool first_only) {
+    for (auto& p : m.parameters()) p.zero_grad();
+    m.first_token_only = first_only;
+    const Tensor loss = qnum::sum(qnum::mul(m.forward(in), Tensor::randn({B, 3}, 3)));
+    loss.backward();
+    std::vector<std::vector<float>> g;
+    for (auto& p : m.parameters()) g.push_back(p.grad_tensor().to_vector());
+    return std::pair{loss.item(), g};
+  };
+  const auto [loss_full, g_full] = grads(false);
+  const auto [loss_first, g_first] = grads(true);
+  CHECK(loss_first == doctest::Approx(loss_full).epsilon(1e-6));
+  REQUIRE(g_full.size() == g_first.size());
+  for (std::size_t p = 0; p < g_full.size(); ++p) {
+    CAPTURE(p);
+    REQUIRE(g_full[p].size() == g_first[p].size());
+    // Equal up to float rounding (the products run on different row counts): within 1e-4
+    // of the parameter's largest gradient, plus 1e-7 for the key biases, whose gradient is
+    // zero in exact arithmetic (softmax ignores a shift shared by all of a query's scores)
+    // and rounding noise here.
+    float gmax = 0, worst = 0;
+    for (std::size_t i = 0; i < g_full[p].size(); ++i) {
+      gmax = std::max(gmax, std::abs(g_full[p][i]));
+      worst = std::max(worst, std::abs(g_first[p][i] - g_full[p][i]));
+    }
+    CHECK(gmax > 0.0f);
+    CHECK(worst <= 1e-4f * gmax + 1e-7f);
+  }
+
+  // Element-wise formats keep the shortcut; a block format on a row-subset operand, or an
+  // input transform, turns it off (they group across rows).
+  auto& last = *m.bert->layers.back();
+  qnum::nn::QuantConfig fixed;
+  fixed.data_in = qnum::Format::parse("integer:width=8,frac_width=4");
+  last.intermediate->dense->set_quant(fixed);
+  CHECK(m.bert->first_token_exact());
+  qnum::nn::QuantConfig block;
+  block.data_in = qnum::Format::parse("block_fp:width=8,exponent_width=8,block_size=16");
+  last.attention->self->key->set_quant(block);  // sees every token: still exact
+  CHECK(m.bert->first_token_exact());
+  last.output->dense->set_quant(block);
+  CHECK_FALSE(m.bert->first_token_exact());
+}

@@ -458,3 +458,20 @@ TEST_CASE("linear: errors") {
   CHECK_THROWS_AS(qnum::linear(x, Tensor::zeros({3})), qnum::Error);
   CHECK_THROWS_AS(qnum::linear(Tensor::scalar(1.0f), Tensor::zeros({1, 1})), qnum::Error);
 }
+
+TEST_CASE("narrow: values, gradient and bad ranges") {
+  const Tensor x = Tensor::uniform({2, 4, 3}, 11, -1.0f, 1.0f, true);
+  const Tensor y = qnum::narrow(x, 1, 1, 2);
+  CHECK(y.shape() == qnum::Shape{2, 2, 3});
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 2; ++t)
+      for (int c = 0; c < 3; ++c)
+        CHECK(y.values()[static_cast<std::size_t>((b * 2 + t) * 3 + c)] ==
+              x.values()[static_cast<std::size_t>((b * 4 + t + 1) * 3 + c)]);
+  CHECK(gradcheck([](const auto& in) { return qnum::narrow(in[0], -1, 2, 1); }, {x}) == 0);
+  CHECK(gradcheck([](const auto& in) { return qnum::narrow(in[0], 0, 0, 1); }, {x}) == 0);
+  CHECK(qnum::narrow(x, 1, 4, 0).numel() == 0);
+  CHECK_THROWS_WITH_AS(qnum::narrow(x, 1, 3, 2), doctest::Contains("range [3, 5) is outside dimension 1 of size 4"),
+                       qnum::Error);
+  CHECK_THROWS_AS(qnum::narrow(x, 3, 0, 1), qnum::Error);
+}

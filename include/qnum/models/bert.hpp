@@ -17,6 +17,13 @@
 // inactive and no trace is running, attention runs through the fused kernel
 // (kernel/attention.hpp) instead — within its stated 1e-5·max|V| of the layer path.
 //
+// The classifier reads only the [CLS] token of the last layer, so forward runs that layer's
+// query, attention output and feed-forward for that token alone (keys and values still from
+// every token) whenever this gives the same logits: no trace or observer running, no
+// row-spanning quantizer or input transform on those ops (BertModel::first_token_exact).
+// At bert-tiny's sizes that is about a third less work; `first_token_only = false` does
+// every token, as transformers does.
+//
 // Sizes come from BertConfig (HF config.json keys) or a preset: bert-tiny (2 layers, hidden
 // 128, 2 heads, intermediate 512: 4,386,178 parameters with 2 labels), bert-mini, bert-small,
 // bert-medium, bert-base, or bert:L-H-A-I (layers-hidden-heads-intermediate, any sizes).
@@ -360,21 +367,27 @@ class BertSelfAttention : public nn::Module {
   std::string type_name() const override { return "BertSelfAttention"; }
 
   /// x [B, T, hidden]; mask: the additive key mask [B, 1, 1, T] (undefined: none).
-  Tensor forward_masked(const Tensor& x, const Tensor& mask) {
-    const std::int64_t B = x.shape()[0], T = x.shape()[1];
-    auto heads_first = [&](const Tensor& t) { return permute(reshape(t, {B, T, heads, head_dim}), {0, 2, 1, 3}); };
-    const Tensor q = heads_first(detail::call_slot(query, *this, "query", x)),
-                 k = heads_first(detail::call_slot(key, *this, "key", x)),
-                 v = heads_first(detail::call_slot(value, *this, "value", x));
+  Tensor forward_masked(const Tensor& x, const Tensor& mask) { return forward_masked(x, mask, x); }
+
+  /// Attention of the queries of xq [B, Tq, hidden] (x itself, or some of its tokens) over
+  /// the keys and values of all of x's tokens -> [B, Tq, hidden].
+  Tensor forward_masked(const Tensor& x, const Tensor& mask, const Tensor& xq) {
+    const std::int64_t B = x.shape()[0], T = x.shape()[1], Tq = xq.shape()[1];
+    auto heads_first = [&](const Tensor& t, std::int64_t n) {
+      return permute(reshape(t, {B, n, heads, head_dim}), {0, 2, 1, 3});
+    };
+    const Tensor q = heads_first(detail::call_slot(query, *this, "query", xq), Tq),
+                 k = heads_first(detail::call_slot(key, *this, "key", x), T),
+                 v = heads_first(detail::call_slot(value, *this, "value", x), T);
     Tensor ctx;
     if (use_fused(q, k, v)) {
-      ctx = fused(q, k, v, mask, B, T);
+      ctx = fused(q, k, v, mask, B, Tq, T);
     } else {
       Tensor scores = mul_scalar((*matmul_qk)(q, transpose(k, 2, 3)), qnum::detail::attention_scale(head_dim));
       if (mask.defined()) scores = add(scores, mask);
       ctx = (*matmul_pv)((*dropout)((*softmax)(scores)), v);
     }
-    return reshape(permute(ctx, {0, 2, 1, 3}), {B, T, heads * head_dim});
+    return reshape(permute(ctx, {0, 2, 1, 3}), {B, Tq, heads * head_dim});
   }
 
   /// Whether the fused kernel path may run (see the file comment); `allow_fused` = false
@@ -394,10 +407,10 @@ class BertSelfAttention : public nn::Module {
   std::shared_ptr<nn::Softmax> softmax;
 
  private:
-  Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, std::int64_t B,
+  Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, std::int64_t B, std::int64_t Tq,
                std::int64_t T) const {
     std::vector<float> out(static_cast<std::size_t>(q.numel()));
-    const AttentionShape s{B, heads, T, T, head_dim};
+    const AttentionShape s{B, heads, Tq, T, head_dim};
     attention_fused(q.data(), k.data(), v.data(), mask.defined() ? mask.data() : nullptr, out.data(), s);
     return Tensor(q.shape(), std::move(out));
   }
@@ -433,8 +446,10 @@ class BertAttention : public nn::Module {
                                            c.hidden_size, c, nn::detail::derive_seed(seed, 3), "BertSelfOutput"));
   }
   std::string type_name() const override { return "BertAttention"; }
-  Tensor forward_masked(const Tensor& x, const Tensor& mask) {
-    return output->forward_residual(self->forward_masked(x, mask), x);
+  Tensor forward_masked(const Tensor& x, const Tensor& mask) { return forward_masked(x, mask, x); }
+  /// xq: the tokens whose outputs are wanted (x itself, or some of its tokens).
+  Tensor forward_masked(const Tensor& x, const Tensor& mask, const Tensor& xq) {
+    return output->forward_residual(self->forward_masked(x, mask, xq), xq);
   }
   std::shared_ptr<BertSelfAttention> self;
   std::shared_ptr<BertDenseResidual> output;
@@ -465,8 +480,11 @@ class BertLayer : public nn::Module {
                                            c.intermediate_size, c, nn::detail::derive_seed(seed, 4), "BertOutput"));
   }
   std::string type_name() const override { return "BertLayer"; }
-  Tensor forward_masked(const Tensor& x, const Tensor& mask) {
-    const Tensor a = attention->forward_masked(x, mask);
+  Tensor forward_masked(const Tensor& x, const Tensor& mask) { return forward_masked(x, mask, x); }
+  /// The layer's outputs for the tokens of xq only (x's first token, say), keys and values
+  /// from all of x: every op after the key/value projections works on xq's rows alone.
+  Tensor forward_masked(const Tensor& x, const Tensor& mask, const Tensor& xq) {
+    const Tensor a = attention->forward_masked(x, mask, xq);
     return output->forward_residual((*intermediate)(a), a);
   }
   std::shared_ptr<BertAttention> attention;
@@ -530,6 +548,49 @@ class BertModel : public nn::Module {
     return x;
   }
 
+  /// The last hidden state of the first ([CLS]) token only, [B, 1, hidden] — all the pooler
+  /// reads. The last layer computes its query, attention output and feed-forward for that
+  /// token alone (its keys and values still come from every token), about a third of the
+  /// model's work at bert-tiny's sizes. Same values as encode(in)[:, :1] when
+  /// first_token_exact(); in training, dropout draws its masks for the smaller tensors, so
+  /// the random stream (not its distribution) differs from encode's.
+  Tensor encode_first_token(const BertInput& in) {
+    Tensor x = embeddings->forward(in);
+    const Tensor mask = additive_mask(in);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (i + 1 < layers.size())
+        x = layers[i]->forward_masked(x, mask);
+      else
+        x = layers[i]->forward_masked(x, mask, narrow(x, 1, 0, 1));
+    }
+    return layers.empty() ? narrow(x, 1, 0, 1) : x;
+  }
+
+  /// Whether encode_first_token computes what encode does for the first token: no trace or
+  /// module observer is running (they see the whole model), and every op of the last layer
+  /// that sees only the first token's rows treats rows independently — no input transform
+  /// (activation pruning's threshold spans the tensor) and, where quantized, element-wise
+  /// data_in/data_out formats (fixed point, minifloat, log; block, MX and statistics-based
+  /// formats group across rows). The key and value projections see every token either way.
+  bool first_token_exact() {
+    if (nn::detail::module_observer() || autograd::detail::op_observer()) return false;
+    if (layers.empty()) return true;
+    auto elementwise = [](const std::optional<Format>& f) {
+      return !f || std::holds_alternative<FixedSpec>(f->spec) || std::holds_alternative<MinifloatSpec>(f->spec) ||
+             std::holds_alternative<MinifloatDenormSpec>(f->spec) || std::holds_alternative<LogSpec>(f->spec);
+    };
+    const auto& last = layers.back();
+    const nn::Module* key = last->attention->self->key.get();
+    const nn::Module* value = last->attention->self->value.get();
+    for (auto& [name, m] : last->named_modules()) {
+      if (m == key || m == value) continue;
+      if (const auto* lin = dynamic_cast<const nn::Linear*>(m); lin && lin->input_transform) return false;
+      if (const auto* q = dynamic_cast<const nn::Quantizable*>(m))
+        if (!elementwise(q->quant().data_in) || !elementwise(q->quant().data_out)) return false;
+    }
+    return true;
+  }
+
   /// HF's extended attention mask: 0 on tokens, float32's lowest on padding, [B, 1, 1, T];
   /// undefined when there is no padding (nothing to add).
   /// With attention_mask_tensor given (a traced graph), the mask is an op on that input and
@@ -574,7 +635,7 @@ class BertForSequenceClassification : public nn::Module {
   /// Logits [batch, num_labels] for a batch of token ids; sizes and ids are checked.
   Tensor forward(const BertInput& in) {
     check(in);
-    const Tensor h = bert->encode(in);
+    const Tensor h = first_token_only && bert->first_token_exact() ? bert->encode_first_token(in) : bert->encode(in);
     return detail::call_slot(classifier, *this, "classifier", (*dropout)((*bert->pooler)(h)));
   }
 
@@ -615,6 +676,10 @@ class BertForSequenceClassification : public nn::Module {
     return forward(BertInput{input_ids.shape()[0], input_ids.shape()[1], ids, mask, types, input_ids, attention_mask,
                              token_type_ids});
   }
+
+  /// Whether forward computes the last layer for the first token only where that gives the
+  /// same logits (BertModel::first_token_exact); false always runs every token through.
+  bool first_token_only = true;
 
   /// Uses (true) or never uses (false) the fused attention kernel where it is allowed.
   void set_fused_attention(bool on) {

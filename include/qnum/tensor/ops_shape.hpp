@@ -180,4 +180,28 @@ inline Tensor transpose(const Tensor& x, int d0, int d1) {
   return detail::permute_op("transpose", x, std::move(perm));
 }
 
+/// x[..., start:start+length, ...] along `dim` (negative counts from the end), as
+/// torch.narrow; copies the values. Its gradient scatters into zeros elsewhere.
+inline Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t length) {
+  const std::size_t d = detail::resolve_dim("narrow", dim, x.shape());
+  const std::int64_t size = x.shape()[d];
+  detail::require(start >= 0 && length >= 0 && start + length <= size, "narrow: range [", start, ", ", start + length,
+                  ") is outside dimension ", dim, " of size ", size, " in shape ", to_string(x.shape()));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < d; ++i) outer *= x.shape()[i];
+  for (std::size_t i = d + 1; i < x.rank(); ++i) inner *= x.shape()[i];
+  Shape out = x.shape();
+  out[d] = length;
+  const std::int64_t run = length * inner, stride = size * inner, offset = start * inner;
+  std::vector<float> y(static_cast<std::size_t>(outer * run));
+  for (std::int64_t o = 0; o < outer; ++o) std::copy_n(x.data() + o * stride + offset, run, y.data() + o * run);
+  return autograd::make_result("narrow", std::move(out), std::move(y), {x},
+                               [outer, run, stride, offset](std::span<const float> g) {
+                                 std::vector<float> gx(static_cast<std::size_t>(outer * stride), 0.0f);
+                                 for (std::int64_t o = 0; o < outer; ++o)
+                                   std::copy_n(g.data() + o * run, run, gx.data() + o * stride + offset);
+                                 return autograd::one_grad(std::move(gx));
+                               });
+}
+
 }  // namespace qnum
