@@ -124,13 +124,16 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager",
+                    help="transformers' attention implementation (sdpa: torch's fused "
+                         "scaled_dot_product_attention, transformers' default)")
     ap.add_argument("--qat", action="store_true",
                     help="MASE-style LinearInteger (int8 QAT) on every Linear")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=30522, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=512, num_labels=2, attn_implementation="eager")
+                     intermediate_size=512, num_labels=2, attn_implementation=a.attn)
     model = BertForSequenceClassification(cfg)
     n_quant = quantize_linears(model, QAT_CONFIG) if a.qat else 0
     model.train()
@@ -159,7 +162,7 @@ def main():
             if i >= a.warmup:
                 inf.append(time.perf_counter() - t0)
                 inf_cpu.append(time.process_time() - c0)
-    res = {"framework": "torch " + torch.__version__, "batch": a.batch, "seq": a.seq,
+    res = {"framework": "torch " + torch.__version__, "batch": a.batch, "seq": a.seq, "attn": a.attn,
            "threads": a.threads}
     if a.qat:
         res.update({"qat": True, "quantized_linears": n_quant,

@@ -409,7 +409,7 @@ class BertSelfAttention : public nn::Module {
  private:
   Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, std::int64_t B, std::int64_t Tq,
                std::int64_t T) const {
-    std::vector<float> out(static_cast<std::size_t>(q.numel()));
+    FloatBuffer out(static_cast<std::size_t>(q.numel()));
     const AttentionShape s{B, heads, Tq, T, head_dim};
     attention_fused(q.data(), k.data(), v.data(), mask.defined() ? mask.data() : nullptr, out.data(), s);
     return Tensor(q.shape(), std::move(out));
@@ -510,12 +510,12 @@ class BertPooler : public nn::Module {
  private:
   /// hidden[:, 0, :] (differentiable: a [B, T] one-hot selector as a matmul would cost more).
   static Tensor cls_rows(const Tensor& h, std::int64_t B, std::int64_t T, std::int64_t H) {
-    std::vector<float> y(static_cast<std::size_t>(B * H));
+    FloatBuffer y(static_cast<std::size_t>(B * H));
     for (std::int64_t b = 0; b < B; ++b) std::copy_n(h.data() + b * T * H, H, y.data() + b * H);
     return autograd::make_result("select_cls", Shape{B, H}, std::move(y), {h}, [B, T, H](std::span<const float> g) {
-      std::vector<float> gh(static_cast<std::size_t>(B * T * H), 0.0f);
+      FloatBuffer gh(static_cast<std::size_t>(B * T * H), 0.0f);
       for (std::int64_t b = 0; b < B; ++b) std::copy_n(g.data() + b * H, H, gh.data() + b * T * H);
-      return std::vector<std::vector<float>>{std::move(gh)};
+      return std::vector<FloatBuffer>{std::move(gh)};
     });
   }
 
@@ -598,7 +598,7 @@ class BertModel : public nn::Module {
   static Tensor additive_mask(const BertInput& in) {
     if (in.attention_mask.empty()) return {};
     bool any = false;
-    std::vector<float> m(static_cast<std::size_t>(in.batch * in.seq));
+    FloatBuffer m(static_cast<std::size_t>(in.batch * in.seq));
     for (std::size_t i = 0; i < m.size(); ++i) {
       m[i] = in.attention_mask[i] ? 0.0f : std::numeric_limits<float>::lowest();
       any = any || !in.attention_mask[i];
@@ -606,7 +606,7 @@ class BertModel : public nn::Module {
     const Shape shape{in.batch, 1, 1, in.seq};
     if (in.attention_mask_tensor.defined())
       return autograd::make_result("additive_attention_mask", shape, std::move(m), {in.attention_mask_tensor},
-                                   [](std::span<const float>) { return std::vector<std::vector<float>>{{}}; });
+                                   [](std::span<const float>) { return std::vector<FloatBuffer>{{}}; });
     if (!any) return {};
     return Tensor(shape, std::move(m));
   }

@@ -25,7 +25,7 @@ namespace autograd {
 
 /// Gradients for the inputs of one op, given the gradient of its output. Entry i is for
 /// `inputs[i]`; an empty vector means "no gradient for this input".
-using BackwardFn = std::function<std::vector<std::vector<float>>(std::span<const float> grad_output)>;
+using BackwardFn = std::function<std::vector<FloatBuffer>(std::span<const float> grad_output)>;
 
 struct Node {
   std::vector<std::shared_ptr<qnum::detail::TensorImpl>> inputs;  // the op's tensor inputs, in order
@@ -67,8 +67,8 @@ inline std::uint64_t next_sequence() {
 }  // namespace detail
 
 /// The gradient list of a one-input op, moving `g` in (a braced list would copy it).
-inline std::vector<std::vector<float>> one_grad(std::vector<float> g) {
-  std::vector<std::vector<float>> r(1);
+inline std::vector<FloatBuffer> one_grad(FloatBuffer g) {
+  std::vector<FloatBuffer> r(1);
   r[0] = std::move(g);
   return r;
 }
@@ -107,8 +107,8 @@ class NoGradGuard {
 /// requires grad, it requires grad too and carries a Node with `backward`.
 inline Tensor make_result(const char* name, Tensor out, std::initializer_list<Tensor> inputs, BackwardFn backward);
 
-inline Tensor make_result(const char* name, Shape shape, std::vector<float> values,
-                          std::initializer_list<Tensor> inputs, BackwardFn backward) {
+inline Tensor make_result(const char* name, Shape shape, FloatBuffer values, std::initializer_list<Tensor> inputs,
+                          BackwardFn backward) {
   return make_result(name, Tensor(std::move(shape), std::move(values)), inputs, std::move(backward));
 }
 
@@ -141,7 +141,7 @@ inline void accumulate_grad(qnum::detail::TensorImpl& t, std::span<const float> 
 /// The same for a gradient the caller gives away: the first one becomes t's gradient as it is
 /// (no zero fill and add; 0 + g is g for every g but -0, which stays -0 here: no later step
 /// tells the two apart), later ones add in as above.
-inline void accumulate_grad(qnum::detail::TensorImpl& t, std::vector<float>&& g) {
+inline void accumulate_grad(qnum::detail::TensorImpl& t, FloatBuffer&& g) {
   if (t.grad.empty() && g.size() == t.storage->size()) {
     t.grad = std::move(g);
     return;
@@ -155,11 +155,11 @@ inline void Tensor::backward(const Tensor& grad_output) const {
   auto root = impl_ptr();
   qnum::detail::require(root != nullptr, "backward: undefined tensor");
   qnum::detail::require(root->requires_grad, "backward: the tensor does not require grad (no parameter reaches it)");
-  std::vector<float> seed;
+  FloatBuffer seed;
   if (grad_output.defined()) {
     qnum::detail::require(grad_output.shape() == shape(), "backward: grad_output shape ",
                           to_string(grad_output.shape()), " differs from the tensor's ", to_string(shape()));
-    seed = grad_output.to_vector();
+    seed.assign(grad_output.values().begin(), grad_output.values().end());
   } else {
     qnum::detail::require(numel() == 1, "backward: a tensor of shape ", to_string(shape()),
                           " needs grad_output (only one-element tensors get an implicit 1)");

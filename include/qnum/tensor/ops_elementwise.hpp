@@ -57,8 +57,8 @@ inline std::vector<std::int64_t> broadcast_index(const Shape& in, const Shape& o
 }
 
 /// Sums a gradient of the broadcast shape back onto an input's shape.
-inline std::vector<float> reduce_to(std::span<const float> g, const std::vector<std::int64_t>& index, std::int64_t n) {
-  std::vector<float> r(static_cast<std::size_t>(n), 0.0f);
+inline FloatBuffer reduce_to(std::span<const float> g, const std::vector<std::int64_t>& index, std::int64_t n) {
+  FloatBuffer r(static_cast<std::size_t>(n), 0.0f);
   for (std::size_t i = 0; i < g.size(); ++i) r[static_cast<std::size_t>(index[i])] += g[i];
   return r;
 }
@@ -82,13 +82,13 @@ inline bool repeats_as_suffix(const Shape& in, const Shape& out) {
 /// broadcast, without its per-element index tables.
 inline Tensor add_repeated(const Tensor& a, const Tensor& b, const Shape& shape) {
   const auto n = static_cast<std::size_t>(numel(shape)), nb = static_cast<std::size_t>(b.numel());
-  std::vector<float> y(n);
+  FloatBuffer y(n);
   const float* pa = a.data();
   const float* pb = b.data();
   for (std::size_t o = 0; o < n; o += nb)
     for (std::size_t k = 0; k < nb; ++k) y[o + k] = pa[o + k] + pb[k];
   return autograd::make_result("add", shape, std::move(y), {a, b}, [a, b, nb](std::span<const float> g) {
-    std::vector<std::vector<float>> r(2);
+    std::vector<FloatBuffer> r(2);
     if (a.requires_grad()) r[0].assign(g.begin(), g.end());
     if (b.requires_grad()) {
       r[1].assign(nb, 0.0f);
@@ -115,7 +115,7 @@ inline Tensor binary_op(const Tensor& a, const Tensor& b, BinaryOp op) {
   }
   const float* pa = a.data();
   const float* pb = b.data();
-  std::vector<float> y(n);
+  FloatBuffer y(n);
   auto at = [&](std::size_t i, const float* p, const std::vector<std::int64_t>& ix) { return same ? p[i] : p[ix[i]]; };
   for (std::size_t i = 0; i < n; ++i) {
     const float x0 = at(i, pa, ia), x1 = at(i, pb, ib);
@@ -139,7 +139,7 @@ inline Tensor binary_op(const Tensor& a, const Tensor& b, BinaryOp op) {
                                [sa, sb, op, same, ia = std::move(ia), ib = std::move(ib), na = a.numel(),
                                 nb = b.numel()](std::span<const float> g) {
                                  const std::size_t n = g.size();
-                                 std::vector<float> ga(n), gb(n);
+                                 FloatBuffer ga(n), gb(n);
                                  const float* pa = sa.data();
                                  const float* pb = sb.data();
                                  for (std::size_t i = 0; i < n; ++i) {
@@ -159,7 +159,7 @@ inline Tensor binary_op(const Tensor& a, const Tensor& b, BinaryOp op) {
                                        break;
                                    }
                                  }
-                                 std::vector<std::vector<float>> r(2);
+                                 std::vector<FloatBuffer> r(2);
                                  if (sa.requires_grad()) r[0] = same ? std::move(ga) : reduce_to(ga, ia, na);
                                  if (sb.requires_grad()) r[1] = same ? std::move(gb) : reduce_to(gb, ib, nb);
                                  return r;
@@ -171,22 +171,22 @@ inline Tensor binary_op(const Tensor& a, const Tensor& b, BinaryOp op) {
 template <bool kUsesY = true, class F, class DF>
 Tensor unary_op(const char* name, const Tensor& x, F f, DF df) {
   const auto n = static_cast<std::size_t>(x.numel());
-  std::vector<float> y(n);
+  FloatBuffer y(n);
   const float* px = x.data();
   for (std::size_t i = 0; i < n; ++i) y[i] = f(px[i]);
   const Tensor sx = x;
   if constexpr (!kUsesY) {
     return autograd::make_result(name, x.shape(), std::move(y), {x}, [sx, df](std::span<const float> g) {
-      std::vector<float> gx(g.size());
+      FloatBuffer gx(g.size());
       const float* px = sx.data();
       for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * df(px[i], 0.0f);
       return autograd::one_grad(std::move(gx));
     });
   }
   Tensor out(x.shape(), std::move(y));
-  std::shared_ptr<const std::vector<float>> sy = out.impl_ptr()->storage;  // shared, as softmax's
+  std::shared_ptr<const FloatBuffer> sy = out.impl_ptr()->storage;  // shared, as softmax's
   return autograd::make_result(name, std::move(out), {x}, [sx, sy, df](std::span<const float> g) {
-    std::vector<float> gx(g.size());
+    FloatBuffer gx(g.size());
     const float* px = sx.data();
     for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * df(px[i], (*sy)[i]);
     return autograd::one_grad(std::move(gx));
@@ -236,7 +236,7 @@ inline Tensor relu(const Tensor& x) {
 inline Tensor gelu(const Tensor& x) {
   constexpr double kInvSqrt2 = 0.70710678118654752440, kInvSqrt2Pi = 0.39894228040143267794;
   const auto n = static_cast<std::size_t>(x.numel());
-  std::vector<float> y(n);
+  FloatBuffer y(n);
   const float* px = x.data();
   // Chunks of doubles on the stack: the float -> double conversion and the final rounding
   // are whole-vector loops, so erf_n's loads never wait on partial stores.
@@ -244,7 +244,7 @@ inline Tensor gelu(const Tensor& x) {
   alignas(64) double a[kChunk], e[kChunk];
   const bool with_grad = autograd::grad_enabled() && x.requires_grad();
   // The derivative (a float, as backward multiplies it) is computed here from the same erf.
-  auto dy = with_grad ? std::make_shared<std::vector<float>>(n) : nullptr;
+  auto dy = with_grad ? std::make_shared<FloatBuffer>(n) : nullptr;
   for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
     const std::size_t m = std::min(kChunk, n - i0);
     const float* xi = px + i0;
@@ -269,7 +269,7 @@ inline Tensor gelu(const Tensor& x) {
   }
   if (!with_grad) return autograd::make_result("gelu", x.shape(), std::move(y), {x}, nullptr);
   return autograd::make_result("gelu", x.shape(), std::move(y), {x}, [dy](std::span<const float> g) {
-    std::vector<float> gx(g.size());
+    FloatBuffer gx(g.size());
     for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * (*dy)[i];
     return autograd::one_grad(std::move(gx));
   });

@@ -103,13 +103,13 @@ inline void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bi
 /// name both shapes ("matmul: [2, 3] x [4, 5]: inner dimensions 3 and 4 differ").
 inline Tensor matmul(const Tensor& a, const Tensor& b) {
   const detail::MatmulPlan p = detail::plan_matmul(a.shape(), b.shape());
-  std::vector<float> y(static_cast<std::size_t>(numel(p.out)));
+  FloatBuffer y(static_cast<std::size_t>(numel(p.out)));
   const std::int64_t sa = p.M * p.K, sb = p.b_batched ? p.K * p.N : 0, sc = p.M * p.N;
   for (std::int64_t i = 0; i < p.batch; ++i)
     detail::mm_nn(a.data() + i * sa, b.data() + i * sb, y.data() + i * sc, p.M, p.N, p.K);
   return autograd::make_result("matmul", p.out, std::move(y), {a, b}, [a, b, p](std::span<const float> g) {
     const std::int64_t sa = p.M * p.K, sb = p.b_batched ? p.K * p.N : 0, sc = p.M * p.N;
-    std::vector<std::vector<float>> r(2);
+    std::vector<FloatBuffer> r(2);
     if (a.requires_grad()) {  // dA = dC·Bᵀ
       r[0].resize(static_cast<std::size_t>(a.numel()));
       for (std::int64_t i = 0; i < p.batch; ++i)
@@ -131,7 +131,7 @@ inline Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias =
   const std::int64_t rows = detail::leading_rows(x.shape()), in = weight.shape()[1], out = weight.shape()[0];
   Shape shape = x.shape();
   shape.back() = out;
-  std::vector<float> y(static_cast<std::size_t>(rows * out));
+  FloatBuffer y(static_cast<std::size_t>(rows * out));
   detail::mm_nt(x.data(), weight.data(), y.data(), rows, out, in);
   if (bias.defined()) {
     const float* pb = bias.data();
@@ -140,7 +140,7 @@ inline Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias =
   }
   return autograd::make_result("linear", std::move(shape), std::move(y), {x, weight, bias},
                                [x, weight, bias, rows, in, out](std::span<const float> g) {
-                                 std::vector<std::vector<float>> r(3);
+                                 std::vector<FloatBuffer> r(3);
                                  if (x.requires_grad()) {  // dx = dy·W
                                    r[0].resize(static_cast<std::size_t>(rows * in));
                                    detail::mm_nn(g.data(), weight.data(), r[0].data(), rows, in, out);

@@ -21,7 +21,7 @@ namespace qnum {
 
 namespace detail {
 
-using Grads = std::vector<std::vector<float>>;
+using Grads = std::vector<FloatBuffer>;
 
 /// `dim` (negative counts from the end) as an index into a shape of rank `rank`.
 inline std::size_t normalize_dim(int dim, std::size_t rank, const char* op) {
@@ -57,8 +57,8 @@ void for_each_line(const DimView& v, F f) {
 }
 
 /// softmax (log_space false) or log_softmax (true) of x along dimension d, stable.
-inline std::vector<float> softmax_values(std::span<const float> x, const DimView& v, bool log_space) {
-  std::vector<float> y(x.size());
+inline FloatBuffer softmax_values(std::span<const float> x, const DimView& v, bool log_space) {
+  FloatBuffer y(x.size());
   std::vector<double> e(static_cast<std::size_t>(v.n));
   for_each_line(v, [&](std::int64_t o, std::int64_t i) {
     float m = -std::numeric_limits<float>::infinity();
@@ -82,8 +82,8 @@ inline std::vector<float> softmax_values(std::span<const float> x, const DimView
 }
 
 /// d/dx of softmax: y * (g - sum(g * y)) along each line.
-inline std::vector<float> softmax_backward(std::span<const float> g, std::span<const float> y, const DimView& v) {
-  std::vector<float> gx(g.size());
+inline FloatBuffer softmax_backward(std::span<const float> g, std::span<const float> y, const DimView& v) {
+  FloatBuffer gx(g.size());
   for_each_line(v, [&](std::int64_t o, std::int64_t i) {
     double dot = 0;
     for (std::int64_t k = 0; k < v.n; ++k) dot += static_cast<double>(g[v.at(o, k, i)]) * y[v.at(o, k, i)];
@@ -96,8 +96,8 @@ inline std::vector<float> softmax_backward(std::span<const float> g, std::span<c
 }
 
 /// d/dx of log_softmax: g - exp(y) * sum(g) along each line.
-inline std::vector<float> log_softmax_backward(std::span<const float> g, std::span<const float> y, const DimView& v) {
-  std::vector<float> gx(g.size());
+inline FloatBuffer log_softmax_backward(std::span<const float> g, std::span<const float> y, const DimView& v) {
+  FloatBuffer gx(g.size());
   for_each_line(v, [&](std::int64_t o, std::int64_t i) {
     double sum = 0;
     for (std::int64_t k = 0; k < v.n; ++k) sum += g[v.at(o, k, i)];
@@ -116,7 +116,7 @@ inline Tensor softmax_impl(const Tensor& x, int dim, bool log_space) {
   Tensor out(x.shape(), softmax_values(x.values(), v, log_space));
   // Backward reads the output's own storage (shared, not copied; ops never write a result
   // in place, and the closure holds the values, not the tensor, so there is no cycle).
-  std::shared_ptr<const std::vector<float>> sy = out.impl_ptr()->storage;
+  std::shared_ptr<const FloatBuffer> sy = out.impl_ptr()->storage;
   return autograd::make_result(name, std::move(out), {x}, [sy, v, log_space](std::span<const float> g) {
     return autograd::one_grad(log_space ? log_softmax_backward(g, *sy, v) : softmax_backward(g, *sy, v));
   });
@@ -156,8 +156,8 @@ inline std::pair<double, double> mean_var(const float* x, std::int64_t n) {
 }
 
 /// The gradient list [x, weight, bias] of a normalisation, leaving out inputs without grad.
-inline Grads norm_grads(std::vector<float> gx, std::pair<std::vector<float>, std::vector<float>> gwb, const Tensor& x,
-                        const Tensor& w, const Tensor& b) {
+inline Grads norm_grads(FloatBuffer gx, std::pair<FloatBuffer, FloatBuffer> gwb, const Tensor& x, const Tensor& w,
+                        const Tensor& b) {
   Grads r(3);
   if (x.requires_grad()) r[0] = std::move(gx);
   if (w.defined() && w.requires_grad()) r[1] = std::move(gwb.first);
@@ -262,15 +262,15 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
       autograd::grad_enabled() &&
       (x.requires_grad() || (weight.defined() && weight.requires_grad()) || (bias.defined() && bias.requires_grad()));
   // x̂ and 1/σ are kept for backward only.
-  auto xhat = std::make_shared<std::vector<float>>(with_grad ? n : 0);
+  auto xhat = std::make_shared<FloatBuffer>(with_grad ? n : 0);
   auto rstd = std::make_shared<std::vector<double>>(static_cast<std::size_t>(rows));
   // weight and bias as arrays (1 and 0 when undefined: the same arithmetic either way).
-  auto wb = std::make_shared<std::vector<float>>(static_cast<std::size_t>(2 * c));
+  auto wb = std::make_shared<FloatBuffer>(static_cast<std::size_t>(2 * c));
   for (std::int64_t k = 0; k < c; ++k) {
     (*wb)[static_cast<std::size_t>(k)] = detail::param_or(weight, static_cast<std::size_t>(k), 1.0f);
     (*wb)[static_cast<std::size_t>(c + k)] = detail::param_or(bias, static_cast<std::size_t>(k), 0.0f);
   }
-  std::vector<float> y(n);
+  FloatBuffer y(n);
   const auto xv = x.values();
   {
     const float *pw = wb->data(), *pb = wb->data() + c;
@@ -296,7 +296,7 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
       [xhat, rstd, wb, x, weight, bias, c, rows](std::span<const float> g) {
         const float* pw = wb->data();
         const float* xh = xhat->data();
-        std::vector<float> gx(x.requires_grad() ? g.size() : 0);
+        FloatBuffer gx(x.requires_grad() ? g.size() : 0);
         for (std::int64_t r = 0; r < rows && !gx.empty(); ++r) {
           // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
           const float* gr = g.data() + r * c;
@@ -321,8 +321,7 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
             gb[static_cast<std::size_t>(k)] += gr[k];
           }
         }
-        return detail::norm_grads(std::move(gx),
-                                  {std::vector<float>(gw.begin(), gw.end()), std::vector<float>(gb.begin(), gb.end())},
+        return detail::norm_grads(std::move(gx), {FloatBuffer(gw.begin(), gw.end()), FloatBuffer(gb.begin(), gb.end())},
                                   x, weight, bias);
       });
 }
@@ -370,11 +369,11 @@ inline Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tens
   auto rstd = std::make_shared<std::vector<double>>(channels);
   for (std::size_t ch = 0; ch < channels; ++ch) (*rstd)[ch] = 1.0 / std::sqrt(var[ch] + eps);
   // weight and bias as per-channel arrays (1 and 0 when undefined).
-  std::vector<float> wv(channels, 1.0f), bvals(channels, 0.0f);
+  FloatBuffer wv(channels, 1.0f), bvals(channels, 0.0f);
   if (weight.defined()) std::copy_n(weight.data(), channels, wv.begin());
   if (bias.defined()) std::copy_n(bias.data(), channels, bvals.begin());
-  auto xhat = std::make_shared<std::vector<float>>(total);
-  std::vector<float> y(total);
+  auto xhat = std::make_shared<FloatBuffer>(total);
+  FloatBuffer y(total);
   {
     float* xh = xhat->data();
     float* py = y.data();
@@ -404,7 +403,7 @@ inline Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tens
           sw[u] += static_cast<double>(pg[j]) * xh[j];
           sb[u] += pg[j];
         });
-        std::vector<float> gx(x.requires_grad() ? g.size() : 0);
+        FloatBuffer gx(x.requires_grad() ? g.size() : 0);
         if (!gx.empty()) {
           const auto count = static_cast<double>(bv.count());
           for (std::size_t u = 0; u < channels; ++u) s1[u] /= count, s2[u] /= count;
@@ -420,8 +419,7 @@ inline Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tens
               px[j] = static_cast<float>(static_cast<double>(pg[j]) * pw[u] * pr[u]);
             });
         }
-        return detail::norm_grads(std::move(gx),
-                                  {std::vector<float>(gw.begin(), gw.end()), std::vector<float>(gb.begin(), gb.end())},
+        return detail::norm_grads(std::move(gx), {FloatBuffer(gw.begin(), gw.end()), FloatBuffer(gb.begin(), gb.end())},
                                   x, weight, bias);
       });
 }
@@ -439,7 +437,7 @@ inline Tensor embedding(std::span<const std::int64_t> indices, const Shape& inde
   for (std::size_t i = 0; i < indices.size(); ++i)
     detail::require(indices[i] >= 0 && indices[i] < v, "embedding: index ", indices[i], " at position ", i,
                     " is out of range [0, ", v, ")");
-  std::vector<float> y(indices.size() * static_cast<std::size_t>(d));
+  FloatBuffer y(indices.size() * static_cast<std::size_t>(d));
   const float* w = weight.data();
   for (std::size_t i = 0; i < indices.size(); ++i)
     std::copy(w + indices[i] * d, w + (indices[i] + 1) * d, y.begin() + static_cast<std::ptrdiff_t>(i) * d);
@@ -465,7 +463,7 @@ inline Tensor embedding(std::span<const std::int64_t> indices, const Shape& inde
                                    scatter(impl->grad.data());
                                    return detail::Grads{{}};
                                  }
-                                 std::vector<float> gw(static_cast<std::size_t>(weight.numel()), 0.0f);
+                                 FloatBuffer gw(static_cast<std::size_t>(weight.numel()), 0.0f);
                                  scatter(gw.data());
                                  return autograd::one_grad(std::move(gw));
                                });
@@ -481,7 +479,7 @@ inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t see
   const CounterRng rng(seed);
   // The mask as one byte per element (kept or not); each factor is scale or 0 either way.
   auto keep = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(x.numel()));
-  std::vector<float> y(keep->size());
+  FloatBuffer y(keep->size());
   const float* px = x.data();
   std::uint8_t* pk = keep->data();
   constexpr std::size_t kChunk = 1024;  // uniforms drawn a chunk at a time (CounterRng::uniform_n)
@@ -495,7 +493,7 @@ inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t see
     }
   }
   return autograd::make_result("dropout", x.shape(), std::move(y), {x}, [keep, scale](std::span<const float> g) {
-    std::vector<float> gx(g.size());
+    FloatBuffer gx(g.size());
     const std::uint8_t* pk = keep->data();
     for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * (pk[i] ? scale : 0.0f);
     return autograd::one_grad(std::move(gx));
@@ -511,7 +509,7 @@ inline Tensor cross_entropy_op(const Tensor& logits, std::span<const std::int64_
   const std::int64_t n = logits.shape()[0], c = logits.shape()[1];
   const std::int64_t used = detail::check_targets(targets, n, c, ignore_index);
   const detail::DimView v = detail::dim_view(logits.shape(), 1);
-  auto lp = std::make_shared<const std::vector<float>>(detail::softmax_values(logits.values(), v, true));
+  auto lp = std::make_shared<const FloatBuffer>(detail::softmax_values(logits.values(), v, true));
   double sum = 0;
   for (std::int64_t i = 0; i < n; ++i)
     if (targets[static_cast<std::size_t>(i)] != ignore_index)
@@ -520,7 +518,7 @@ inline Tensor cross_entropy_op(const Tensor& logits, std::span<const std::int64_
       used == 0 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sum / static_cast<double>(used));
   auto t = std::make_shared<const std::vector<std::int64_t>>(targets.begin(), targets.end());
   auto backward = [lp, t, v, used, ignore_index](std::span<const float> g) {
-    std::vector<float> gx(lp->size(), 0.0f);
+    FloatBuffer gx(lp->size(), 0.0f);
     const double scale = used == 0 ? 0.0 : static_cast<double>(g[0]) / static_cast<double>(used);
     for (std::int64_t i = 0; i < v.outer; ++i) {
       const std::int64_t ti = (*t)[static_cast<std::size_t>(i)];
@@ -580,7 +578,7 @@ inline Tensor mse_loss(const Tensor& a, const Tensor& b) {
   return autograd::make_result("mse_loss", {}, {loss}, {a, b}, [a, b](std::span<const float> g) {
     const auto av = a.values(), bv = b.values();
     const double k = 2.0 * static_cast<double>(g[0]) / static_cast<double>(av.size());
-    std::vector<float> ga(av.size()), gb(av.size());
+    FloatBuffer ga(av.size()), gb(av.size());
     for (std::size_t i = 0; i < av.size(); ++i) {
       ga[i] = static_cast<float>(k * (static_cast<double>(av[i]) - bv[i]));
       gb[i] = -ga[i];

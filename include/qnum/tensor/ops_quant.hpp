@@ -60,16 +60,16 @@ inline Tensor fake_quantize(const Tensor& x, const Format& f, Role role = Role::
   detail::require(f.output_shape(qshape) == qshape, "fake_quantize: format '", f.to_string(),
                   "' changes the tensor's shape (", to_string(qshape), " -> ", to_string(f.output_shape(qshape)),
                   "); only shape-preserving formats can be fake-quantized");
-  std::vector<float> y(static_cast<std::size_t>(x.numel()));
+  FloatBuffer y(static_cast<std::size_t>(x.numel()));
   kernel::quantize(f, x.values(), y, qshape, role);
   std::shared_ptr<const std::vector<std::uint8_t>> keep;  // null: identity STE
   if (f.policy.ste == Ste::clipped && autograd::grad_enabled() && x.requires_grad())
     keep = std::make_shared<const std::vector<std::uint8_t>>(detail::ste_keep(f, x.values()));
   return autograd::make_result("fake_quantize", x.shape(), std::move(y), {x}, [keep](std::span<const float> g) {
-    std::vector<float> gx(g.begin(), g.end());
+    FloatBuffer gx(g.begin(), g.end());
     if (keep)
       for (std::size_t i = 0; i < gx.size(); ++i) gx[i] = (*keep)[i] ? gx[i] : 0.0f;  // exact zero, even for inf/NaN g
-    return std::vector<std::vector<float>>{std::move(gx)};
+    return std::vector<FloatBuffer>{std::move(gx)};
   });
 }
 

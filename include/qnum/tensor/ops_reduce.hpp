@@ -33,7 +33,7 @@ inline Tensor reduce_all(const char* name, const Tensor& x, double scale) {
   for (float v : x.values()) s += v;
   const auto n = static_cast<std::size_t>(x.numel());
   return autograd::make_result(name, {}, {static_cast<float>(s * scale)}, {x}, [n, scale](std::span<const float> g) {
-    return std::vector<std::vector<float>>{std::vector<float>(n, static_cast<float>(g[0] * scale))};
+    return std::vector<FloatBuffer>{FloatBuffer(n, static_cast<float>(g[0] * scale))};
   });
 }
 
@@ -49,7 +49,7 @@ inline Tensor reduce_dim(const char* name, const Tensor& x, int dim, bool keepdi
   } else {
     out.erase(out.begin() + static_cast<std::ptrdiff_t>(d));
   }
-  std::vector<float> y(static_cast<std::size_t>(r.outer * r.inner));
+  FloatBuffer y(static_cast<std::size_t>(r.outer * r.inner));
   std::vector<double> acc(static_cast<std::size_t>(r.inner));
   const float* px = x.data();
   for (std::int64_t o = 0; o < r.outer; ++o) {
@@ -62,13 +62,13 @@ inline Tensor reduce_dim(const char* name, const Tensor& x, int dim, bool keepdi
       y[static_cast<std::size_t>(o * r.inner + i)] = static_cast<float>(acc[i] * scale);
   }
   return autograd::make_result(name, out, std::move(y), {x}, [r, scale](std::span<const float> g) {
-    std::vector<float> gx(static_cast<std::size_t>(r.outer * r.n * r.inner));
+    FloatBuffer gx(static_cast<std::size_t>(r.outer * r.n * r.inner));
     for (std::int64_t o = 0; o < r.outer; ++o)
       for (std::int64_t k = 0; k < r.n; ++k)
         for (std::int64_t i = 0; i < r.inner; ++i)
           gx[static_cast<std::size_t>((o * r.n + k) * r.inner + i)] =
               static_cast<float>(g[static_cast<std::size_t>(o * r.inner + i)] * scale);
-    return std::vector<std::vector<float>>{std::move(gx)};
+    return std::vector<FloatBuffer>{std::move(gx)};
   });
 }
 

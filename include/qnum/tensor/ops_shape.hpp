@@ -48,14 +48,14 @@ inline Shape infer_reshape(const Shape& from, Shape to) {
 
 /// The values of a tensor of shape `in` (C order) rearranged so that output dimension i is
 /// input dimension perm[i].
-inline std::vector<float> permute_values(const float* src, const Shape& in, const std::vector<std::size_t>& perm) {
+inline FloatBuffer permute_values(const float* src, const Shape& in, const std::vector<std::size_t>& perm) {
   const std::size_t r = in.size();
   std::vector<std::int64_t> in_stride(r), stride(r);
   std::int64_t s = 1;
   for (std::size_t i = r; i-- > 0;) in_stride[i] = s, s *= in[i];
   Shape out(r);
   for (std::size_t i = 0; i < r; ++i) out[i] = in[perm[i]], stride[i] = in_stride[perm[i]];
-  std::vector<float> y(static_cast<std::size_t>(numel(in)));
+  FloatBuffer y(static_cast<std::size_t>(numel(in)));
   if (y.empty()) return y;
   std::vector<std::int64_t> pos(r, 0);
   std::int64_t flat = 0;
@@ -193,11 +193,11 @@ inline Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t 
   Shape out = x.shape();
   out[d] = length;
   const std::int64_t run = length * inner, stride = size * inner, offset = start * inner;
-  std::vector<float> y(static_cast<std::size_t>(outer * run));
+  FloatBuffer y(static_cast<std::size_t>(outer * run));
   for (std::int64_t o = 0; o < outer; ++o) std::copy_n(x.data() + o * stride + offset, run, y.data() + o * run);
   return autograd::make_result("narrow", std::move(out), std::move(y), {x},
                                [outer, run, stride, offset](std::span<const float> g) {
-                                 std::vector<float> gx(static_cast<std::size_t>(outer * stride), 0.0f);
+                                 FloatBuffer gx(static_cast<std::size_t>(outer * stride), 0.0f);
                                  for (std::int64_t o = 0; o < outer; ++o)
                                    std::copy_n(g.data() + o * run, run, gx.data() + o * stride + offset);
                                  return autograd::one_grad(std::move(gx));
