@@ -408,7 +408,11 @@ TEST_CASE("kernel attention: bad input is a qnum::Error") {
   std::vector<float> q(64), k(64), v(64), m(4), o(64);
   using Fn = void (*)(std::span<const float>, std::span<const float>, std::span<const float>, std::span<const float>,
                       std::span<float>, const qnum::AttentionShape&);
-  for (Fn f : {static_cast<Fn>(qnum::attention_naive), static_cast<Fn>(qnum::attention_fused)}) {
+  const Fn fused = [](std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                      std::span<const float> m, std::span<float> o, const qnum::AttentionShape& s) {
+    qnum::attention_fused(q, k, v, m, o, s);  // the default (heads-major) layout
+  };
+  for (Fn f : {static_cast<Fn>(qnum::attention_naive), fused}) {
     CHECK_NOTHROW(f(q, k, v, m, o, s));
     CHECK_NOTHROW(f(q, k, v, {}, o, s));
     CHECK_THROWS_AS(f(q, k, v, m, o, {1, 2, 4, 4, 0}), qnum::Error);   // head_dim 0
@@ -424,4 +428,32 @@ TEST_CASE("kernel attention: bad input is a qnum::Error") {
   }
   CHECK_THROWS_AS(qnum::attention_fused(nullptr, k.data(), v.data(), nullptr, o.data(), s), qnum::Error);
   CHECK_THROWS_AS(qnum::attention_naive(q.data(), k.data(), v.data(), nullptr, nullptr, s), qnum::Error);
+}
+
+TEST_CASE("kernel attention: token-major layout gives the heads-major result bit for bit") {
+  // [B, H, S, D] <-> [B, S, H, D]
+  auto to_token_major = [](const std::vector<float>& x, std::int64_t B, std::int64_t H, std::int64_t S,
+                           std::int64_t D) {
+    std::vector<float> y(x.size());
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t t = 0; t < S; ++t)
+          for (std::int64_t c = 0; c < D; ++c)
+            y[static_cast<std::size_t>(((b * S + t) * H + h) * D + c)] =
+                x[static_cast<std::size_t>(((b * H + h) * S + t) * D + c)];
+    return y;
+  };
+  for (const auto& s : {qnum::AttentionShape{3, 2, 70, 70, 64}, qnum::AttentionShape{2, 3, 1, 45, 16},
+                        qnum::AttentionShape{2, 4, 33, 17, 80}}) {
+    Problem p(s, static_cast<std::uint32_t>(s.seq_q * 7 + s.seq_k + s.head_dim));
+    p.mask = padding_mask(s.batch, s.seq_k, -kInf);
+    const auto ref = p.fused();
+    const auto q = to_token_major(p.q, s.batch, s.heads, s.seq_q, s.head_dim);
+    const auto k = to_token_major(p.k, s.batch, s.heads, s.seq_k, s.head_dim);
+    const auto v = to_token_major(p.v, s.batch, s.heads, s.seq_k, s.head_dim);
+    std::vector<float> out(ref.size());
+    qnum::attention_fused(q, k, v, p.mask, out, s, qnum::AttentionLayout::token_major);
+    const auto want = to_token_major(ref, s.batch, s.heads, s.seq_q, s.head_dim);
+    CHECK(std::memcmp(out.data(), want.data(), out.size() * sizeof(float)) == 0);
+  }
 }

@@ -65,6 +65,10 @@
 namespace qnum {
 
 /// Sizes of one attention call.
+/// How q, k, v and out hold their heads: [batch, heads, seq, head_dim] (heads_major) or
+/// [batch, seq, heads, head_dim] (token_major).
+enum class AttentionLayout { heads_major, token_major };
+
 struct AttentionShape {
   std::int64_t batch = 1;
   std::int64_t heads = 1;
@@ -283,23 +287,25 @@ inline void pv_tile_all(const float* p, std::int64_t nk, const float* v, std::in
 
 /// K [sk][d] -> Kᵀ tiles [skp / kKeyTile][d][kKeyTile], keys past sk zero. Each key tile is
 /// one contiguous block (a strided layout would map a tile's rows onto a few L1 sets).
-inline void pack_keys(const float* k, std::int64_t sk, std::int64_t d, float* kt) {
+/// ldk: the distance between key rows (d when packed, heads·d in token-major layout).
+inline void pack_keys(const float* k, std::int64_t sk, std::int64_t d, std::int64_t ldk, float* kt) {
   const std::int64_t skp = round_up(sk, kKeyTile);
   for (std::int64_t j0 = 0; j0 < skp; j0 += kKeyTile) {
     float* tile = kt + j0 * d;
     const std::int64_t n = std::min(kKeyTile, sk - j0);
     for (std::int64_t t = 0; t < d; ++t)
-      for (std::int64_t j = 0; j < kKeyTile; ++j) tile[t * kKeyTile + j] = j < n ? k[(j0 + j) * d + t] : 0.0f;
+      for (std::int64_t j = 0; j < kKeyTile; ++j) tile[t * kKeyTile + j] = j < n ? k[(j0 + j) * ldk + t] : 0.0f;
   }
 }
 
 /// nrows query rows [nrows][d] -> row groups transposed, [prows / kRows][d][kRows], so the
 /// score tile broadcasts from fixed offsets; rows past nrows are zero.
-inline void pack_queries(const float* q, std::int64_t nrows, std::int64_t prows, std::int64_t d, float* qs) {
+inline void pack_queries(const float* q, std::int64_t nrows, std::int64_t prows, std::int64_t d, std::int64_t ldq,
+                         float* qs) {
   for (std::int64_t r0 = 0; r0 < prows; r0 += kRows) {
     float* g = qs + r0 * d;
     for (std::int64_t r = 0; r < kRows; ++r)
-      for (std::int64_t t = 0; t < d; ++t) g[t * kRows + r] = r0 + r < nrows ? q[(r0 + r) * d + t] : 0.0f;
+      for (std::int64_t t = 0; t < d; ++t) g[t * kRows + r] = r0 + r < nrows ? q[(r0 + r) * ldq + t] : 0.0f;
   }
 }
 
@@ -326,10 +332,10 @@ inline void trim_scratch() {
 }
 
 /// V [sk][d] -> [sk][dp], columns past d zero (aligned rows for the PV tiles).
-inline void pack_values(const float* v, std::int64_t sk, std::int64_t d, float* vp) {
+inline void pack_values(const float* v, std::int64_t sk, std::int64_t d, std::int64_t ldv, float* vp) {
   const std::int64_t dp = round_up(d, kFloatLanes);
   for (std::int64_t j = 0; j < sk; ++j) {
-    std::copy(v + j * d, v + (j + 1) * d, vp + j * dp);
+    std::copy(v + j * ldv, v + j * ldv + d, vp + j * dp);
     std::fill(vp + j * dp + d, vp + (j + 1) * dp, 0.0f);
   }
 }
@@ -353,15 +359,15 @@ struct FusedScratch {
   }
 };
 
-/// One query tile of nrows <= kQueryTile rows q [nrows][d] against the head packed in w:
-/// online softmax over the key blocks, then out [nrows][d] = acc / l (0 for rows whose every
-/// key is masked). mb: the batch's padded mask.
-inline void fused_query_tile(const float* q, std::int64_t nrows, std::int64_t sk, std::int64_t d, const float* mb,
-                             const FusedScratch& w, float* out) {
+/// One query tile of nrows <= kQueryTile rows q [nrows][d] (rows ld apart) against the head
+/// packed in w: online softmax over the key blocks, then out [nrows][d] (rows ld apart) =
+/// acc / l (0 for rows whose every key is masked). mb: the batch's padded mask.
+inline void fused_query_tile(const float* q, std::int64_t nrows, std::int64_t sk, std::int64_t d, std::int64_t ld,
+                             const float* mb, const FusedScratch& w, float* out) {
   constexpr float ninf = -std::numeric_limits<float>::infinity();
   const std::int64_t skp = round_up(sk, kKeyTile), dp = round_up(d, kFloatLanes), prows = round_up(nrows, kRows);
   const float scale = attention_scale(d);
-  pack_queries(q, nrows, prows, d, w.qs);
+  pack_queries(q, nrows, prows, d, ld, w.qs);
   std::fill(w.acc, w.acc + prows * dp, 0.0f);
   std::fill(w.m, w.m + kRowPad * FusedScratch::kGroups, ninf);
   std::fill(w.l, w.l + kQueryTile * kFloatLanes, 0.0f);
@@ -382,8 +388,8 @@ inline void fused_query_tile(const float* q, std::int64_t nrows, std::int64_t sk
     const FloatBatch vinv(inv);
     std::int64_t t = 0;
     for (; t + kFloatLanes <= d; t += kFloatLanes)
-      (FloatBatch::load_aligned(w.acc + r * dp + t) * vinv).store_unaligned(out + r * d + t);
-    for (; t < d; ++t) out[r * d + t] = w.acc[r * dp + t] * inv;
+      (FloatBatch::load_aligned(w.acc + r * dp + t) * vinv).store_unaligned(out + r * ld + t);
+    for (; t < d; ++t) out[r * ld + t] = w.acc[r * dp + t] * inv;
   }
 }
 
@@ -434,8 +440,11 @@ inline void attention_naive(const float* q, const float* k, const float* v, cons
 }
 
 /// Fused (flash-style) attention: tiles and online softmax, no [seq_q, seq_k] buffer.
+/// layout: heads_major (q [batch, heads, seq_q, head_dim], as attention_naive) or
+/// token_major (q [batch, seq_q, heads, head_dim] — a Linear's output as it is, so a model
+/// needs no head split and merge copies; k, v and out alike). Same values either way.
 inline void attention_fused(const float* q, const float* k, const float* v, const float* mask, float* out,
-                            const AttentionShape& s) {
+                            const AttentionShape& s, AttentionLayout layout = AttentionLayout::heads_major) {
   using namespace detail;
   check_attention("attention_fused", s, q, k, v, out);
   constexpr float ninf = -std::numeric_limits<float>::infinity();
@@ -458,12 +467,17 @@ inline void attention_fused(const float* q, const float* k, const float* v, cons
     for (std::int64_t task = t0; task < t1; ++task) {
       const std::int64_t i = task / runs, qt0 = (task % runs) * per_run;
       if (qt0 >= qtiles) continue;
-      pack_keys(k + i * sk * d, sk, d, w.kt);
-      pack_values(v + i * sk * d, sk, d, w.vp);
+      // (batch, head) i: where its rows start and how far apart they are.
+      const bool tm = layout == AttentionLayout::token_major;
+      const std::int64_t b = i / s.heads, h = i % s.heads, ld = tm ? s.heads * d : d;
+      const std::int64_t kv0 = tm ? (b * sk * s.heads + h) * d : i * sk * d;
+      const std::int64_t q0 = tm ? (b * sq * s.heads + h) * d : i * sq * d;
+      pack_keys(k + kv0, sk, d, ld, w.kt);
+      pack_values(v + kv0, sk, d, ld, w.vp);
       for (std::int64_t qt = qt0; qt < std::min(qtiles, qt0 + per_run); ++qt) {
         const std::int64_t row0 = qt * kQueryTile;
-        fused_query_tile(q + (i * sq + row0) * d, std::min(kQueryTile, sq - row0), sk, d, mp + (i / s.heads) * skp, w,
-                         out + (i * sq + row0) * d);
+        fused_query_tile(q + q0 + row0 * ld, std::min(kQueryTile, sq - row0), sk, d, ld, mp + b * skp, w,
+                         out + q0 + row0 * ld);
       }
     }
   });
@@ -479,10 +493,11 @@ inline void attention_naive(std::span<const float> q, std::span<const float> k, 
 }
 
 inline void attention_fused(std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                            std::span<const float> mask, std::span<float> out, const AttentionShape& s) {
+                            std::span<const float> mask, std::span<float> out, const AttentionShape& s,
+                            AttentionLayout layout = AttentionLayout::heads_major) {
   detail::check_attention("attention_fused", s, q.data(), k.data(), v.data(), out.data());
   detail::check_attention_spans("attention_fused", s, q.size(), k.size(), v.size(), mask.size(), out.size());
-  attention_fused(q.data(), k.data(), v.data(), mask.empty() ? nullptr : mask.data(), out.data(), s);
+  attention_fused(q.data(), k.data(), v.data(), mask.empty() ? nullptr : mask.data(), out.data(), s, layout);
 }
 
 }  // namespace qnum

@@ -376,17 +376,15 @@ class BertSelfAttention : public nn::Module {
     auto heads_first = [&](const Tensor& t, std::int64_t n) {
       return permute(reshape(t, {B, n, heads, head_dim}), {0, 2, 1, 3});
     };
-    const Tensor q = heads_first(detail::call_slot(query, *this, "query", xq), Tq),
-                 k = heads_first(detail::call_slot(key, *this, "key", x), T),
-                 v = heads_first(detail::call_slot(value, *this, "value", x), T);
-    Tensor ctx;
-    if (use_fused(q, k, v)) {
-      ctx = fused(q, k, v, mask, B, Tq, T);
-    } else {
-      Tensor scores = mul_scalar((*matmul_qk)(q, transpose(k, 2, 3)), qnum::detail::attention_scale(head_dim));
-      if (mask.defined()) scores = add(scores, mask);
-      ctx = (*matmul_pv)((*dropout)((*softmax)(scores)), v);
-    }
+    const Tensor ql = detail::call_slot(query, *this, "query", xq), kl = detail::call_slot(key, *this, "key", x),
+                 vl = detail::call_slot(value, *this, "value", x);
+    // The fused kernel reads the heads in place ([B, T, heads, head_dim], token-major) and
+    // writes the merged context: no head split or merge copies.
+    if (use_fused(ql, kl, vl)) return fused(ql, kl, vl, mask, B, Tq, T);
+    const Tensor q = heads_first(ql, Tq), k = heads_first(kl, T), v = heads_first(vl, T);
+    Tensor scores = mul_scalar((*matmul_qk)(q, transpose(k, 2, 3)), qnum::detail::attention_scale(head_dim));
+    if (mask.defined()) scores = add(scores, mask);
+    const Tensor ctx = (*matmul_pv)((*dropout)((*softmax)(scores)), v);
     return reshape(permute(ctx, {0, 2, 1, 3}), {B, Tq, heads * head_dim});
   }
 
@@ -407,11 +405,13 @@ class BertSelfAttention : public nn::Module {
   std::shared_ptr<nn::Softmax> softmax;
 
  private:
+  /// q [B, Tq, hidden], k and v [B, T, hidden] (token-major heads) -> context [B, Tq, hidden].
   Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, std::int64_t B, std::int64_t Tq,
                std::int64_t T) const {
     FloatBuffer out(static_cast<std::size_t>(q.numel()));
     const AttentionShape s{B, heads, Tq, T, head_dim};
-    attention_fused(q.data(), k.data(), v.data(), mask.defined() ? mask.data() : nullptr, out.data(), s);
+    attention_fused(q.data(), k.data(), v.data(), mask.defined() ? mask.data() : nullptr, out.data(), s,
+                    AttentionLayout::token_major);
     return Tensor(q.shape(), std::move(out));
   }
 };
