@@ -190,8 +190,12 @@ inline TrainableReport insert_lora(nn::Module& model, const LoraConfig& c) {
 /// The base weights keep their (frozen) trainability.
 inline std::size_t fuse_lora(nn::Module& model) {
   std::size_t fused = 0;
-  for (auto& [path, lin] : linear_layers(model)) {
-    if (!lin->lora_A) continue;
+  // The adapted layers first: the adapters are Linear layers too, and fusing frees them, so
+  // a walk over every Linear would read freed adapters after their parent was fused.
+  std::vector<std::pair<std::string, nn::Linear*>> adapted;
+  for (auto& [path, lin] : linear_layers(model))
+    if (lin->lora_A) adapted.emplace_back(path, lin);
+  for (auto& [path, lin] : adapted) {
     qnum::detail::require(!lin->weight_mask.defined(), "fuse_lora: layer '", path,
                           "' is pruned; fusing would put the adapter's update under its mask (fuse before pruning)");
     const auto a = lin->lora_A->weight.values();  // [r, in]
