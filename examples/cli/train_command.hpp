@@ -74,7 +74,9 @@ class TrainCommand {
     cmd_->add_option("--optimizer,--training-optimizer", optimizer_, "adam (default), adamw or sgd");
     cmd_->add_option("--schedule", schedule_, "per-epoch learning rate: cosine (default), linear or constant");
     cmd_->add_option("--weight-decay", weight_decay_, "weight decay (default 0; sgd then uses MASE's 5e-4)");
-    cmd_->add_option("--seed", seed_, "seed of the model initialisation and the batch order (default 0)");
+    cmd_->add_option(
+        "--seed", seed_,
+        "seed of the model initialisation and the batch order (default 0; a BERT run shuffles with 42 unless given)");
     cmd_->add_option("--threads", threads_, "threads (default: all)");
     cmd_->add_option("--output-dir,--project-dir", output_dir_,
                      "where metrics.jsonl and the best/last checkpoints go (default qnum-runs/MODEL_DATASET)");
