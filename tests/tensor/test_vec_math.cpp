@@ -54,6 +54,11 @@ TEST_CASE("vec_math: erf_n within 1 ulp of std::erf on every range, specials and
   qnum::detail::erf_n(shifted.data(), e2.data(), shifted.size());
   for (std::size_t i = 0; i < a.size(); ++i)
     if (std::bit_cast<std::uint64_t>(e2[i + 1]) != std::bit_cast<std::uint64_t>(e[i])) FAIL("erf of ", a[i]);
+  // in place (e == a): the same results
+  std::vector<double> inplace = a;
+  qnum::detail::erf_n(inplace.data(), inplace.data(), inplace.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::bit_cast<std::uint64_t>(inplace[i]) != std::bit_cast<std::uint64_t>(e[i])) FAIL("in-place erf of ", a[i]);
 }
 
 TEST_CASE("vec_math: exp_n within 1 ulp of std::exp, out-of-range arguments through std::exp") {

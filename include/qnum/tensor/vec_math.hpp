@@ -144,48 +144,48 @@ inline void exp_n(const double* x, double* out, std::size_t n) {
 inline void erf_n(const double* a, double* e, std::size_t n) {
   using B = DoubleBatch;
   constexpr std::size_t L = B::size, kChunk = 256;
-  alignas(64) double pad[L], packed[kChunk + 2 * L];
+  // packed: the arguments needing erf_large_lanes, taken while loading (so e may be a);
+  // large: their results.
+  alignas(64) double pad[L], packed[kChunk + 2 * L], large[kChunk + 2 * L];
   std::uint32_t idx[kChunk];
   for (std::size_t c0 = 0; c0 < n; c0 += kChunk) {
     const std::size_t m = std::min(kChunk, n - c0);
     const double* ac = a + c0;
     double* ec = e + c0;
     std::size_t count = 0;
-    alignas(64) double flag[L];
-    auto collect = [&](const B& v, std::size_t base) {  // indices of the lanes not < 0.84375
-      const auto large = !(xsimd::abs(v) < B(0.84375));
-      if (!xsimd::any(large)) return;
-      xsimd::select(large, B(1.0), B(0.0)).store_aligned(flag);
+    alignas(64) double flag[L], lanes[L];
+    auto collect = [&](const B& v, std::size_t base) {  // the lanes not < 0.84375, and where
+      const auto wide = !(xsimd::abs(v) < B(0.84375));
+      if (!xsimd::any(wide)) return;
+      xsimd::select(wide, B(1.0), B(0.0)).store_aligned(flag);
+      v.store_aligned(lanes);
       for (std::size_t l = 0; l < L; ++l) {
         idx[count] = static_cast<std::uint32_t>(base + l);
+        packed[count] = lanes[l];
         count += flag[l] != 0.0;
       }
     };
     std::size_t i = 0;
     for (; i + L <= m; i += L) {
       const B v = B::load_unaligned(ac + i);
-      erf_small_lanes(v).store_unaligned(ec + i);
       collect(v, i);
+      erf_small_lanes(v).store_unaligned(ec + i);
     }
     if (i < m) {
       for (std::size_t l = 0; l < L; ++l) pad[l] = i + l < m ? ac[i + l] : 0.0;
       const B v = B::load_aligned(pad);
+      collect(v, i);
       erf_small_lanes(v).store_aligned(pad);
       std::copy_n(pad, m - i, ec + i);
-      collect(v, i);
     }
     if (count == 0) continue;
-    for (std::size_t k = 0; k < count; ++k) packed[k] = ac[idx[k]];
     for (std::size_t k = count; k % (2 * L) != 0; ++k) packed[k] = 1.0;
     for (std::size_t k = 0; k < count; k += 2 * L) {  // two independent vectors: their chains overlap
       const B r0 = erf_large_lanes(B::load_aligned(packed + k)), r1 = erf_large_lanes(B::load_aligned(packed + k + L));
-      r0.store_aligned(packed + k);
-      r1.store_aligned(packed + k + L);
+      r0.store_aligned(large + k);
+      r1.store_aligned(large + k + L);
     }
-    for (std::size_t k = 0; k < count; ++k) {
-      const double v = ac[idx[k]];
-      ec[idx[k]] = std::isfinite(v) ? packed[k] : std::erf(v);
-    }
+    for (std::size_t k = 0; k < count; ++k) ec[idx[k]] = std::isfinite(packed[k]) ? large[k] : std::erf(packed[k]);
   }
 }
 
