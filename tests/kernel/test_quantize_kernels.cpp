@@ -7,6 +7,7 @@
 // every shared bias's code neighbourhood, MASE's tiles and roles, and in place.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -29,6 +30,14 @@ bool same_bits(float a, float b) {
   std::uint32_t x, y;
   std::memcpy(&x, &a, 4);
   std::memcpy(&y, &b, 4);
+  return x == y;
+}
+
+bool same_bits_d(double a, double b) {
+  if (a != a && b != b) return true;
+  std::uint64_t x, y;
+  std::memcpy(&x, &a, 8);
+  std::memcpy(&y, &b, 8);
   return x == y;
 }
 
@@ -893,17 +902,18 @@ TEST_CASE("kernel quantize: mase mxfp (MASE's codec and its quirks), threaded pe
   for (const char* spec :
        {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1", "mxfp:exponent_width=1,frac_width=2",
         "mxfp:exponent_width=4,frac_width=3,block_size=16", "mxfp:exponent_width=4,frac_width=3,block_dim=0",
-        "mxfp:exponent_width=2,frac_width=1,quantile_search=true",
+        "mxfp:exponent_width=3,frac_width=2,block_size=4", "mxfp:exponent_width=2,frac_width=1,quantile_search=true",
         "mxfp:exponent_width=4,frac_width=3,quantile_search=true,block_dim=0"}) {
     const Format f = fmt(spec, qnum::mase_compat);
+    const auto& ms = std::get<qnum::MXFPSpec>(f.spec);
+    const bool vec = !ms.quantile_search && ms.block_dim != 0;  // last-axis blocks: vector lanes
     for (bool specials : {false, true}) {
-      check_shaped(f, mase_block_inputs(64 * 80, 14, specials), {64, 80}, Role::weight, false);
-      check_shaped(f, mase_block_inputs(2 * 8 * 64, 15, specials), {2, 8, 64}, Role::activation, false);
+      check_shaped(f, mase_block_inputs(64 * 80, 14, specials), {64, 80}, Role::weight, vec);
+      check_shaped(f, mase_block_inputs(2 * 8 * 64, 15, specials), {2, 8, 64}, Role::activation, vec);
     }
-    auto nb = mx_neighbourhood(std::get<qnum::MXFPSpec>(f.spec).element(), 32);
+    auto nb = mx_neighbourhood(ms.element(), 32);
     nb.resize(nb.size() / 64 * 64);
-    check_shaped(f, nb, {static_cast<std::int64_t>(nb.size()) / 64, 64}, Role::weight, false);
-    CHECK(qnum::kernel::quantize_path(f, {64, 80}) == qnum::kernel::QuantizePath::scalar);
+    check_shaped(f, nb, {static_cast<std::int64_t>(nb.size()) / 64, 64}, Role::weight, vec);
     std::vector<float> big = mase_block_inputs(300 * 128, 16, true);
     check_threads(f, big, {300, 128}, Role::weight);
     // in place, against the reference in place (with quantile search and a permuted block
@@ -916,5 +926,57 @@ TEST_CASE("kernel quantize: mase mxfp (MASE's codec and its quirks), threaded pe
     // not divisible by the block size: MASE's assert
     std::vector<float> out(33);
     CHECK_THROWS_AS(qnum::kernel::quantize(f, std::vector<float>(33, 1.0f), out, {33}), qnum::Error);
+  }
+}
+
+TEST_CASE("kernel quantize: mase mxfp vector lanes on a sweep of float32 bit patterns") {
+  // Every 4099th bit pattern (both signs, every exponent field, zeros, subnormals, Inf and NaN)
+  // in the order of their bits (blocks of neighbouring magnitudes: the block max's own carry,
+  // the single subnormal binade) and shuffled (blocks spanning many binades: underflow).
+  std::vector<float> x;
+  for (std::uint64_t b = 0; b < (1ull << 32); b += 4099)
+    x.push_back(qnum::detail::bits_float(static_cast<std::uint32_t>(b)));
+  x.resize(x.size() / 32 * 32);
+  std::vector<float> shuffled = x;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(7));
+  const auto n = static_cast<std::int64_t>(x.size());
+  for (const char* spec :
+       {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1", "mxfp:exponent_width=1,frac_width=2"}) {
+    const Format f = fmt(spec, qnum::mase_compat);
+    check_shaped(f, x, {n / 32, 32}, qnum::Role::weight, true);
+    check_shaped(f, shuffled, {n}, qnum::Role::weight, true);
+  }
+}
+
+TEST_CASE("kernel quantize: ternary channel statistics in vector lanes equal the reference's bits") {
+  // delta and alpha are the reference's lane_sum-order double sums; every vector width must
+  // give the same doubles (lengths around the 8-lane chunks, wide magnitudes, Inf and NaN).
+  std::mt19937_64 gen(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-60, 60);
+  for (const char* spec : {"ternary", "ternary:scaling_factor=true", "ternary:threshold=0.3,scaling_factor=true"}) {
+    const auto s = std::get<qnum::TernarySpec>(fmt(spec).spec);
+    for (std::int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4099}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        std::vector<float> x(static_cast<std::size_t>(n));
+        for (auto& v : x) v = std::ldexp(normal(gen), expo(gen));
+        if (variant == 1 && n > 3) x[static_cast<std::size_t>(n / 2)] = std::numeric_limits<float>::infinity();
+        if (variant == 2 && n > 3) x[static_cast<std::size_t>(n - 1)] = std::numeric_limits<float>::quiet_NaN();
+        const auto ref = qnum::detail::ternary_channel_exact(s, x);
+        auto run = [&]<class A>(A) {
+          CAPTURE(A::name());
+          CAPTURE(spec);
+          CAPTURE(n);
+          const auto got = qnum::kernel::detail::ternary_channel_simd<A>(s, x.data(), n);
+          CHECK(same_bits_d(got.delta, ref.delta));
+          CHECK(same_bits_d(got.alpha, ref.alpha));
+          const double sum = qnum::kernel::detail::lane_sum_f32<A>(x.data(), n, [](auto v) { return v; });
+          const double want = qnum::detail::lane_sum(
+              n, [&](std::int64_t k) { return static_cast<double>(x[static_cast<std::size_t>(k)]); });
+          CHECK(same_bits_d(sum, want));
+        };
+        [&]<class... A>(Archs<A...>) { (run(A{}), ...); }(TestedArchs{});
+      }
+    }
   }
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/lane_sum.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/rng.hpp"
 #include "qnum/core/round.hpp"
@@ -193,11 +194,12 @@ inline Groups channel_groups(const Shape& shape) {
   return {shape[0], n / shape[0]};
 }
 
-/// Mean |x| over a group, summed in double (order-independent to within one double rounding
-/// per element; NaN propagates).
+/// Mean |x| over a group: Σ|x| in double in lane_sum's order (8 interleaved lanes, which the
+/// SIMD kernels reproduce), divided by the count; NaN propagates.
 inline double mean_abs_double(std::span<const float> g) {
-  double sum = 0;
-  for (float x : g) sum += std::fabs(static_cast<double>(x));
+  const double sum = lane_sum(static_cast<std::int64_t>(g.size()), [&g](std::int64_t k) {
+    return std::fabs(static_cast<double>(g[static_cast<std::size_t>(k)]));
+  });
   return g.empty() ? 0.0 : sum / static_cast<double>(g.size());
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/lane_sum.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/core/shape.hpp"
@@ -73,25 +74,32 @@ struct TernaryChannel {
 
 namespace detail {
 
-/// exact: delta = threshold if given, else 0.75 * mean|x| (double); alpha = mean |x| over
-/// |x| > delta, 0 when nothing exceeds delta. NaN in the channel -> NaN delta (channel NaN).
+/// exact: delta = threshold if given, else 0.75 * mean|x| (double, Σ|x| in lane_sum's order);
+/// NaN in the channel -> NaN delta (channel NaN). `abs_sum` = Σ|x| of the n elements.
+inline double ternary_delta_exact(const TernarySpec& s, double abs_sum, std::int64_t n, bool any_nan) {
+  if (any_nan) return kNaN;
+  return s.threshold ? *s.threshold : 0.75 * (n == 0 ? 0.0 : abs_sum / static_cast<double>(n));
+}
+
+/// exact: alpha = mean |x| over |x| > delta (Σ in lane_sum's order, `count` of them, exact in
+/// double), 0 when nothing exceeds delta; NaN with a NaN delta.
+inline double ternary_alpha_exact(double delta, double sum_above, double count_above) {
+  return delta != delta ? kNaN : (count_above > 0 ? sum_above / count_above : 0.0);
+}
+
+/// exact: one channel's threshold and scale (the definition the SIMD kernel reproduces).
 inline TernaryChannel ternary_channel_exact(const TernarySpec& s, std::span<const float> g) {
-  TernaryChannel c;
-  c.delta = s.threshold ? *s.threshold : 0.75 * mean_abs_double(g);
+  const auto n = static_cast<std::int64_t>(g.size());
+  auto at = [&g](std::int64_t k) { return static_cast<double>(g[static_cast<std::size_t>(k)]); };
   bool any_nan = false;
   for (float x : g) any_nan |= x != x;
-  if (any_nan) c.delta = kNaN;
+  TernaryChannel c;
+  c.delta = ternary_delta_exact(s, lane_sum(n, [&](std::int64_t k) { return std::fabs(at(k)); }), n, any_nan);
   if (!s.scaling_factor) return c;
-  double sum = 0;
-  std::int64_t count = 0;
-  for (float x : g) {
-    const double a = std::fabs(static_cast<double>(x));
-    if (a > c.delta) {
-      sum += a;
-      ++count;
-    }
-  }
-  c.alpha = c.delta != c.delta ? kNaN : (count ? sum / static_cast<double>(count) : 0.0);
+  const double d = c.delta;
+  const double sum = lane_sum(n, [&](std::int64_t k) { return std::fabs(at(k)) > d ? std::fabs(at(k)) : 0.0; });
+  const double count = lane_sum(n, [&](std::int64_t k) { return std::fabs(at(k)) > d ? 1.0 : 0.0; });
+  c.alpha = ternary_alpha_exact(d, sum, count);
   return c;
 }
 

@@ -16,7 +16,8 @@
 //      block_fp       exact, nearest_even, 1-D blocks along the last axis (quantize_block.hpp).
 //      mxint, mxfp    exact (OCP), nearest_even, blocks along the last axis, no quantile_search.
 //      block_fp       mase: every MASE tile (1-D bias, 2-D weight/activation, 3-D activation).
-//      mxint          mase: blocks along the last axis, no quantile_search.
+//      mxint, mxfp    mase: blocks along the last axis, no quantile_search (mxfp: MASE's
+//                     element codec in integer lanes; blocks with Inf/NaN take the reference).
 //  - scalar: the same elementwise families under a policy the vector code does not cover
 //    (stochastic and other directed roundings, wrap, extreme biases), and binarize: the scalar
 //    reference per element, keyed by the flat index, still split across threads.
@@ -26,7 +27,7 @@
 //  - quantize_rows.hpp: scale_integer (mase and exact nearest-even: simd, double lanes for exact;
 //    other roundings: scalar element, threaded) and
 //    ternary (exact: simd; mase: per-sample reference, threaded).
-//    mase mxfp (any block_dim, quantile search too): MASE's codec per block, threaded.
+//    mase mxfp with another block_dim or quantile search: MASE's codec per block, threaded.
 //  - reference: every other family or setting (mxint quantile search, exact 2-D block_fp/MX
 //    tiles, residual_sign, stochastic or scaled binary, in-place mase mxfp quantile search):
 //    `Format::quantize` itself, single-threaded.
@@ -738,6 +739,10 @@ void quantize_arch(const Format& f, std::span<const float> in, std::span<float> 
     if (const auto* s = std::get_if<MXIntSpec>(&f.spec)) {
       s->validate();
       return detail::mxint_mase_simd<Arch>(*s, in, out);
+    }
+    if (const auto* s = std::get_if<MXFPSpec>(&f.spec)) {
+      s->validate();
+      return detail::mxfp_mase_simd<Arch>(*s, in, out);
     }
   }
   if (detail::tiles_simd_supported(f, shape)) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "qnum/format/block_fp.hpp"
@@ -54,7 +55,20 @@ inline std::int32_t block_max_bits(const float* x, std::int64_t len) {
     const bi<A> a = as_int<A>(bf<A>::load_unaligned(x + i)) & bi<A>(0x7fffffff);
     m = select_i<A>(a > m, a, m);
   }
-  alignas(64) std::int32_t lanes[bi<A>::size];  // xsimd 8.1 has no integer max reduction
+  // xsimd 8.1 has no integer max reduction: the intrinsics where present (a store and a
+  // scalar loop over 16 lanes cost as much as the elements of a 32-element block)
+#if XSIMD_WITH_AVX512F && defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) return _mm512_reduce_max_epi32(static_cast<__m512i>(m));
+#endif
+#if XSIMD_WITH_AVX2 && defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, A> && !std::is_base_of_v<xsimd::avx512f, A>) {
+    __m128i v = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    v = _mm_max_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+    v = _mm_max_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+    return _mm_cvtsi128_si32(v);
+  }
+#endif
+  alignas(64) std::int32_t lanes[bi<A>::size];
   m.store_aligned(lanes);
   std::int32_t r = lanes[0];
   for (std::size_t i = 1; i < bi<A>::size; ++i) r = std::max(r, lanes[i]);
@@ -237,8 +251,8 @@ void block_fp_quantize_simd(const BlockFPSpec& s, const Policy& p, std::span<con
 // (NaN > Inf > finite), which give the same float as the reference's max for every non-NaN
 // block and a NaN for a NaN block.
 
-/// Which mase-mode blocked formats the vector path covers: block_fp (any MASE tile) and
-/// mxint without quantile search, blocked along the last axis. Cases MASE rejects stay on the
+/// Which mase-mode blocked formats the vector path covers: block_fp (any MASE tile), mxint
+/// and mxfp without quantile search, blocked along the last axis. Cases MASE rejects stay on the
 /// reference, which raises its error.
 inline bool mase_block_supported(const Format& f, const Shape& shape, Role role) {
   if (!f.policy.is_mase() || shape.empty()) return false;
@@ -246,11 +260,13 @@ inline bool mase_block_supported(const Format& f, const Shape& shape, Role role)
     const bool activation = role == Role::activation;
     return (shape.size() == 1 && !activation) || shape.size() == 2 || (shape.size() == 3 && activation);
   }
-  if (const auto* s = std::get_if<MXIntSpec>(&f.spec)) {
+  auto mx_ok = [&](const auto& s) {
     const int rank = static_cast<int>(shape.size());
-    return !s->quantile_search && s->block_size >= 1 && (s->block_dim == -1 || s->block_dim == rank - 1) &&
-           numel(shape) % s->block_size == 0;
-  }
+    return !s.quantile_search && s.block_size >= 1 && (s.block_dim == -1 || s.block_dim == rank - 1) &&
+           numel(shape) % s.block_size == 0;
+  };
+  if (const auto* s = std::get_if<MXIntSpec>(&f.spec)) return mx_ok(*s);
+  if (const auto* s = std::get_if<MXFPSpec>(&f.spec)) return mx_ok(*s);
   return false;
 }
 
@@ -416,6 +432,69 @@ void mxint_mase_simd(const MXIntSpec& s, std::span<const float> in, std::span<fl
       m = xsimd::select(m < LO, LO, m);
       m = xsimd::select(m > HI, HI, m);
       (m * INV_MUL * OUT).store_unaligned(y + i);
+    }
+  };
+  for_each_row_block<A>(in, out, static_cast<std::int64_t>(in.size()), s.block_size, prep, apply);
+}
+
+/// One MASE mxfp block through the reference codec (blocks with Inf or NaN; kept out of line).
+[[gnu::noinline]] inline void mxfp_mase_reference_block(const MXFPSpec& s, const float* x, float* y, std::int64_t len) {
+  std::vector<float> scratch;
+  std::vector<std::uint16_t> codes(static_cast<std::size_t>(len));
+  const std::uint8_t S =
+      qnum::detail::mase_mxfp_extract(s, 1.0f, {x, static_cast<std::size_t>(len)}, codes.data(), scratch);
+  for (std::int64_t i = 0; i < len; ++i) y[i] = qnum::detail::mase_mxfp_value(s, S, codes[static_cast<std::size_t>(i)]);
+}
+
+/// MASE mxfp (no quantile search) along the last axis: blocks of B consecutive elements of the
+/// flattened tensor, as mxint. Per block the shared exponent floor(log2 amax) - emax from the
+/// log2 thresholds; per element MASE's codec (mx_element.hpp: truncation to 15 fraction bits,
+/// RNE to M, the carry OR-ed into the exponent field, its one subnormal binade, saturation)
+/// and its decode, in integer lanes on the bits of y = x 2^-shared. Blocks holding Inf or NaN
+/// take the reference (torch.quantile makes their scale NaN).
+template <class A>
+void mxfp_mase_simd(const MXFPSpec& s, std::span<const float> in, std::span<float> out) {
+  constexpr std::int64_t N = bf<A>::size;
+  const int E = s.exponent_width, M = s.frac_width;
+  const int bias = qnum::detail::mase_mx_bias(E), emax = qnum::detail::mase_mx_emax(E), exp_max = (1 << E) - 1;
+  const int sh = 15 - M;  // the 15 kept fraction bits rounded to M
+  const Log2Thresholds& floor_t = log2_thresholds(Log2Op::floor);
+  auto prep = [&](std::int32_t mb) -> BlockParams {
+    if (mb >= 0x7f800000) return {2, 0.0f, 0.0f};
+    if (mb < 0x00800000) return {0, 1.0f, 0.0f};  // every element flushed: +0 (its y is 0)
+    // floor(float32 log2(block max)) as the reference computes it (log2_op_scalar's thresholds)
+    const std::int32_t f = mb >> 23, fl = f - 127 + (mb >= floor_t.t[static_cast<std::size_t>(f)] ? 1 : 0);
+    const int shared = std::clamp(fl - emax, -127, 128);  // <= 127 for a finite block max
+    return {0, qnum::detail::pow2f(-shared), qnum::detail::pow2f(shared)};
+  };
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+    if (bp.kind == 2) return mxfp_mase_reference_block(s, x, y, len);
+    // 2^-shared is a float (|shared| <= 127), so x * 2^-shared rounds as the reference's x / 2^shared.
+    const bf<A> R(bp.a), OUT(bp.b), SUB_SCALE(qnum::detail::pow2f(1 - bias - M));
+    const bi<A> FRAC_MASK((1 << M) - 1), HALF_M1((1 << (sh - 1)) - 1), ONE(1), IMPLICIT(1 << M);
+    for (std::int64_t i = 0; i < len; i += N) {
+      const bf<A> xv = bf<A>::load_unaligned(x + i);
+      const bi<A> xb = as_int<A>(xv);
+      const auto flushed = (xb & bi<A>(0x7f800000)) == bi<A>(0);  // float32 subnormal or zero input
+      const bf<A> yv = xsimd::select(to_fmask<A>(flushed), bf<A>(0.0f), xv * R);
+      const bi<A> yb = as_int<A>(yv);
+      const bi<A> ef = (yb >> 23) & bi<A>(0xff);
+      const bi<A> top15 = (yb & bi<A>(0x7fffff)) >> 8;
+      bi<A> yf = (top15 + HALF_M1 + ((top15 >> sh) & ONE)) >> sh;  // RNE, may reach 2^M
+      bi<A> ye = ef + bi<A>(bias - 127);
+      yf = select_i<A>((ye == bi<A>(0)) & (yf != bi<A>(0)), (yf | IMPLICIT) >> 1, yf);
+      const auto over = ye > bi<A>(exp_max);
+      ye = select_i<A>(over, bi<A>(exp_max), ye);
+      yf = select_i<A>(over, FRAC_MASK, yf);
+      bi<A> code = (ye << M) | yf;  // the carry is OR-ed, not added (MASE)
+      code = select_i<A>((ye < bi<A>(0)) | (ef == bi<A>(0)), bi<A>(0), code);
+      const bi<A> xe = code >> M, xf = code & FRAC_MASK;
+      const bf<A> normal = as_float<A>(((xe + bi<A>(127 - bias)) << 23) | (xf << (23 - M)));
+      const bf<A> sub = xsimd::batch_cast<float>(xf) * SUB_SCALE;  // exact; 0 for the zero code
+      const bf<A> v = xsimd::select(to_fmask<A>(xe == bi<A>(0)), sub, normal) * OUT;
+      const bi<A> sign =
+          select_i<A>(to_imask<A>(yv < bf<A>(0.0f)), bi<A>(static_cast<std::int32_t>(0x80000000u)), bi<A>(0));
+      as_float<A>(as_int<A>(v) | sign).store_unaligned(y + i);
     }
   };
   for_each_row_block<A>(in, out, static_cast<std::int64_t>(in.size()), s.block_size, prep, apply);

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "qnum/core/lane_sum.hpp"
 #include "qnum/tensor/autograd.hpp"
 #include "qnum/tensor/vec_math.hpp"
 
@@ -130,20 +131,6 @@ inline void check_channel_param(const Tensor& t, std::int64_t c, const char* op,
 }
 
 inline float param_or(const Tensor& t, std::size_t c, float fallback) { return t.defined() ? t.values()[c] : fallback; }
-
-/// Σ f(k) for k < n in double, in 8 fixed lanes (lane j sums k ≡ j mod 8 in order), then
-/// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)): independent chains instead of one serial sum, and
-/// a fixed order, so the result does not depend on the machine or the thread count.
-template <class F>
-double lane_sum(std::int64_t n, F f) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += f(k + j);
-  for (int j = 0; k < n; ++k, ++j) acc[j] += f(k);
-  for (int j = 0; j < 4; ++j) acc[j] += acc[j + 4];
-  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
-}
 
 /// Mean and biased variance of the n values at x (two passes, lane_sum order).
 inline std::pair<double, double> mean_var(const float* x, std::int64_t n) {
