@@ -409,44 +409,59 @@ inline float binarize_value(float x) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// residual_sign's checks (spec, shapes, output size L·n, MASE's level limit); returns the
+/// effective means.
+inline std::vector<double> residual_sign_prepare(const ResidualSignSpec& s, const Policy& p, std::size_t in_size,
+                                                 std::size_t out_size, const Shape& shape) {
+  s.validate();
+  for (auto d : shape) require(d >= 0, s.name, ": negative dimension in shape ", to_string(shape));
+  require(static_cast<std::int64_t>(in_size) == numel(shape), s.name, ": input has ", in_size,
+          " elements but shape ", to_string(shape), " needs ", numel(shape));
+  const auto L = static_cast<std::size_t>(s.levels);
+  require(out_size == in_size * L, s.name, ": output has ", out_size, " elements, needs ", in_size * L, " (levels ",
+          s.levels, " x ", in_size, ")");
+  if (p.is_mase())
+    require(s.levels <= 3, s.name, ": MASE's residual_sign_quantizer handles levels 1..3 (it returns 0 for ", s.levels,
+            "); use exact mode");
+  return s.effective_means();
+}
+
+/// The L outputs of one element x, written to out[0], out[stride], ... (the definition).
+/// exact: double residuals, o_l = sign(r) |mu_l| + 0 (no -0 levels), NaN stays NaN.
+/// mase: float32, means |float(mu_l)|; L = 1: MASE's `0 + out` turns -0 into +0.
+inline void residual_sign_element(const std::vector<double>& means, bool mase, float x, float* out,
+                                  std::size_t stride) {
+  const std::size_t L = means.size();
+  if (mase) {
+    float r = x;
+    for (std::size_t l = 0; l < L; ++l) {
+      const float o = binarize_value(r) * std::fabs(static_cast<float>(means[l]));
+      r = r - o;
+      out[l * stride] = L == 1 ? 0.0f + o : o;
+    }
+    return;
+  }
+  double r = x;
+  for (std::size_t l = 0; l < L; ++l) {
+    const double b = r != r ? r : (r > 0 ? 1.0 : (r < 0 ? -1.0 : 0.0));
+    const double o = b * std::fabs(means[l]) + 0.0;
+    r -= o;
+    out[l * stride] = static_cast<float>(o);
+  }
+}
+
+}  // namespace detail
+
 /// Residual binarization: r_0 = x, o_l = binarize(r_{l-1}) * |mu_l|, r_l = r_{l-1} - o_l;
 /// `out` (output_shape elements) holds the o_l stacked [L, ...shape] (their sum is x-hat).
 /// MASE mode: float32 arithmetic, float32 means, levels 1..3, L = 1 unstacked.
 inline void quantize(const ResidualSignSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
                      const Shape& shape, Role = Role::weight) {
-  s.validate();
-  for (auto d : shape) detail::require(d >= 0, s.name, ": negative dimension in shape ", to_string(shape));
-  detail::require(static_cast<std::int64_t>(in.size()) == numel(shape), s.name, ": input has ", in.size(),
-                  " elements but shape ", to_string(shape), " needs ", numel(shape));
-  const auto L = static_cast<std::size_t>(s.levels);
-  detail::require(out.size() == in.size() * L, s.name, ": output has ", out.size(), " elements, needs ", in.size() * L,
-                  " (levels ", s.levels, " x ", in.size(), ")");
-  const auto means = s.effective_means();
+  const auto means = detail::residual_sign_prepare(s, p, in.size(), out.size(), shape);
   const std::size_t n = in.size();
-  if (p.is_mase()) {
-    detail::require(s.levels <= 3, s.name, ": MASE's residual_sign_quantizer handles levels 1..3 (it returns 0 for ",
-                    s.levels, "); use exact mode");
-    std::vector<float> m(L);
-    for (std::size_t l = 0; l < L; ++l) m[l] = std::fabs(static_cast<float>(means[l]));
-    for (std::size_t i = 0; i < n; ++i) {
-      float r = in[i];
-      for (std::size_t l = 0; l < L; ++l) {
-        const float o = detail::binarize_value(r) * m[l];
-        r = r - o;
-        out[l * n + i] = L == 1 ? 0.0f + o : o;  // L = 1: MASE's `0 + out` turns -0 into +0
-      }
-    }
-    return;
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    double r = in[i];
-    for (std::size_t l = 0; l < L; ++l) {
-      const double b = r != r ? r : (r > 0 ? 1.0 : (r < 0 ? -1.0 : 0.0));
-      const double o = b * std::fabs(means[l]) + 0.0;  // + 0.0: no -0 levels
-      r -= o;
-      out[l * n + i] = static_cast<float>(o);
-    }
-  }
+  for (std::size_t i = 0; i < n; ++i) detail::residual_sign_element(means, p.is_mase(), in[i], out.data() + i, n);
 }
 
 inline FormatInfo info(const ResidualSignSpec& s, const Policy&) {

@@ -28,8 +28,9 @@
 //    other roundings: scalar element, threaded) and
 //    ternary (exact: simd; mase: per-sample reference, threaded).
 //    mase mxfp with another block_dim or quantile search: MASE's codec per block, threaded.
+//    residual_sign: the reference's element in double (exact) or float (mase) lanes, threaded.
 //  - reference: every other family or setting (mxint quantile search, exact 2-D block_fp/MX
-//    tiles, residual_sign, stochastic or scaled binary, in-place mase mxfp quantile search):
+//    tiles, stochastic or scaled binary, in-place mase mxfp quantile search):
 //    `Format::quantize` itself, single-threaded.
 //
 // How float32 reproduces the double-precision exact reference:
@@ -700,6 +701,7 @@ inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Rol
                                                                              : QuantizePath::scalar;
   if (std::holds_alternative<TernarySpec>(f.spec))
     return f.policy.is_mase() ? QuantizePath::scalar : QuantizePath::simd;
+  if (std::holds_alternative<ResidualSignSpec>(f.spec)) return QuantizePath::simd;
   QuantizePath r = QuantizePath::reference;
   detail::plan(
       f, [&](const auto&) { r = QuantizePath::simd; }, [&](const auto&) { r = QuantizePath::scalar; },
@@ -714,7 +716,8 @@ inline QuantizePath quantize_path(const Format& f, const Shape& shape = {1}, Rol
 template <class Arch>
 void quantize_arch(const Format& f, std::span<const float> in, std::span<float> out, const Shape& shape,
                    Role role = Role::weight) {
-  if (std::holds_alternative<ResidualSignSpec>(f.spec)) return f.quantize(in, out, shape, role);  // stacked output
+  if (const auto* s = std::get_if<ResidualSignSpec>(&f.spec))  // stacked output [L, ...shape]
+    return detail::residual_sign_kernel<Arch>(*s, f.policy, in, out, shape);
   qnum::detail::check_tensor_io(f.family(), in, out, shape);
   if (detail::block_supported(f, shape)) {
     if (const auto* s = std::get_if<BlockFPSpec>(&f.spec)) {

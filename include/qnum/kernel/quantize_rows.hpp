@@ -1,5 +1,6 @@
 // Threaded kernels for the per-row / per-channel scaled families: scale_integer (both
-// bundles) and ternary (exact in vector registers; MASE's per-sample rule threaded).
+// bundles) and ternary (exact in vector registers; MASE's per-sample rule threaded); and
+// residual_sign (several outputs per element), in vector lanes.
 //  - scale_integer: row maxima as integer maxima of |x|'s bits over segments of at most
 //    kQuantizeGrain elements (a max is exact, so the split changes nothing; NaN bits > Inf),
 //    then the elements. mase: MASE's float32 ops on vectors (x * s, round half even, clamp,
@@ -20,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "qnum/format/binary.hpp"
 #include "qnum/format/scale_integer.hpp"
 #include "qnum/format/ternary.hpp"
 
@@ -210,6 +212,44 @@ TernaryChannel ternary_channel_simd(const TernarySpec& s, const float* x, std::i
   const double count = lane_sum_f32<A>(x, n, [&](auto v) { return above(v, 1.0); });
   c.alpha = qnum::detail::ternary_alpha_exact(d, sum, count);
   return c;
+}
+
+/// residual_sign (both bundles): the reference's element (binary.hpp residual_sign_element)
+/// in vector lanes — exact: double lanes, mase: float lanes — threaded over elements; each
+/// level's outputs go to their own [n] slice of `out`.
+template <class A>
+void residual_sign_kernel(const ResidualSignSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                          const Shape& shape) {
+  const auto means = qnum::detail::residual_sign_prepare(s, p, in.size(), out.size(), shape);
+  const auto n = static_cast<std::int64_t>(in.size());
+  const auto L = static_cast<std::int64_t>(means.size());
+  const bool mase = p.is_mase();
+  const float* src = in.data();
+  float* dst = out.data();
+  auto lanes = [&]<class T>(T, std::int64_t b, std::int64_t e) -> std::int64_t {
+    using bt = xsimd::batch<T, A>;
+    constexpr std::int64_t N = bt::size;
+    const bt ONE(T(1)), MONE(T(-1)), ZERO(T(0));
+    std::int64_t i = b;
+    for (; i + N <= e; i += N) {
+      bt r = bt::load_unaligned(src + i);  // float -> T lanes (exact)
+      for (std::int64_t l = 0; l < L; ++l) {
+        const bt m(mase ? T(std::fabs(static_cast<float>(means[static_cast<std::size_t>(l)])))
+                        : T(std::fabs(means[static_cast<std::size_t>(l)])));
+        bt sg = xsimd::select(r > ZERO, ONE, xsimd::select(r < ZERO, MONE, ZERO));
+        sg = xsimd::select(xsimd::isnan(r), r, sg);
+        bt o = sg * m;
+        if (!mase || L == 1) o = mase ? ZERO + o : o + ZERO;  // exact: + 0.0; MASE L = 1: 0 + out
+        r = r - o;
+        o.store_unaligned(dst + l * n + i);  // T -> float (exact: one rounding, as the reference)
+      }
+    }
+    return i;
+  };
+  parallel_for(n, kQuantizeGrain, [&](std::int64_t b, std::int64_t e) {
+    std::int64_t i = mase ? lanes(float{}, b, e) : lanes(double{}, b, e);
+    for (; i < e; ++i) qnum::detail::residual_sign_element(means, mase, src[i], dst + i, static_cast<std::size_t>(n));
+  });
 }
 
 /// ternary, both bundles.
