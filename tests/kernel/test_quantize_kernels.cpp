@@ -977,10 +977,20 @@ TEST_CASE("kernel quantize: residual_sign in vector lanes, every level's output,
   std::normal_distribution<float> normal(0.0f, 0.7f);
   std::vector<float> x(4099);
   for (auto& v : x) v = normal(gen);
-  // residuals that land exactly on zero (x = mu_1, x = mu_1 + mu_2), signed zeros, specials
-  const float specials[] = {0.0f, -0.0f, 0.5f, -0.5f, 0.5f + 1.0f / 3.0f, 1e-40f, -1e-40f,
-                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::quiet_NaN(), 1e30f, -3.0f};
+  // residuals that land exactly on zero (x = 0.75 with means 0.75x-0.2, x = 1 with one level),
+  // signed zeros, subnormals, specials
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            0.75f,
+                            -0.75f,
+                            1.0f,
+                            1e-40f,
+                            -1e-40f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            1e30f,
+                            -3.0f};
   for (std::size_t i = 0; i < std::size(specials); ++i) x[i * 97] = specials[i];
   const auto n = static_cast<std::int64_t>(x.size());
   for (const char* spec : {"residual_sign:levels=1", "residual_sign", "residual_sign:levels=3",

@@ -417,8 +417,8 @@ inline std::vector<double> residual_sign_prepare(const ResidualSignSpec& s, cons
                                                  std::size_t out_size, const Shape& shape) {
   s.validate();
   for (auto d : shape) require(d >= 0, s.name, ": negative dimension in shape ", to_string(shape));
-  require(static_cast<std::int64_t>(in_size) == numel(shape), s.name, ": input has ", in_size,
-          " elements but shape ", to_string(shape), " needs ", numel(shape));
+  require(static_cast<std::int64_t>(in_size) == numel(shape), s.name, ": input has ", in_size, " elements but shape ",
+          to_string(shape), " needs ", numel(shape));
   const auto L = static_cast<std::size_t>(s.levels);
   require(out_size == in_size * L, s.name, ": output has ", out_size, " elements, needs ", in_size * L, " (levels ",
           s.levels, " x ", in_size, ")");
