@@ -15,6 +15,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -230,12 +231,16 @@ void residual_sign_kernel(const ResidualSignSpec& s, const Policy& p, std::span<
     using bt = xsimd::batch<T, A>;
     constexpr std::int64_t N = bt::size;
     const bt ONE(T(1)), MONE(T(-1)), ZERO(T(0));
+    std::array<bt, 8> mag;  // |mu_l| as the reference's element takes it (levels <= 8)
+    for (std::int64_t l = 0; l < L; ++l) {
+      const double mu = means[static_cast<std::size_t>(l)];
+      mag[static_cast<std::size_t>(l)] = bt(mase ? T(std::fabs(static_cast<float>(mu))) : T(std::fabs(mu)));
+    }
     std::int64_t i = b;
     for (; i + N <= e; i += N) {
       bt r = bt::load_unaligned(src + i);  // float -> T lanes (exact)
       for (std::int64_t l = 0; l < L; ++l) {
-        const bt m(mase ? T(std::fabs(static_cast<float>(means[static_cast<std::size_t>(l)])))
-                        : T(std::fabs(means[static_cast<std::size_t>(l)])));
+        const bt& m = mag[static_cast<std::size_t>(l)];
         bt sg = xsimd::select(r > ZERO, ONE, xsimd::select(r < ZERO, MONE, ZERO));
         sg = xsimd::select(xsimd::isnan(r), r, sg);
         bt o = sg * m;
