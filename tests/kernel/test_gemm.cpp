@@ -122,6 +122,30 @@ TEST_CASE("kernel gemm: fp32 NT, NN and TN within gamma_K of the double referenc
   }
 }
 
+TEST_CASE("kernel gemm: fp32 with bias in the epilogue equals the GEMM then a bias pass, bit for bit") {
+  for (const auto& s : kShapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const auto a = randn(static_cast<std::size_t>(s.m * s.k), 30);
+    const auto b = randn(static_cast<std::size_t>(s.n * s.k), 31);
+    const auto bias = randn(static_cast<std::size_t>(s.n), 32, 3.0f);
+    std::vector<float> want(static_cast<std::size_t>(s.m * s.n));
+    qnum::gemm_f32_nt(a.data(), b.data(), want.data(), s.m, s.n, s.k);
+    for (std::int64_t i = 0; i < s.m; ++i)
+      for (std::int64_t j = 0; j < s.n; ++j)
+        want[static_cast<std::size_t>(i * s.n + j)] += bias[static_cast<std::size_t>(j)];
+    const auto got = across_threads<float>([&] {
+      std::vector<float> out(want.size(), -7.0f);
+      qnum::gemm_f32_nt_bias(a.data(), b.data(), bias.data(), out.data(), s.m, s.n, s.k);
+      return out;
+    });
+    CHECK(same_bits(got, want));
+  }
+  std::vector<float> a(16), c(16);
+  CHECK_THROWS_AS(qnum::gemm_f32_nt_bias(a.data(), a.data(), nullptr, c.data(), 4, 4, 4), qnum::Error);
+}
+
 TEST_CASE("kernel gemm: int8 x int8 -> int32 exact; fixed-point rescale equals the dequantized reference") {
   for (const auto& s : kShapes) {
     CAPTURE(s.m);

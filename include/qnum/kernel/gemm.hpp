@@ -204,11 +204,14 @@ inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, 
   });
 }
 
-/// The register tile: acc[MR][kFNR] = Σ_k a[i][k] b[k][j] over kc steps, then C (+)= acc.
-/// a: MR rows of stride kKC (the packed A strip, kept in L1); b: [kc][kFNR] (streams from L2).
+/// The register tile: acc[MR][kFNR] = Σ_k a[i][k] b[k][j] over kc steps, then C (+)= acc, then
+/// C += bias[j] when bias is given (the last K chunk passes it: the same two roundings, in the
+/// same order, as a separate bias pass over C).
+/// a: MR rows of stride kKC (the packed A strip, kept in L1; the constant stride makes every
+/// broadcast address an immediate offset); b: [kc][kFNR] (streams from L2).
 template <int MR>
 void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_t kc, float* c, std::int64_t ldc,
-               int nr, bool accumulate) {
+               int nr, bool accumulate, const float* bias) {
   fvec acc[MR][kFNV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -228,6 +231,10 @@ void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_
     }
   }
   if (nr == kFNR) {
+    fvec bv[kFNV] = {};
+    if (bias)
+#pragma GCC unroll 4
+      for (int v = 0; v < kFNV; ++v) std::memcpy(&bv[v], bias + v * kFV, sizeof(fvec));
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
@@ -239,6 +246,7 @@ void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_
           std::memcpy(&old, p, sizeof(fvec));
           out = old + out;
         }
+        if (bias) out = out + bv[v];
         std::memcpy(p, &out, sizeof(fvec));
       }
     return;
@@ -246,10 +254,14 @@ void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_
   alignas(64) float t[MR][kFNR];
   std::memcpy(t, acc, sizeof(t));
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < nr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i][j] : t[i][j];
+    for (int j = 0; j < nr; ++j) {
+      float out = accumulate ? c[i * ldc + j] + t[i][j] : t[i][j];
+      if (bias) out += bias[j];
+      c[i * ldc + j] = out;
+    }
 }
 
-using F32Micro = void (*)(const float*, const float*, std::int64_t, float*, std::int64_t, int, bool);
+using F32Micro = void (*)(const float*, const float*, std::int64_t, float*, std::int64_t, int, bool, const float*);
 
 /// f32_micro<MR> for MR = 1..kFMR: a short last strip costs its own rows, not kFMR.
 template <int... I>
@@ -281,9 +293,10 @@ inline void pack_a_strip_t(const float* A, std::int64_t M, std::int64_t r0, int 
     for (int i = 0; i < mr; ++i) d[i * kKC + k] = a[k * M + i];
 }
 
-/// C = op(A)·op(B): A [M,K] or, when a_t, [K,M] read transposed; B [N,K] (nt) or [K,N].
+/// C = op(A)·op(B) (+ bias[j] when given): A [M,K] or, when a_t, [K,M] read transposed;
+/// B [N,K] (nt) or [K,N].
 inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K,
-                          bool nt, bool a_t = false) {
+                          bool nt, bool a_t = false, const float* bias = nullptr) {
   thread_local AlignedF32 bbuf;  // reused: no page faults per call
   const bool parallel =
       2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
@@ -299,6 +312,9 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
           // Each A strip (broadcast operand, mr x kc) is packed right before its use, so it is
           // still in L1, and stays there while the tile's B panels stream from L2 (BLIS's order
           // for a broadcast-from-L1 micro-kernel). Packing all strips first measured ~2% slower.
+          // Packing A measured faster than reading it in place even at K <= kKC (a runtime row
+          // stride costs a register per row; the 14-row tile then spills).
+          const float* bias_here = p0 + kc == K ? bias : nullptr;
           for (std::int64_t r = i0; r < i1; r += kFMR) {
             const int mr = static_cast<int>(std::min<std::int64_t>(kFMR, i1 - r));
             if (a_t)
@@ -308,7 +324,7 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
             for (std::int64_t j = j0; j < j1; j += kFNR) {
               const float* b = bp + (j / kFNR) * K * kFNR + p0 * kFNR;
               const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
-              kF32Micro[mr - 1](ap.data(), b, kc, C + r * N + j, N, nr, p0 > 0);
+              kF32Micro[mr - 1](ap.data(), b, kc, C + r * N + j, N, nr, p0 > 0, bias_here ? bias_here + j : nullptr);
             }
           }
         }
@@ -324,6 +340,16 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
 inline void gemm_f32_nt(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
   detail::gemm_check("gemm_f32_nt", M, N, K, A, B, C);
   detail::gemm_f32_impl(A, B, C, M, N, K, true);
+}
+
+/// C[M,N] = A[M,K] · B[N,K]ᵀ + bias[N] (broadcast over rows): gemm_f32_nt with the bias added
+/// to each finished element in the kernel's epilogue, bit-identical to gemm_f32_nt followed by
+/// C[i][j] += bias[j] (a Linear layer's forward without a second pass over C).
+inline void gemm_f32_nt_bias(const float* A, const float* B, const float* bias, float* C, std::int64_t M,
+                             std::int64_t N, std::int64_t K) {
+  detail::gemm_check("gemm_f32_nt_bias", M, N, K, A, B, C);
+  detail::require(bias != nullptr, "gemm_f32_nt_bias: bias is null");
+  detail::gemm_f32_impl(A, B, C, M, N, K, true, false, bias);
 }
 
 /// C[M,N] = A[M,K] · B[K,N] (B not transposed); same kernel and bound as gemm_f32_nt.

@@ -132,11 +132,15 @@ inline Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias =
   Shape shape = x.shape();
   shape.back() = out;
   FloatBuffer y(static_cast<std::size_t>(rows * out));
-  detail::mm_nt(x.data(), weight.data(), y.data(), rows, out, in);
-  if (bias.defined()) {
-    const float* pb = bias.data();
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t j = 0; j < out; ++j) y[static_cast<std::size_t>(r * out + j)] += pb[j];
+  if (bias.defined() && rows > 0 && out > 0 && in > 0)  // bias added in the GEMM's epilogue
+    gemm_f32_nt_bias(x.data(), weight.data(), bias.data(), y.data(), rows, out, in);
+  else {
+    detail::mm_nt(x.data(), weight.data(), y.data(), rows, out, in);
+    if (bias.defined()) {
+      const float* pb = bias.data();
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < out; ++j) y[static_cast<std::size_t>(r * out + j)] += pb[j];
+    }
   }
   return autograd::make_result("linear", std::move(shape), std::move(y), {x, weight, bias},
                                [x, weight, bias, rows, in, out](std::span<const float> g) {
