@@ -184,6 +184,45 @@ TEST_CASE("kernel gemm: int8 x int8 -> int32 exact; fixed-point rescale equals t
   }
 }
 
+TEST_CASE("kernel gemm: fixed8 with bias equals the fp32 GEMM with bias of the dequantized codes, bit for bit") {
+  // Up to kGemmFixed8ExactK every partial sum of the fp32 GEMM is exact, so a quantized Linear
+  // may take either path; K = 1024 with all codes at -128 reaches |Σ| = 2^24 exactly.
+  std::vector<Shape3> shapes = kShapes;
+  shapes.push_back({5, 40, qnum::kGemmFixed8ExactK});
+  for (const auto& s : shapes) {
+    if (s.k > qnum::kGemmFixed8ExactK) continue;
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    auto a = rand_s8(static_cast<std::size_t>(s.m * s.k), 40);
+    auto b = rand_s8(static_cast<std::size_t>(s.n * s.k), 41);
+    if (s.k == qnum::kGemmFixed8ExactK) {
+      std::fill(a.begin(), a.begin() + s.k, std::int8_t{-128});
+      std::fill(b.begin(), b.begin() + s.k, std::int8_t{-128});
+    }
+    const auto bias = randn(static_cast<std::size_t>(s.n), 42);
+    for (const auto& [Fa, Fb] : {std::pair{4, 7}, std::pair{0, 0}, std::pair{30, 40}, std::pair{-3, 9}}) {
+      CAPTURE(Fa);
+      CAPTURE(Fb);
+      std::vector<float> af(a.size()), bf(b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) af[i] = std::ldexp(static_cast<float>(a[i]), -Fa);
+      for (std::size_t i = 0; i < b.size(); ++i) bf[i] = std::ldexp(static_cast<float>(b[i]), -Fb);
+      std::vector<float> want(static_cast<std::size_t>(s.m * s.n)), want_nb(want.size());
+      qnum::gemm_f32_nt_bias(af.data(), bf.data(), bias.data(), want.data(), s.m, s.n, s.k);
+      qnum::gemm_f32_nt(af.data(), bf.data(), want_nb.data(), s.m, s.n, s.k);
+      const auto got = across_threads<float>([&] {
+        std::vector<float> out(want.size(), -7.0f);
+        qnum::gemm_fixed8_nt(a.data(), Fa, b.data(), Fb, out.data(), s.m, s.n, s.k, bias.data());
+        return out;
+      });
+      CHECK(same_bits(got, want));
+      std::vector<float> got_nb(want.size(), -7.0f);
+      qnum::gemm_fixed8_nt(a.data(), Fa, b.data(), Fb, got_nb.data(), s.m, s.n, s.k);
+      CHECK(same_bits(got_nb, want_nb));
+    }
+  }
+}
+
 TEST_CASE("kernel gemm: int8 all -128 stays exact over several K chunks and at the largest K") {
   for (const std::int64_t K : {std::int64_t{4097}, qnum::kGemmInt8MaxK}) {
     const std::int64_t M = K > 5000 ? 1 : 3, N = K > 5000 ? 2 : 5;

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "gradcheck.hpp"
@@ -444,6 +446,75 @@ TEST_CASE("linear: gradients with and without bias") {
   Tensor bb({2}, {0, 0}, true);
   qnum::linear(Tensor::ones({3, 2}), Tensor::ones({2, 2}), bb).backward(Tensor({3, 2}, {1, 2, 3, 4, 5, 6}));
   CHECK(grad_vec(bb) == std::vector<float>{9, 12});
+}
+
+namespace {
+/// n values k·2^-frac with random int8 codes k (the first ones at -128 and 127).
+Tensor on_fixed8_grid(Shape shape, int frac, std::uint32_t seed, bool grad) {
+  std::mt19937 g(seed);
+  std::vector<float> v(static_cast<std::size_t>(qnum::numel(shape)));
+  for (auto& x : v) x = std::ldexp(static_cast<float>(static_cast<int>(g() % 256) - 128), -frac);
+  v[0] = std::ldexp(-128.0f, -frac);
+  if (v.size() > 1) v[1] = std::ldexp(127.0f, -frac);
+  return Tensor(std::move(shape), v, grad);
+}
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+}  // namespace
+
+TEST_CASE("linear_fixed8: the int8 product gives linear()'s values and gradients, bit for bit") {
+  struct Case {
+    Shape x;
+    std::int64_t out;
+    int xf, wf;
+  };
+  const std::vector<Case> cases = {{{1, 1}, 1, 4, 7},      {{7, 13}, 29, 4, 7},   {{2, 64, 128}, 384, 4, 7},
+                                   {{33, 1024}, 40, 0, 0}, {{5, 70}, 33, -2, 12}, {{3, 9}, 70, 40, 45}};
+  std::uint32_t seed = 500;
+  for (const Case& c : cases) {
+    CAPTURE(qnum::to_string(c.x));
+    CAPTURE(c.out);
+    Tensor x = on_fixed8_grid(c.x, c.xf, ++seed, true), w = on_fixed8_grid({c.out, c.x.back()}, c.wf, ++seed, true);
+    Tensor b = Tensor::randn({c.out}, ++seed, 0.0f, 1.0f, true);
+    for (const bool with_bias : {true, false}) {
+      const Tensor bias = with_bias ? b : Tensor();
+      const Tensor y = qnum::linear_fixed8(x, c.xf, w, c.wf, bias), want = qnum::linear(x, w, bias);
+      CHECK(same_bits(vec(y), vec(want)));
+      const Tensor gy = Tensor::randn(y.shape(), ++seed);
+      x.zero_grad();
+      w.zero_grad();
+      b.zero_grad();
+      y.backward(gy);
+      const auto gx = grad_vec(x), gw = grad_vec(w), gb = grad_vec(b);
+      x.zero_grad();
+      w.zero_grad();
+      b.zero_grad();
+      want.backward(gy);
+      CHECK(same_bits(gx, grad_vec(x)));
+      CHECK(same_bits(gw, grad_vec(w)));
+      CHECK(same_bits(gb, grad_vec(b)));
+    }
+  }
+}
+
+TEST_CASE("linear_fixed8: values off the grid, NaN, Inf and long rows take linear()") {
+  const Tensor w = on_fixed8_grid({6, 20}, 7, 1, false), b = Tensor::randn({6}, 2);
+  for (const float odd : {0.01f, std::nanf(""), INFINITY, -300.0f, 8.0f /* = 128·2^-4: out of range */}) {
+    CAPTURE(odd);
+    Tensor x = on_fixed8_grid({4, 20}, 4, 3, false);
+    x.values()[37] = odd;
+    const auto y = vec(qnum::linear_fixed8(x, 4, w, 7, b)), want = vec(qnum::linear(x, w, b));
+    CHECK(same_bits(y, want));
+  }
+  Tensor w2 = w.detach().clone();
+  w2.values()[5] = 0.5f / 256.0f;  // a multiple of 2^-9, not of 2^-7
+  const Tensor x = on_fixed8_grid({4, 20}, 4, 3, false);
+  CHECK(same_bits(vec(qnum::linear_fixed8(x, 4, w2, 7, b)), vec(qnum::linear(x, w2, b))));
+  // in > kGemmFixed8ExactK: the fp32 product rounds, so linear() it is.
+  const Tensor xl = on_fixed8_grid({3, 1100}, 4, 4, false), wl = on_fixed8_grid({2, 1100}, 7, 5, false);
+  CHECK(same_bits(vec(qnum::linear_fixed8(xl, 4, wl, 7)), vec(qnum::linear(xl, wl))));
+  CHECK_THROWS_AS(qnum::linear_fixed8(x, 4, Tensor::zeros({6, 21}), 7), qnum::Error);
 }
 
 TEST_CASE("linear: errors") {

@@ -500,6 +500,79 @@ inline constexpr bool kHaveVnni = false;
 
 }  // namespace detail
 
+namespace detail {
+
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+/// The VNNI int8 GEMM: Σ_k A[i,k]·B[j,k] exact in int32, handed to store(row, j, nr, lo, hi)
+/// as two 16-lane vectors (columns j.. j+15 and j+16.. j+31; only the first nr < 32 are
+/// columns of C), so the caller's epilogue (int32 store, or scale and bias to float) runs on
+/// registers, not on a second pass over C.
+template <class Store>
+void gemm_s8_vnni(const std::int8_t* A, const std::int8_t* B, std::int64_t M, std::int64_t N, std::int64_t K,
+                  Store&& store) {
+  const std::int64_t Kp = ceil_div(K, 4) * 4;
+  thread_local std::vector<std::uint8_t> ap_buf;  // reused across calls: no page faults
+  thread_local std::vector<std::int8_t> bp_buf;
+  thread_local std::vector<std::int32_t> comp_buf;  // 128 * Σ_k b_jk, zero past N (whole panels)
+  pack_a_u8(A, M, K, Kp, ap_buf);
+  pack_b_vnni(B, N, K, Kp, bp_buf);
+  comp_buf.assign(static_cast<std::size_t>(ceil_div(N, kINR) * kINR), 0);
+  // Workers see their own thread_locals: hand them the caller's buffers as pointers.
+  const std::uint8_t* ap = ap_buf.data();
+  const std::int8_t* bp = bp_buf.data();
+  std::int32_t* comp = comp_buf.data();
+  parallel_for(N, 64, [=](std::int64_t jb, std::int64_t je) {
+    for (std::int64_t j = jb; j < je; ++j) {
+      std::int32_t sum = 0;
+      for (std::int64_t k = 0; k < K; ++k) sum += B[j * K + k];
+      comp[j] = 128 * sum;
+    }
+  });
+  constexpr std::int64_t KC4 = QNUM_GEMM_KC4;  // k/4 steps per chunk: the B panel slice is KC4·128 bytes
+  gemm_tiles(M, N, kIMR * 8, kINR * 8, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    constexpr std::int64_t kStrips = 8;
+    alignas(64) std::int32_t part[kStrips][kIMR][kINR];  // the tile's int32 sums across K chunks
+    for (std::int64_t j = j0; j < j1; j += kINR) {
+      const std::int8_t* b = bp + (j / kINR) * Kp * kINR;
+      const int nr = static_cast<int>(std::min<std::int64_t>(kINR, j1 - j));
+      const std::int64_t strips = ceil_div(i1 - i0, kIMR);
+      for (std::int64_t t0 = 0; t0 < Kp / 4; t0 += KC4) {  // B slice stays in L1 across the strips
+        for (std::int64_t st = 0; st < strips; ++st) {
+          const std::int64_t r = i0 + st * kIMR;
+          __m512i acc[kIMR][2];
+          for (int i = 0; i < kIMR; ++i) {
+            acc[i][0] = t0 ? _mm512_load_si512(&part[st][i][0]) : _mm512_setzero_si512();
+            acc[i][1] = t0 ? _mm512_load_si512(&part[st][i][16]) : _mm512_setzero_si512();
+          }
+          vnni_tile(ap + r * Kp + t0 * 4, Kp, b + t0 * 128, std::min(KC4, Kp / 4 - t0), acc);
+          for (int i = 0; i < kIMR; ++i) {
+            _mm512_store_si512(&part[st][i][0], acc[i][0]);
+            _mm512_store_si512(&part[st][i][16], acc[i][1]);
+          }
+        }
+      }
+      // Wrap-around int32 arithmetic (vpsubd): exact whenever the result fits.
+      const __m512i c0 = _mm512_loadu_si512(comp + j), c1 = _mm512_loadu_si512(comp + j + 16);
+      for (std::int64_t st = 0; st < strips; ++st) {
+        const std::int64_t r = i0 + st * kIMR;
+        const int mr = static_cast<int>(std::min<std::int64_t>(kIMR, i1 - r));
+        for (int i = 0; i < mr; ++i)
+          store(r + i, j, nr, _mm512_sub_epi32(_mm512_load_si512(&part[st][i][0]), c0),
+                _mm512_sub_epi32(_mm512_load_si512(&part[st][i][16]), c1));
+      }
+    }
+  });
+}
+
+/// Lane masks for the first nr <= 32 columns of a 32-column tile, as two 16-lane halves.
+inline std::pair<__mmask16, __mmask16> column_masks(int nr) {
+  const std::uint32_t m = nr >= 32 ? 0xFFFFFFFFu : (std::uint32_t{1} << nr) - 1;
+  return {static_cast<__mmask16>(m & 0xFFFF), static_cast<__mmask16>(m >> 16)};
+}
+#endif
+
+}  // namespace detail
+
 /// C[M,N] (int32) = A[M,K] · B[N,K]ᵀ over int8, exact (K <= kGemmInt8MaxK).
 inline void gemm_s8_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::int64_t M, std::int64_t N,
                        std::int64_t K) {
@@ -507,58 +580,10 @@ inline void gemm_s8_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t*
   detail::require(K <= kGemmInt8MaxK, "gemm_s8_nt: K=", K, " must be <= ", kGemmInt8MaxK, " (int32 accumulators)");
   if constexpr (detail::kHaveVnni) {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
-    using namespace detail;
-    const std::int64_t Kp = ceil_div(K, 4) * 4;
-    thread_local std::vector<std::uint8_t> ap_buf;  // reused across calls: no page faults
-    thread_local std::vector<std::int8_t> bp_buf;
-    thread_local std::vector<std::int32_t> comp_buf;  // 128 * Σ_k b_jk
-    pack_a_u8(A, M, K, Kp, ap_buf);
-    pack_b_vnni(B, N, K, Kp, bp_buf);
-    comp_buf.resize(static_cast<std::size_t>(N));
-    // Workers see their own thread_locals: hand them the caller's buffers as pointers.
-    const std::uint8_t* ap = ap_buf.data();
-    const std::int8_t* bp = bp_buf.data();
-    std::int32_t* comp = comp_buf.data();
-    std::int32_t* cd = comp;
-    parallel_for(N, 64, [=](std::int64_t jb, std::int64_t je) {
-      for (std::int64_t j = jb; j < je; ++j) {
-        std::int32_t s = 0;
-        for (std::int64_t k = 0; k < K; ++k) s += B[j * K + k];
-        cd[j] = 128 * s;
-      }
-    });
-    constexpr std::int64_t KC4 = QNUM_GEMM_KC4;  // k/4 steps per chunk: the B panel slice is KC4·128 bytes
-    gemm_tiles(M, N, kIMR * 8, kINR * 8, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-      constexpr std::int64_t kStrips = 8;
-      alignas(64) std::int32_t part[kStrips][kIMR][kINR];  // the tile's int32 sums across K chunks
-      for (std::int64_t j = j0; j < j1; j += kINR) {
-        const std::int8_t* b = bp + (j / kINR) * Kp * kINR;
-        const int nr = static_cast<int>(std::min<std::int64_t>(kINR, j1 - j));
-        const std::int64_t strips = ceil_div(i1 - i0, kIMR);
-        for (std::int64_t t0 = 0; t0 < Kp / 4; t0 += KC4) {  // B slice stays in L1 across the strips
-          for (std::int64_t s = 0; s < strips; ++s) {
-            const std::int64_t r = i0 + s * kIMR;
-            __m512i acc[kIMR][2];
-            for (int i = 0; i < kIMR; ++i) {
-              acc[i][0] = t0 ? _mm512_load_si512(&part[s][i][0]) : _mm512_setzero_si512();
-              acc[i][1] = t0 ? _mm512_load_si512(&part[s][i][16]) : _mm512_setzero_si512();
-            }
-            vnni_tile(ap + r * Kp + t0 * 4, Kp, b + t0 * 128, std::min(KC4, Kp / 4 - t0), acc);
-            for (int i = 0; i < kIMR; ++i) {
-              _mm512_store_si512(&part[s][i][0], acc[i][0]);
-              _mm512_store_si512(&part[s][i][16], acc[i][1]);
-            }
-          }
-        }
-        for (std::int64_t s = 0; s < strips; ++s) {
-          const std::int64_t r = i0 + s * kIMR;
-          const int mr = static_cast<int>(std::min<std::int64_t>(kIMR, i1 - r));
-          for (int i = 0; i < mr; ++i)
-            for (int jj = 0; jj < nr; ++jj)  // wrap-around int32 arithmetic: exact when the result fits
-              C[(r + i) * N + j + jj] = static_cast<std::int32_t>(static_cast<std::uint32_t>(part[s][i][jj]) -
-                                                                  static_cast<std::uint32_t>(comp[j + jj]));
-        }
-      }
+    detail::gemm_s8_vnni(A, B, M, N, K, [=](std::int64_t row, std::int64_t j, int nr, __m512i lo, __m512i hi) {
+      const auto [m0, m1] = detail::column_masks(nr);
+      _mm512_mask_storeu_epi32(C + row * N + j, m0, lo);
+      _mm512_mask_storeu_epi32(C + row * N + j + 16, m1, hi);
     });
 #endif
   } else {
@@ -575,25 +600,58 @@ inline void gemm_s8_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t*
   }
 }
 
+/// Largest K at which gemm_fixed8_nt's sums are exact in float: |Σ| <= K·2^14 <= 2^24. Up to
+/// it, every partial sum of the fp32 GEMM over the dequantized operands is exact as well, so
+/// the two give the same bits (a quantized Linear takes the int8 path only then).
+inline constexpr std::int64_t kGemmFixed8ExactK = 1024;
+
 /// Fixed-point GEMM: A holds codes k_a with value k_a·2^-Fa, B codes k_b·2^-Fb (8-bit signed
-/// fixed point, e.g. FixedSpec{8, F}); C = (A·Bᵀ in int32) · 2^-(Fa+Fb), exact whenever the
-/// result is a float (|Σ| < 2^24 always holds for K < 1024; beyond, one rounding of the exact sum).
+/// fixed point, e.g. FixedSpec{8, F}); C = (A·Bᵀ in int32) · 2^-(Fa+Fb) (+ bias[j] when given,
+/// one more rounding). The product is exact whenever it is a float: K <= kGemmFixed8ExactK
+/// (beyond, one rounding of the exact sum). With VNNI the scale and bias are the int8
+/// kernel's epilogue; otherwise a pass over an int32 product.
 inline void gemm_fixed8_nt(const std::int8_t* A, int Fa, const std::int8_t* B, int Fb, float* C, std::int64_t M,
-                           std::int64_t N, std::int64_t K) {
+                           std::int64_t N, std::int64_t K, const float* bias = nullptr) {
   detail::gemm_check("gemm_fixed8_nt", M, N, K, A, B, C);
+  detail::require(K <= kGemmInt8MaxK, "gemm_fixed8_nt: K=", K, " must be <= ", kGemmInt8MaxK, " (int32 accumulators)");
+  const int e = -(Fa + Fb);
+  const bool float_scale = e >= -90 && e <= 90;  // float(acc)·2^e: one rounding, 2^e scales exactly
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+  if (float_scale) {
+    const __m512 s = _mm512_set1_ps(static_cast<float>(detail::pow2(e)));
+    detail::gemm_s8_vnni(A, B, M, N, K, [=](std::int64_t row, std::int64_t j, int nr, __m512i lo, __m512i hi) {
+      const auto [m0, m1] = detail::column_masks(nr);
+      __m512 y0 = _mm512_mul_ps(_mm512_cvtepi32_ps(lo), s), y1 = _mm512_mul_ps(_mm512_cvtepi32_ps(hi), s);
+      if (bias) {
+        y0 = _mm512_add_ps(y0, _mm512_maskz_loadu_ps(m0, bias + j));
+        y1 = _mm512_add_ps(y1, _mm512_maskz_loadu_ps(m1, bias + j + 16));
+      }
+      _mm512_mask_storeu_ps(C + row * N + j, m0, y0);
+      _mm512_mask_storeu_ps(C + row * N + j + 16, m1, y1);
+    });
+    return;
+  }
+#endif
   thread_local std::vector<std::int32_t> acc;  // reused across calls (only this thread touches it)
   acc.resize(static_cast<std::size_t>(M * N));
   gemm_s8_nt(A, B, acc.data(), M, N, K);
-  const int e = -(Fa + Fb);
   const std::int32_t* a = acc.data();
-  if (e >= -90 && e <= 90) {  // float(acc)·2^e: one rounding, and 2^e scales exactly in this range
+  if (float_scale) {
     const float s = static_cast<float>(detail::pow2(e));
-    parallel_for(M * N, 1 << 16, [=](std::int64_t b, std::int64_t en) {
-      for (std::int64_t i = b; i < en; ++i) C[i] = static_cast<float>(a[i]) * s;
+    parallel_for(M, std::max<std::int64_t>(1, (1 << 16) / N), [=](std::int64_t b, std::int64_t en) {
+      for (std::int64_t i = b; i < en; ++i)
+        for (std::int64_t j = 0; j < N; ++j) {
+          const float v = static_cast<float>(a[i * N + j]) * s;
+          C[i * N + j] = bias ? v + bias[j] : v;
+        }
     });
   } else {
     const double s = detail::pow2(e);
-    for (std::int64_t i = 0; i < M * N; ++i) C[i] = static_cast<float>(static_cast<double>(a[i]) * s);
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) {
+        const float v = static_cast<float>(static_cast<double>(a[i * N + j]) * s);
+        C[i * N + j] = bias ? v + bias[j] : v;
+      }
   }
 }
 

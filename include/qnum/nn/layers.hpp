@@ -11,10 +11,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "qnum/nn/module.hpp"
@@ -69,13 +72,23 @@ class Linear : public Module, public Quantizable {
   Tensor forward(const Tensor& x) override {
     const Tensor xin = input_transform ? input_transform->apply(x, is_training()) : x;
     const auto& q = quant();
-    Tensor y = linear(quantize_in(xin), maybe_quantize(effective_weight(), q.weight, Role::weight),
-                      maybe_quantize(bias, q.bias, Role::bias));
+    const Tensor xq = quantize_in(xin), wq = maybe_quantize(effective_weight(), q.weight, Role::weight);
+    const Tensor bq = maybe_quantize(bias, q.bias, Role::bias);
+    const int xf = fixed8_frac(q.data_in), wf = fixed8_frac(q.weight);
+    // Input and weight on 8-bit fixed-point grids: the product on the int8 GEMM, same bits.
+    Tensor y = xf != kNotFixed8 && wf != kNotFixed8 ? linear_fixed8(xq, xf, wq, wf, bq) : linear(xq, wq, bq);
     if (lora_A) {
       Tensor a = lora_dropout ? (*lora_dropout)(xin) : xin;
       y = add(y, mul_scalar((*lora_B)((*lora_A)(a)), lora_scaling));
     }
     return quantize_out(y);
+  }
+
+  /// frac_width of a signed fixed-point format of at most 8 bits, else kNotFixed8.
+  static constexpr int kNotFixed8 = std::numeric_limits<int>::min();
+  static int fixed8_frac(const std::optional<Format>& f) {
+    const auto* fx = f ? std::get_if<FixedSpec>(&f->spec) : nullptr;
+    return fx && fx->is_signed && fx->width <= 8 ? fx->frac_width : kNotFixed8;
   }
 
   /// weight ⊙ weight_mask when pruned, else weight (differentiable in weight).
