@@ -499,22 +499,24 @@ TEST_CASE("linear_fixed8: the int8 product gives linear()'s values and gradients
 }
 
 TEST_CASE("linear_fixed8: values off the grid, NaN, Inf and long rows take linear()") {
-  const Tensor w = on_fixed8_grid({6, 20}, 7, 1, false), b = Tensor::randn({6}, 2);
+  const Tensor w = on_fixed8_grid({6, 21}, 7, 1, false), b = Tensor::randn({6}, 2);
   for (const float odd : {0.01f, std::nanf(""), INFINITY, -300.0f, 8.0f /* = 128·2^-4: out of range */}) {
     CAPTURE(odd);
-    Tensor x = on_fixed8_grid({4, 20}, 4, 3, false);
-    x.values()[37] = odd;
-    const auto y = vec(qnum::linear_fixed8(x, 4, w, 7, b)), want = vec(qnum::linear(x, w, b));
-    CHECK(same_bits(y, want));
+    for (const std::size_t at : {std::size_t{37}, std::size_t{83}}) {  // a vector lane; the scalar tail (84 values)
+      Tensor x = on_fixed8_grid({4, 21}, 4, 3, false);
+      x.values()[at] = odd;
+      const auto y = vec(qnum::linear_fixed8(x, 4, w, 7, b)), want = vec(qnum::linear(x, w, b));
+      CHECK(same_bits(y, want));
+    }
   }
   Tensor w2 = w.detach().clone();
   w2.values()[5] = 0.5f / 256.0f;  // a multiple of 2^-9, not of 2^-7
-  const Tensor x = on_fixed8_grid({4, 20}, 4, 3, false);
+  const Tensor x = on_fixed8_grid({4, 21}, 4, 3, false);
   CHECK(same_bits(vec(qnum::linear_fixed8(x, 4, w2, 7, b)), vec(qnum::linear(x, w2, b))));
   // in > kGemmFixed8ExactK: the fp32 product rounds, so linear() it is.
   const Tensor xl = on_fixed8_grid({3, 1100}, 4, 4, false), wl = on_fixed8_grid({2, 1100}, 7, 5, false);
   CHECK(same_bits(vec(qnum::linear_fixed8(xl, 4, wl, 7)), vec(qnum::linear(xl, wl))));
-  CHECK_THROWS_AS(qnum::linear_fixed8(x, 4, Tensor::zeros({6, 21}), 7), qnum::Error);
+  CHECK_THROWS_AS(qnum::linear_fixed8(x, 4, Tensor::zeros({6, 22}), 7), qnum::Error);
 }
 
 TEST_CASE("linear: errors") {

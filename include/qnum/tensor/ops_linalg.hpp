@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <xsimd/xsimd.hpp>
+
 #include "qnum/kernel/gemm.hpp"
 #include "qnum/tensor/autograd.hpp"
 
@@ -152,18 +154,33 @@ inline autograd::BackwardFn linear_backward(const Tensor& x, const Tensor& weigh
 
 /// The int8 codes k of n values on the 8-bit fixed-point grid k·2^-frac (k in [-128, 127]);
 /// false (codes unspecified) when a value is off that grid: NaN, Inf, out of range, or not
-/// a multiple of 2^-frac. Exact test: each code must map back to the value itself.
+/// a multiple of 2^-frac. Exact test: each code must map back to the value itself. xsimd by
+/// hand: GCC does not vectorise the float -> int conversion under -ftrapping-math.
 inline bool fixed8_codes(const float* x, std::size_t n, int frac, std::int8_t* codes) {
+  using FB = xsimd::batch<float>;
+  using IB = xsimd::batch<std::int32_t>;
+  constexpr std::size_t L = FB::size, kChunk = 256;
   const float up = static_cast<float>(pow2(frac)), down = static_cast<float>(pow2(-frac));
-  bool ok = true;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i] * up;
-    const float in_range = v >= -128.0f && v <= 127.0f ? v : 0.0f;  // NaN, Inf, out of range -> 0
-    const auto k = static_cast<std::int8_t>(static_cast<int>(in_range));
-    codes[i] = k;
-    ok &= static_cast<float>(k) * down == x[i];
+  auto code = [&](FB xv, auto& bad) {  // NaN, Inf, out of range -> 0, then fails the round trip
+    const FB v = xv * FB(up);
+    const IB k = xsimd::batch_cast<std::int32_t>(xsimd::select((v >= FB(-128.0f)) & (v <= FB(127.0f)), v, FB(0.0f)));
+    bad = bad | !(xsimd::batch_cast<float>(k) * FB(down) == xv);  // == is false for NaN; != may be too
+    return k;
+  };
+  alignas(64) std::int32_t k32[kChunk];
+  xsimd::batch_bool<float> bad(false);
+  for (std::size_t c0 = 0; c0 < n; c0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - c0);
+    std::size_t i = 0;
+    for (; i + L <= m; i += L) code(FB::load_unaligned(x + c0 + i), bad).store_aligned(k32 + i);
+    for (; i < m; ++i) {  // the tail, one lane at a time through the same arithmetic
+      xsimd::batch_bool<float> b1(false);
+      k32[i] = code(FB(x[c0 + i]), b1).get(0);
+      bad = bad | b1;
+    }
+    for (std::size_t j = 0; j < m; ++j) codes[c0 + j] = static_cast<std::int8_t>(k32[j]);
   }
-  return ok;
+  return !xsimd::any(bad);
 }
 
 }  // namespace detail
