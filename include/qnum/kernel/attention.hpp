@@ -61,6 +61,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/kernel/softmax.hpp"
 #include "qnum/kernel/threading.hpp"
+#include "qnum/kernel/transpose.hpp"
 
 namespace qnum {
 
@@ -293,7 +294,14 @@ inline void pack_keys(const float* k, std::int64_t sk, std::int64_t d, std::int6
   for (std::int64_t j0 = 0; j0 < skp; j0 += kKeyTile) {
     float* tile = kt + j0 * d;
     const std::int64_t n = std::min(kKeyTile, sk - j0);
-    for (std::int64_t t = 0; t < d; ++t)
+    std::int64_t t0 = 0;
+#if defined(__AVX512F__)
+    if (n == kKeyTile && kKeyTile % 16 == 0)  // full tiles: 16x16 register transposes
+      for (; t0 + 16 <= d; t0 += 16)
+        for (std::int64_t h = 0; h < kKeyTile; h += 16)
+          transpose16(k + (j0 + h) * ldk + t0, ldk, tile + t0 * kKeyTile + h, kKeyTile);
+#endif
+    for (std::int64_t t = t0; t < d; ++t)
       for (std::int64_t j = 0; j < kKeyTile; ++j) tile[t * kKeyTile + j] = j < n ? k[(j0 + j) * ldk + t] : 0.0f;
   }
 }

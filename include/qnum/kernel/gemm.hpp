@@ -46,6 +46,7 @@
 #include "qnum/kernel/gemm_madd16.hpp"
 #include "qnum/kernel/gemm_tiles.hpp"
 #include "qnum/kernel/threading.hpp"
+#include "qnum/kernel/transpose.hpp"
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -132,38 +133,6 @@ struct CacheAligned {
   }
 };
 using AlignedF32 = std::vector<float, CacheAligned<float>>;
-
-#if defined(__AVX512F__)
-/// dst[c·ldd + r] = src[r·lds + c] for a 16x16 block, in registers (a gather per row would
-/// touch 16 pages per instruction).
-inline void transpose16(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
-  __m512 r[16], t[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    t[2 * j] = _mm512_unpacklo_ps(r[2 * j], r[2 * j + 1]);
-    t[2 * j + 1] = _mm512_unpackhi_ps(r[2 * j], r[2 * j + 1]);
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {  // r[4j+e], 128-bit lane L: rows 4j..4j+3 of column 4L+e
-    r[4 * j] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0x44);
-    r[4 * j + 1] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0xEE);
-    r[4 * j + 2] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0x44);
-    r[4 * j + 3] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int e = 0; e < 4; ++e) {
-    const __m512 v0 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0x88), w0 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0xDD);
-    const __m512 v1 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0x88);
-    const __m512 w1 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0xDD);
-    _mm512_storeu_ps(dst + e * ldd, _mm512_shuffle_f32x4(v0, v1, 0x88));
-    _mm512_storeu_ps(dst + (4 + e) * ldd, _mm512_shuffle_f32x4(w0, w1, 0x88));
-    _mm512_storeu_ps(dst + (8 + e) * ldd, _mm512_shuffle_f32x4(v0, v1, 0xDD));
-    _mm512_storeu_ps(dst + (12 + e) * ldd, _mm512_shuffle_f32x4(w0, w1, 0xDD));
-  }
-}
-#endif
 
 /// One NT panel: d[k][j] = src[j·K + k] for nj <= kFNR rows of B (the rest zero).
 inline void pack_b_panel_nt(const float* src, std::int64_t nj, std::int64_t K, float* d) {
@@ -331,9 +300,18 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
               pack_a_strip_t(A, M, r, mr, p0, kc, ap.data());
             else
               pack_a_strip(A, K, r, mr, p0, kc, ap.data());
+            // The next strip's rows of A are fetched into L1 while this strip computes (a share
+            // of its cache lines per panel), so its copy does not wait on L2/L3.
+            const std::int64_t next_rows = a_t ? 0 : std::min<std::int64_t>(kFMR, i1 - r - kFMR);
+            const std::int64_t row_lines = (kc * 4 + 63) / 64, lines = next_rows * row_lines;
+            const std::int64_t panels = (j1 - j0 + kFNR - 1) / kFNR;
+            const std::int64_t per_panel = panels > 0 ? (lines + panels - 1) / panels : 0;
+            std::int64_t line = 0;
             for (std::int64_t j = j0; j < j1; j += kFNR) {
               const float* b = bp + (j / kFNR) * K * kFNR + p0 * kFNR;
               const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
+              for (const std::int64_t end = std::min(lines, line + per_panel); line < end; ++line)
+                __builtin_prefetch(A + (r + kFMR + line / row_lines) * K + p0 + (line % row_lines) * 16);
               kF32Micro[mr - 1](ap.data(), b, kc, C + r * N + j, N, nr, p0 > 0, bias_here ? bias_here + j : nullptr);
             }
           }
