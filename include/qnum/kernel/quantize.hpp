@@ -282,13 +282,22 @@ inline bi<A> gather_i32(const std::int32_t* table, const bi<A>& idx) {
 struct Log2Lookup {
   const Log2Thresholds* t = nullptr;
   std::int32_t lo = 0, hi = 0, f0 = 0;
-  bool small = false;
-  alignas(64) std::array<std::int32_t, 32> window{};
+  /// 32-entry tables the window needs: the fields that can give an unclamped result are
+  /// f0 .. hi + 127 (hi - lo + 2 of them); fields outside clamp to lo or hi whatever the
+  /// threshold, so an index clamped into the window gives the same result.
+  std::int32_t tables = 0;
+  bool small = false;  // one table: hi - lo <= 30
+  alignas(64) std::array<std::int32_t, 256> window{};
 
   Log2Lookup() = default;
   Log2Lookup(Log2Op op, std::int32_t lo_, std::int32_t hi_)
-      : t(&log2_thresholds(op)), lo(lo_), hi(hi_), f0(lo_ + 126), small(hi_ - lo_ <= 30) {
-    for (std::int32_t i = 0; i < 32; ++i) {
+      : t(&log2_thresholds(op)),
+        lo(lo_),
+        hi(hi_),
+        f0(lo_ + 126),
+        tables((hi_ - lo_ + 2 + 31) / 32),
+        small(hi_ - lo_ <= 30) {
+    for (std::int32_t i = 0; i < 32 * std::min(tables, 8); ++i) {
       const std::int32_t f = std::clamp(f0 + i, 0, 255);
       window[static_cast<std::size_t>(i)] = t->t[static_cast<std::size_t>(f)];
     }
@@ -308,6 +317,19 @@ inline bi<A> log2_exponent(const bf<A>& w, const Log2Lookup& lk) {
       const bi<A> idx = clamp_i<A>(field - bi<A>(lk.f0), 0, 31);
       const __m512i w0 = _mm512_load_si512(lk.window.data()), w1 = _mm512_load_si512(lk.window.data() + 16);
       thr = bi<A>(_mm512_permutex2var_epi32(w0, static_cast<__m512i>(idx), w1));
+    } else if (lk.tables <= 8) {
+      // A two-register permute per 32 entries, merged by the index's upper bits: on Zen 4 a
+      // 16-lane gather cost more than five of these (log W8 spans 129 fields).
+      const __m512i idx = static_cast<__m512i>(clamp_i<A>(field - bi<A>(lk.f0), 0, 32 * lk.tables - 1));
+      const __m512i hi5 = _mm512_srli_epi32(idx, 5);
+      __m512i r =
+          _mm512_permutex2var_epi32(_mm512_load_si512(lk.window.data()), idx, _mm512_load_si512(lk.window.data() + 16));
+      for (std::int32_t k = 1; k < lk.tables; ++k) {
+        const __m512i tk = _mm512_permutex2var_epi32(_mm512_load_si512(lk.window.data() + 32 * k), idx,
+                                                     _mm512_load_si512(lk.window.data() + 32 * k + 16));
+        r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(hi5, _mm512_set1_epi32(k)), tk);
+      }
+      thr = bi<A>(r);
     } else {
       thr = gather_i32<A>(lk.t->t.data(), field);
     }

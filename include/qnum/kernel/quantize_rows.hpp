@@ -103,8 +103,8 @@ void scale_integer_kernel(const ScaleIntegerSpec& s, const Policy& p, std::span<
                                                 half(_mm512_extractf32x8_ps(x, 1)), 1);
             // a zero value takes x's sign when signed, else +0 (as the reference)
             const __mmask16 zero = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_EQ_OQ);
-            _mm512_storeu_si512(dst + i, _mm512_mask_and_epi32(_mm512_castps_si512(v), zero, _mm512_castps_si512(x),
-                                                               sign_mask));
+            _mm512_storeu_si512(dst + i,
+                                _mm512_mask_and_epi32(_mm512_castps_si512(v), zero, _mm512_castps_si512(x), sign_mask));
           }
         }
 #endif
