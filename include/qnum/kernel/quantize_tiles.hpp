@@ -411,9 +411,8 @@ void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::
       const bf<A> C(offset[static_cast<std::size_t>(bias)]);
       for (; i + N <= len; i += N) {
         const bf<A> v = bf<A>::load_unaligned(x + i);
-        const bf<A> sign = sign_t<A>(v + C);
         const bi<A> e = log2_exponent<A>(xsimd::abs(v) + C, l);
-        bf<A> q = xsimd::select(xsimd::isnan(v), v, sign * pow2_i<A>(e));
+        bf<A> q = xsimd::select(xsimd::isnan(v), v, signed_pow2_i<A>(v + C, e));
         if (fold) q = bf<A>(0.0f) + q;
         q.store_unaligned(y + i);
       }
