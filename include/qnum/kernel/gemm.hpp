@@ -292,7 +292,8 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
           // still in L1, and stays there while the tile's B panels stream from L2 (BLIS's order
           // for a broadcast-from-L1 micro-kernel). Packing all strips first measured ~2% slower.
           // Packing A measured faster than reading it in place even at K <= kKC (a runtime row
-          // stride costs a register per row; the 14-row tile then spills).
+          // stride costs a register per row; the 14-row tile then spills), and prefetching the
+          // next strip's rows during this one measured no gain.
           const float* bias_here = p0 + kc == K ? bias : nullptr;
           for (std::int64_t r = i0; r < i1; r += kFMR) {
             const int mr = static_cast<int>(std::min<std::int64_t>(kFMR, i1 - r));
@@ -300,18 +301,9 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
               pack_a_strip_t(A, M, r, mr, p0, kc, ap.data());
             else
               pack_a_strip(A, K, r, mr, p0, kc, ap.data());
-            // The next strip's rows of A are fetched into L1 while this strip computes (a share
-            // of its cache lines per panel), so its copy does not wait on L2/L3.
-            const std::int64_t next_rows = a_t ? 0 : std::min<std::int64_t>(kFMR, i1 - r - kFMR);
-            const std::int64_t row_lines = (kc * 4 + 63) / 64, lines = next_rows * row_lines;
-            const std::int64_t panels = (j1 - j0 + kFNR - 1) / kFNR;
-            const std::int64_t per_panel = panels > 0 ? (lines + panels - 1) / panels : 0;
-            std::int64_t line = 0;
             for (std::int64_t j = j0; j < j1; j += kFNR) {
               const float* b = bp + (j / kFNR) * K * kFNR + p0 * kFNR;
               const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
-              for (const std::int64_t end = std::min(lines, line + per_panel); line < end; ++line)
-                __builtin_prefetch(A + (r + kFMR + line / row_lines) * K + p0 + (line % row_lines) * 16);
               kF32Micro[mr - 1](ap.data(), b, kc, C + r * N + j, N, nr, p0 > 0, bias_here ? bias_here + j : nullptr);
             }
           }
