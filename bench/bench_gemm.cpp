@@ -3,6 +3,8 @@
 //   GemmF32Own         own blocked fp32 kernel; eigen_GFLOPS = Eigen on the same buffers
 //   GemmF32Eigen       Eigen (Eigen::Map, Eigen::setNbThreads(T)); own_GFLOPS beside it
 //   GemmInt8/MXInt8/Binary  quantized GEMM; fp32_GFLOPS = own fp32 at the same shape
+//   LinearShape        bert-tiny Linear shapes with bias: the fp32 bias epilogue beside GEMM +
+//                      bias pass, and the 8-bit fixed-point GEMM beside fp32 (same bits)
 // Counters: GFLOPS (2·M·N·K per run), the baseline's GFLOPS (best of 3 after the loop),
 // ratio, and of_peak = GFLOPS / FMA peak at the same thread count.
 // Run: bench_gemm --benchmark_min_time=0.2
@@ -16,6 +18,10 @@
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
 #include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
 
 #include "../examples/cli/bench_gemm.hpp"
 
@@ -130,6 +136,50 @@ void BM_Gemm(benchmark::State& st, int kind) {
   }
 }
 
+/// bert-tiny's Linear shapes (batch 32 x seq 128 = 4096 rows: attention output, FFN in, FFN
+/// out), with a bias, one thread. kind 0: gemm_f32_nt_bias (bias in the epilogue) beside the
+/// GEMM then a bias pass (same bits); kind 1: gemm_fixed8_nt with bias on int8 codes (QAT's
+/// 8-bit Linear, linear_fixed8) beside gemm_f32_nt_bias on the dequantized codes (same bits).
+void BM_LinearShape(benchmark::State& st, int kind) {
+  const std::int64_t m = st.range(0), n = st.range(1), k = st.range(2);
+  qnum::set_num_threads(1);
+  std::mt19937 g(7);
+  std::uniform_int_distribution<int> code(-128, 127);
+  std::vector<std::int8_t> a8(static_cast<std::size_t>(m * k)), b8(static_cast<std::size_t>(n * k));
+  for (auto& v : a8) v = static_cast<std::int8_t>(code(g));
+  for (auto& v : b8) v = static_cast<std::int8_t>(code(g));
+  std::vector<float> af(a8.size()), bf(b8.size()), bias(static_cast<std::size_t>(n)),
+      c(static_cast<std::size_t>(m * n));
+  for (std::size_t i = 0; i < af.size(); ++i) af[i] = std::ldexp(static_cast<float>(a8[i]), -4);
+  for (std::size_t i = 0; i < bf.size(); ++i) bf[i] = std::ldexp(static_cast<float>(b8[i]), -7);
+  for (std::size_t j = 0; j < bias.size(); ++j) bias[j] = static_cast<float>(code(g)) / 32.0f;
+  auto epilogue = [&] { qnum::gemm_f32_nt_bias(af.data(), bf.data(), bias.data(), c.data(), m, n, k); };
+  auto separate = [&] {
+    qnum::gemm_f32_nt(af.data(), bf.data(), c.data(), m, n, k);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) c[static_cast<std::size_t>(i * n + j)] += bias[static_cast<std::size_t>(j)];
+  };
+  auto fixed8 = [&] { qnum::gemm_fixed8_nt(a8.data(), 4, b8.data(), 7, c.data(), m, n, k, bias.data()); };
+  auto run = [&] { kind == 0 ? epilogue() : fixed8(); };
+  run();
+  for (auto _ : st) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  st.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  const double base = kind == 0 ? best_gflops(flops, separate, 5) : best_gflops(flops, epilogue, 5);
+  const double self = best_gflops(flops, run, 5);
+  st.counters[kind == 0 ? "gemm_then_bias_GFLOPS" : "fp32_GFLOPS"] = base;
+  st.counters["best_GFLOPS"] = self;
+  st.counters["ratio"] = self / base;
+}
+
+void linear_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({4096, 128, 128})->Args({4096, 512, 128})->Args({4096, 128, 512});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
     for (int s : {256, 1024}) b->Args({s, t});
@@ -144,3 +194,5 @@ BENCHMARK_CAPTURE(BM_Gemm, f32_eigen, 1)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Gemm, int8, 2)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Gemm, mxint8, 3)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Gemm, binary, 4)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_LinearShape, f32_bias_epilogue, 0)->Apply(linear_shapes);
+BENCHMARK_CAPTURE(BM_LinearShape, fixed8_bias, 1)->Apply(linear_shapes);
