@@ -7,6 +7,8 @@
 
 #include "gradcheck.hpp"
 #include "qnum/tensor/ops_elementwise.hpp"
+#include "qnum/tensor/ops_quant.hpp"
+#include "qnum/tensor/ops_shape.hpp"
 
 using qnum::Tensor;
 using qnum_test::gradcheck;
@@ -73,6 +75,26 @@ TEST_CASE("autograd: accumulation, shared inputs, no-grad mode, errors") {
     for (int i = 0; i < 200000; ++i) u = qnum::mul_scalar(u, 1.0f);
   }
   CHECK(x.requires_grad());
+}
+
+TEST_CASE("autograd: ops that pass their gradient on (reshape, identity STE) move it, with the same values") {
+  const qnum::Format q = qnum::Format::parse("integer:width=8,frac_width=4");
+  Tensor x({2, 3}, {1, -2, 3, 0.5f, 0.25f, -8}, true);
+  const Tensor g({2, 3}, {1, 2, 3, 4, 5, 6});
+  // x reaches the loss three ways: through reshape, through fake_quantize, and directly
+  const Tensor r = qnum::reshape(qnum::fake_quantize(qnum::reshape(x, {3, 2}), q), {2, 3});
+  qnum::add(qnum::mul(r, Tensor::full({2, 3}, 2.0f)), x).backward(g);
+  CHECK(std::vector<float>(x.grad().begin(), x.grad().end()) == std::vector<float>{3, 6, 9, 12, 15, 18});
+  // such an op as the root keeps its own gradient and still hands one to its input
+  x.zero_grad();
+  const Tensor root = qnum::reshape(x, {6});
+  root.backward(Tensor({6}, {6, 5, 4, 3, 2, 1}));
+  CHECK(std::vector<float>(x.grad().begin(), x.grad().end()) == std::vector<float>{6, 5, 4, 3, 2, 1});
+  CHECK(std::vector<float>(root.grad().begin(), root.grad().end()) == std::vector<float>{6, 5, 4, 3, 2, 1});
+  // clipped STE still zeroes outside the range (not passed through)
+  x.zero_grad();
+  qnum::fake_quantize(x, qnum::Format::parse("integer:width=4,frac_width=1,ste=clipped")).backward(g);
+  CHECK(std::vector<float>(x.grad().begin(), x.grad().end()) == std::vector<float>{1, 2, 3, 4, 5, 0});
 }
 
 TEST_CASE("broadcasting: shapes, values and errors") {

@@ -32,6 +32,9 @@ struct Node {
   BackwardFn backward;
   std::uint64_t sequence = 0;  // creation order: a topological order of the tape
   const char* name = "";       // the op, for error messages
+  /// The op's gradient for inputs[0] is its output's gradient unchanged (reshape, identity
+  /// STE): the engine hands that buffer on instead of calling `backward` for a copy.
+  bool passes_gradient = false;
 
   Node() = default;
   Node(const Node&) = delete;
@@ -149,6 +152,13 @@ inline void accumulate_grad(qnum::detail::TensorImpl& t, FloatBuffer&& g) {
   accumulate_grad(t, std::span<const float>(g));
 }
 
+/// Marks `out`'s op (when it recorded one) as passing its gradient to its first input
+/// unchanged; `backward` must compute exactly that (it still serves any direct caller).
+inline Tensor passes_gradient(Tensor out) {
+  if (const auto& fn = out.impl_ptr()->grad_fn) fn->passes_gradient = true;
+  return out;
+}
+
 }  // namespace autograd
 
 inline void Tensor::backward(const Tensor& grad_output) const {
@@ -185,6 +195,13 @@ inline void Tensor::backward(const Tensor& grad_output) const {
   for (const auto& t : nodes) {
     if (t->grad.empty()) continue;  // nothing flowed into this branch
     const std::shared_ptr<autograd::Node> node = t->grad_fn;
+    if (node->passes_gradient && t != root) {  // identity backward: move the buffer on
+      const auto& in = node->inputs[0];
+      if (in && in->requires_grad) autograd::accumulate_grad(*in, std::move(t->grad));
+      t->grad.clear();
+      t->grad_fn.reset();
+      continue;
+    }
     auto grads = node->backward(t->grad);
     qnum::detail::require(grads.size() == node->inputs.size(), "autograd: ", node->name, " returned ", grads.size(),
                           " gradients for ", node->inputs.size(), " inputs");

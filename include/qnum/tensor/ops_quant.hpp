@@ -65,12 +65,13 @@ inline Tensor fake_quantize(const Tensor& x, const Format& f, Role role = Role::
   std::shared_ptr<const std::vector<std::uint8_t>> keep;  // null: identity STE
   if (f.policy.ste == Ste::clipped && autograd::grad_enabled() && x.requires_grad())
     keep = std::make_shared<const std::vector<std::uint8_t>>(detail::ste_keep(f, x.values()));
-  return autograd::make_result("fake_quantize", x.shape(), std::move(y), {x}, [keep](std::span<const float> g) {
+  Tensor out = autograd::make_result("fake_quantize", x.shape(), std::move(y), {x}, [keep](std::span<const float> g) {
     FloatBuffer gx(g.begin(), g.end());
     if (keep)
       for (std::size_t i = 0; i < gx.size(); ++i) gx[i] = (*keep)[i] ? gx[i] : 0.0f;  // exact zero, even for inf/NaN g
     return std::vector<FloatBuffer>{std::move(gx)};
   });
+  return keep ? out : autograd::passes_gradient(std::move(out));  // identity STE: no copy
 }
 
 }  // namespace qnum

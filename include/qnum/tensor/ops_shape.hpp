@@ -142,9 +142,10 @@ inline Tensor reshape(const Tensor& x, Shape shape) {
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->shape = std::move(to);
   impl->storage = x.impl_ptr()->storage;  // a view: the very same values
-  return autograd::make_result("reshape", Tensor::from_impl(std::move(impl)), {x}, [](std::span<const float> g) {
-    return autograd::one_grad({g.begin(), g.end()});
-  });
+  return autograd::passes_gradient(
+      autograd::make_result("reshape", Tensor::from_impl(std::move(impl)), {x}, [](std::span<const float> g) {
+        return autograd::one_grad({g.begin(), g.end()});
+      }));
 }
 
 /// Dimensions start_dim..end_dim of x merged into one (negative dims count from the end); a
