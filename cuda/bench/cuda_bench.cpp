@@ -80,6 +80,14 @@ int main(int argc, char** argv) try {
   const double peak_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;  // DDR: two transfers per clock
 
   std::vector<Row> rows;
+  {  // the measured ceiling: a device-to-device copy of `mb` MB (bytes read + written)
+    const std::size_t bytes = mb * (1u << 20);
+    DeviceBuffer<std::uint8_t> src(bytes), dst(bytes);
+    QNUM_CUDA_CHECK(cudaMemset(src.get(), 0x5a, bytes));
+    const double ms = time_ms(
+        [&] { QNUM_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice)); }, reps);
+    rows.push_back({"memcpy device-to-device", ms, 2.0 * bytes / ms / 1e6, peak_gbs, "GB/s"});
+  }
   // Dequantize: `mb` MB of bf16 output from int8 mantissas + one scale per 32.
   const std::size_t n = mb * (1u << 20) / 2;
   {
@@ -112,6 +120,16 @@ int main(int argc, char** argv) try {
         },
         reps);
     rows.push_back({"fake_quantize integer 8/4 (exact)", ms2, 8.0 * nf / ms2 / 1e6, peak_gbs, "GB/s"});
+    const auto row = [&](const std::string& name, const auto& spec, const qnum::Policy& p) {
+      const double t = time_ms([&] { qnum::cuda::quantize(spec, p, in.get(), out.get(), nf); }, reps);
+      rows.push_back({"fake_quantize " + name, t, 8.0 * nf / t / 1e6, peak_gbs, "GB/s"});
+    };
+    row("integer 8/4 (mase)", qnum::FixedSpec{8, 4, true}, qnum::mase_compat);
+    row("minifloat E4M3 no specials (mase)", qnum::MinifloatSpec{8, 4, std::nullopt, qnum::Specials::none},
+        qnum::mase_compat);
+    row("log W8 (exact)", qnum::LogSpec{8, std::nullopt}, qnum::exact);
+    row("log W8 (mase)", qnum::LogSpec{8, std::nullopt}, qnum::mase_compat);
+    row("integer 8/4 stochastic", qnum::FixedSpec{8, 4, true}, qnum::exact.with(qnum::Rounding::stochastic));
   }
   {  // GEMM M = N = K = gemm: MXINT8 dequantize-on-load vs cuBLAS bf16 (W already bf16)
     const int M = gemm, N = gemm, K = gemm;
@@ -129,9 +147,37 @@ int main(int argc, char** argv) try {
     const double flop = 2.0 * M * N * K;
     const double t_cublas = time_ms([&] { qnum::cuda::cublas_bf16_gemm(da.get(), dw.get(), c.get(), M, N, K); }, reps);
     const double t_mx = time_ms([&] { qnum::cuda::mxint8_gemm(da.get(), dm.get(), ds.get(), c.get(), M, N, K); }, reps);
-    const double tf_cublas = flop / t_cublas / 1e9, tf_mx = flop / t_mx / 1e9;
-    rows.push_back({"gemm cublas bf16 " + std::to_string(gemm) + "^3", t_cublas, tf_cublas, tf_cublas, "TFLOP/s"});
-    rows.push_back({"gemm mxint8 wmma " + std::to_string(gemm) + "^3", t_mx, tf_mx, tf_cublas, "TFLOP/s"});
+    DeviceBuffer<std::uint16_t> workspace(static_cast<std::size_t>(N) * K);
+    const double t_dq = time_ms(
+        [&] {
+          qnum::cuda::mxint8_gemm_dequantize_cublas(da.get(), dm.get(), ds.get(), workspace.get(), c.get(), M, N, K);
+        },
+        reps);
+    const double tf_cublas = flop / t_cublas / 1e9, tf_mx = flop / t_mx / 1e9, tf_dq = flop / t_dq / 1e9;
+    const std::string shape = " " + std::to_string(gemm) + "^3";
+    rows.push_back({"gemm cublas bf16" + shape, t_cublas, tf_cublas, tf_cublas, "TFLOP/s"});
+    rows.push_back({"gemm mxint8 wmma dequantize-on-load" + shape, t_mx, tf_mx, tf_cublas, "TFLOP/s"});
+    rows.push_back({"gemm mxint8 dequantize + cublas bf16" + shape, t_dq, tf_dq, tf_cublas, "TFLOP/s"});
+    // int8 x int8 -> int32 on the integer tensor cores (TOPS against bf16's TFLOP/s)
+    std::vector<std::int8_t> ai(static_cast<std::size_t>(M) * K), wi(static_cast<std::size_t>(N) * K);
+    for (auto& v : ai) v = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
+    for (auto& v : wi) v = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
+    DeviceBuffer<std::int8_t> dai(ai), dwi(wi);
+    DeviceBuffer<std::int32_t> ci(static_cast<std::size_t>(M) * N);
+    const double t_i8 = time_ms([&] { qnum::cuda::int8_gemm(dai.get(), dwi.get(), ci.get(), M, N, K); }, reps);
+    rows.push_back({"gemm int8 cublas (TOPS)" + shape, t_i8, flop / t_i8 / 1e9, tf_cublas, "TFLOP/s"});
+  }
+  {  // fused attention forward, BERT-base-like heads: batch 8, 12 heads, seq 512, head dim 64
+    const std::int64_t B = 8, H = 12, S = 512, D = 64;
+    std::vector<float> x(static_cast<std::size_t>(B * H * S * D));
+    std::mt19937 rng(4);
+    std::normal_distribution<float> nd;
+    for (auto& v : x) v = nd(rng);
+    DeviceBuffer<float> q(x), k(x), v(x), o(x.size());
+    const double ms = time_ms(
+        [&] { qnum::cuda::attention_fused(q.get(), k.get(), v.get(), nullptr, o.get(), B, H, S, S, D); }, reps);
+    const double tflops = 4.0 * B * H * S * S * D / ms / 1e9;
+    rows.push_back({"attention fused fp32 b8 h12 s512 d64", ms, tflops, tflops, "TFLOP/s"});
   }
 
   if (json) {

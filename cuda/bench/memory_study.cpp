@@ -3,6 +3,8 @@
 // the device as fp32, then as packed mase-cuda MXINT8 (G = 32), with the device memory in use
 // read by cudaMemGetInfo after each step. The MXINT8 pass dequantizes each layer to a transient
 // bf16 copy (as QLinearPacked.forward does), so the peak includes the largest such copy.
+// Then both again with each format's layers in one allocation (an arena), which removes the
+// per-allocation page rounding from the comparison.
 // Usage: qnum-cuda-memory-study [--json] [--layers N] [--hidden H] [--ffn F]
 #include <algorithm>
 #include <cstdio>
@@ -103,20 +105,63 @@ int main(int argc, char** argv) try {
       mx_peak_mb = std::max(mx_peak_mb, used_mb() - base);
     }
   }
+  // The same weights in one allocation each way (an arena: sub-buffers at 256-byte offsets).
+  // The driver maps large allocations in 2 MiB pages, so per-layer cudaMallocs round every
+  // layer up; one arena rounds once.
+  const auto round256 = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  double fp32_arena_mb = 0, mx_arena_mb = 0;
+  {
+    std::size_t bytes = 0;
+    for (const auto& x : lin) bytes += round256((x.out * x.in + x.out) * sizeof(float));
+    DeviceBuffer<std::uint8_t> arena(bytes);
+    std::size_t off = 0;
+    for (const auto& x : lin) {
+      const auto h = host_weights(x);
+      QNUM_CUDA_CHECK(cudaMemcpy(arena.get() + off, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+      off += round256(h.size() * sizeof(float));
+    }
+    fp32_arena_mb = used_mb() - base;
+  }
+  {
+    std::size_t bytes = 0, largest_fp32 = 0;
+    for (const auto& x : lin) {
+      const std::size_t nv = x.out * x.in + x.out;
+      bytes += round256(nv) + round256(nv / 32);
+      largest_fp32 = std::max(largest_fp32, nv);
+    }
+    DeviceBuffer<std::uint8_t> arena(bytes);
+    {
+      DeviceBuffer<float> tmp(largest_fp32);  // one staging buffer for the fp32 upload, freed after
+      std::size_t off = 0;
+      for (const auto& x : lin) {
+        const auto h = host_weights(x);
+        QNUM_CUDA_CHECK(cudaMemcpy(tmp.get(), h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+        auto* mant = reinterpret_cast<std::int8_t*>(arena.get() + off);
+        off += round256(h.size());
+        qnum::cuda::mxint8_mase_cuda_quantize(tmp.get(), h.size(), 32, mant, arena.get() + off);
+        off += round256(h.size() / 32);
+        QNUM_CUDA_CHECK(cudaDeviceSynchronize());
+      }
+    }
+    mx_arena_mb = used_mb() - base;
+  }
   const double theory = (32.0 - 8.25) / 32.0;
   const double ideal_fp32 = params * 4.0 / (1 << 20), ideal_mx = params * 8.25 / 8 / (1 << 20);
   if (json) {
     std::printf(
         "{\"params\": %zu, \"largest_linear\": %zu, \"fp32_mb\": %.1f, \"mxint8_mb\": %.1f, "
         "\"mxint8_peak_mb\": %.1f, \"ideal_fp32_mb\": %.1f, \"ideal_mxint8_mb\": %.1f, "
-        "\"saving_resident\": %.4f, \"saving_peak\": %.4f, \"saving_theory\": %.4f}\n",
+        "\"saving_resident\": %.4f, \"saving_peak\": %.4f, \"saving_theory\": %.4f, "
+        "\"fp32_arena_mb\": %.1f, \"mxint8_arena_mb\": %.1f, \"saving_arena\": %.4f}\n",
         params, largest, fp32_mb, mx_mb, mx_peak_mb, ideal_fp32, ideal_mx, 1 - mx_mb / fp32_mb,
-        1 - mx_peak_mb / fp32_mb, theory);
+        1 - mx_peak_mb / fp32_mb, theory, fp32_arena_mb, mx_arena_mb, 1 - mx_arena_mb / fp32_arena_mb);
   } else {
     std::printf("Linear parameters: %zu (largest layer %zu)\n", params, largest);
     std::printf("fp32 resident:      %8.1f MB (ideal %.1f)\n", fp32_mb, ideal_fp32);
     std::printf("MXINT8 resident:    %8.1f MB (ideal %.1f)\n", mx_mb, ideal_mx);
     std::printf("MXINT8 peak:        %8.1f MB (with one transient bf16 layer)\n", mx_peak_mb);
+    std::printf("one arena each:     fp32 %.1f MB, MXINT8 %.1f MB: saving %.1f%%\n", fp32_arena_mb, mx_arena_mb,
+                100 * (1 - mx_arena_mb / fp32_arena_mb));
     std::printf("saving: resident %.1f%%, peak %.1f%%, theory %.1f%%\n", 100 * (1 - mx_mb / fp32_mb),
                 100 * (1 - mx_peak_mb / fp32_mb), 100 * theory);
   }

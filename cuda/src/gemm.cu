@@ -90,19 +90,53 @@ void mxint8_gemm(const std::uint16_t* a, const std::int8_t* wm, const std::uint8
   QNUM_CUDA_CHECK(cudaGetLastError());
 }
 
-void cublas_bf16_gemm(const std::uint16_t* a, const std::uint16_t* w, float* c, int M, int N, int K,
-                      cudaStream_t stream) {
-  qnum::detail::require(M > 0 && N > 0 && K > 0, "qnum::cuda::cublas_bf16_gemm: bad shape ", M, "x", N, "x", K);
+namespace {
+
+/// One cuBLAS handle per host thread, created on first use (handles are not thread-safe).
+cublasHandle_t cublas_handle(cudaStream_t stream) {
   thread_local cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
     QNUM_CUBLAS_CHECK(cublasCreate(&h));
     return h;
   }();
   QNUM_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  return handle;
+}
+
+}  // namespace
+
+void cublas_bf16_gemm(const std::uint16_t* a, const std::uint16_t* w, float* c, int M, int N, int K,
+                      cudaStream_t stream) {
+  qnum::detail::require(M > 0 && N > 0 && K > 0, "qnum::cuda::cublas_bf16_gemm: bad shape ", M, "x", N, "x", K);
   const float alpha = 1.0f, beta = 0.0f;
   // Row-major C = A W^T is column-major C^T = W A^T: W (col-major K x N) transposed, A^T as is.
-  QNUM_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, CUDA_R_16BF, K, a, CUDA_R_16BF,
-                                 K, &beta, c, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  QNUM_CUBLAS_CHECK(cublasGemmEx(cublas_handle(stream), CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, CUDA_R_16BF, K,
+                                 a, CUDA_R_16BF, K, &beta, c, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void mxint8_gemm_dequantize_cublas(const std::uint16_t* a, const std::int8_t* wm, const std::uint8_t* ws,
+                                   std::uint16_t* w_workspace, float* c, int M, int N, int K, cudaStream_t stream) {
+  qnum::detail::require(M > 0 && N > 0 && K > 0 && K % 32 == 0,
+                        "qnum::cuda::mxint8_gemm_dequantize_cublas: M, N must be positive and K a positive multiple "
+                        "of 32 (the group), got ",
+                        M, "x", N, "x", K);
+  qnum::detail::require(w_workspace != nullptr,
+                        "qnum::cuda::mxint8_gemm_dequantize_cublas: needs a workspace of N*K bf16 values");
+  mxint8_mase_cuda_dequantize_bf16(wm, ws, static_cast<std::size_t>(N) * static_cast<std::size_t>(K), 32,
+                                   w_workspace, stream);
+  cublas_bf16_gemm(a, w_workspace, c, M, N, K, stream);
+}
+
+void int8_gemm(const std::int8_t* a, const std::int8_t* w, std::int32_t* c, int M, int N, int K,
+               cudaStream_t stream) {
+  // cuBLAS's integer path wants leading dimensions (K for A and W, N for C) in multiples of 4.
+  qnum::detail::require(M > 0 && N > 0 && K > 0 && K % 4 == 0 && N % 4 == 0,
+                        "qnum::cuda::int8_gemm: M must be positive and N, K positive multiples of 4, got ", M, "x", N,
+                        "x", K);
+  const std::int32_t alpha = 1, beta = 0;
+  // The "TN" layout cuBLAS's integer tensor-core path wants: W^T (col-major K x N) times A^T.
+  QNUM_CUBLAS_CHECK(cublasGemmEx(cublas_handle(stream), CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, CUDA_R_8I, K, a,
+                                 CUDA_R_8I, K, &beta, c, CUDA_R_32I, N, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace qnum::cuda

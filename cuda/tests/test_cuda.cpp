@@ -3,12 +3,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device_buffer.hpp"
@@ -58,10 +60,21 @@ template <class Spec>
 void check_elementwise(const Spec& s, const qnum::Policy& p, const std::string& what) {
   const auto in = test_inputs(17);
   DeviceBuffer<float> din(in), dout(in.size());
-  qnum::cuda::quantize(s, p, din.get(), dout.get(), in.size(), 1000);
   std::vector<float> cpu(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) cpu[i] = qnum::quantize(s, p, in[i], 1000 + i);
-  require_same_bits(dout.download(), cpu, in, what);
+  // The whole (aligned) buffer: 4 per thread; 16-byte aligned with a 1-3 element tail; and
+  // misaligned (every element on the one-per-thread path). Element i keeps stochastic index 1000 + i.
+  for (const auto& [offset, cut] : {std::pair<std::size_t, std::size_t>{0, 0}, {4, 7}, {1, 2}}) {
+    const std::size_t n = in.size() - cut;
+    const std::vector<float> poison(in.size(), -12345.0f);
+    dout.upload(poison);
+    qnum::cuda::quantize(s, p, din.get() + offset, dout.get() + offset, n - offset, 1000 + offset);
+    auto got = dout.download();
+    for (std::size_t i = 0; i < offset; ++i) REQUIRE(got[i] == -12345.0f);  // nothing written outside
+    for (std::size_t i = n; i < in.size(); ++i) REQUIRE(got[i] == -12345.0f);
+    require_same_bits({got.begin() + offset, got.begin() + n}, {cpu.begin() + offset, cpu.begin() + n},
+                      {in.begin() + offset, in.begin() + n}, what + " offset " + std::to_string(offset));
+  }
 }
 
 std::vector<qnum::Policy> policies() {
@@ -127,7 +140,7 @@ TEST_CASE("cuda: MX element quantize equals the CPU reference") {
 TEST_CASE("cuda: every code of <= 16-bit formats decodes as on the CPU") {
   for (const auto& s : {qnum::MinifloatSpec::fp8_e4m3(), qnum::MinifloatSpec::fp8_e5m2(),
                         qnum::MinifloatSpec{16, 5, std::nullopt, qnum::Specials::ieee},
-                        qnum::MinifloatSpec{16, 8, std::nullopt, qnum::Specials::none}}) {
+                        qnum::MinifloatSpec{16, 8, 128, qnum::Specials::none}}) {  // bias 128: 8 exponent bits without specials stay in float32
     const std::uint32_t n = 1u << s.width;
     DeviceBuffer<float> d(n);
     qnum::cuda::decode_codes(s, d.get(), n);
@@ -224,6 +237,14 @@ TEST_CASE("cuda: mase-cuda dequantize of every (mantissa, scale) pair, both kern
   got = dout.download();
   got.erase(got.begin());
   CHECK(got == cpu);
+  // Groups of 8 (one scale per 8, all 256 mantissas under each scale): the 8-wide path.
+  std::vector<std::uint8_t> s8(m.size() / 8);
+  for (std::size_t g = 0; g < s8.size(); ++g) s8[g] = static_cast<std::uint8_t>(g / 32);
+  DeviceBuffer<std::uint8_t> ds8(s8);
+  qnum::cuda::mxint8_mase_cuda_dequantize_bf16(dm.get(), ds8.get(), m.size(), 8, dout.get());
+  got = dout.download();
+  got.pop_back();
+  CHECK(got == cpu);
 }
 
 TEST_CASE("cuda: bad arguments are qnum::Error") {
@@ -265,10 +286,14 @@ TEST_CASE("cuda: MXINT8 GEMM and the cuBLAS bf16 GEMM match a double reference")
   DeviceBuffer<std::int8_t> dm(q.mantissa);
   DeviceBuffer<std::uint8_t> ds(q.scale);
   DeviceBuffer<float> c1(static_cast<std::size_t>(M) * N), c2(static_cast<std::size_t>(M) * N);
+  DeviceBuffer<float> c3(static_cast<std::size_t>(M) * N);
+  DeviceBuffer<std::uint16_t> workspace(wbf.size());
   qnum::cuda::mxint8_gemm(da.get(), dm.get(), ds.get(), c1.get(), M, N, K);
   qnum::cuda::cublas_bf16_gemm(da.get(), dwbf.get(), c2.get(), M, N, K);
-  const auto g1 = c1.download(), g2 = c2.download();
-  int bad1 = 0, bad2 = 0;
+  qnum::cuda::mxint8_gemm_dequantize_cublas(da.get(), dm.get(), ds.get(), workspace.get(), c3.get(), M, N, K);
+  const auto g1 = c1.download(), g2 = c2.download(), g3 = c3.download();
+  CHECK(workspace.download() == wbf);  // the dequantize step wrote the CPU's bf16 bits
+  int bad1 = 0, bad2 = 0, bad3 = 0;
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
       double ref = 0, mag = 0;
@@ -280,9 +305,42 @@ TEST_CASE("cuda: MXINT8 GEMM and the cuBLAS bf16 GEMM match a double reference")
       const double tol = mag * K * 0x1p-24 + 1e-30;  // fp32 accumulation in any order
       bad1 += std::fabs(g1[i * N + j] - ref) > tol;
       bad2 += std::fabs(g2[i * N + j] - ref) > tol;
+      bad3 += std::fabs(g3[i * N + j] - ref) > tol;
     }
   CHECK(bad1 == 0);
   CHECK(bad2 == 0);
+  CHECK(bad3 == 0);
+  CHECK_THROWS_AS(qnum::cuda::mxint8_gemm_dequantize_cublas(da.get(), dm.get(), ds.get(), workspace.get(), c3.get(), M,
+                                                            N, 40),
+                  qnum::Error);
+}
+
+TEST_CASE("cuda: int8 GEMM is exact against an integer reference") {
+  for (const auto [M, N, K] : {std::array{64, 96, 128}, std::array{37, 52, 68}, std::array{1, 4, 4},
+                               std::array{130, 256, 1024}}) {
+    CAPTURE(M);
+    CAPTURE(N);
+    CAPTURE(K);
+    std::mt19937 rng(static_cast<std::uint32_t>(M * 7 + N + K));
+    std::vector<std::int8_t> a(static_cast<std::size_t>(M) * K), w(static_cast<std::size_t>(N) * K);
+    for (auto& v : a) v = static_cast<std::int8_t>(static_cast<int>(rng() % 256) - 128);
+    for (auto& v : w) v = static_cast<std::int8_t>(static_cast<int>(rng() % 256) - 128);
+    a[0] = w[0] = -128;  // the extreme product
+    DeviceBuffer<std::int8_t> da(a), dw(w);
+    DeviceBuffer<std::int32_t> dc(static_cast<std::size_t>(M) * N);
+    qnum::cuda::int8_gemm(da.get(), dw.get(), dc.get(), M, N, K);
+    const auto c = dc.download();
+    int bad = 0;
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        std::int64_t ref = 0;
+        for (int k = 0; k < K; ++k) ref += std::int64_t{a[static_cast<std::size_t>(i) * K + k]} * w[static_cast<std::size_t>(j) * K + k];
+        bad += c[static_cast<std::size_t>(i) * N + j] != ref;
+      }
+    CHECK(bad == 0);
+  }
+  CHECK_THROWS_AS(qnum::cuda::int8_gemm(nullptr, nullptr, nullptr, 8, 8, 6), qnum::Error);
+  CHECK_THROWS_AS(qnum::cuda::int8_gemm(nullptr, nullptr, nullptr, 8, 6, 8), qnum::Error);
 }
 
 TEST_CASE("cuda: fused attention forward matches qnum::attention_naive") {

@@ -69,6 +69,19 @@ void mxint8_gemm(const std::uint16_t* a_bf16, const std::int8_t* w_mantissa, con
 void cublas_bf16_gemm(const std::uint16_t* a_bf16, const std::uint16_t* w_bf16, float* c, int M, int N, int K,
                       cudaStream_t stream = 0);
 
+/// The same product in two launches: W dequantized to bf16 into `w_workspace` (N*K values, the
+/// mase-cuda dequantize kernel), then cublas_bf16_gemm. Same values as cublas_bf16_gemm on the
+/// pre-dequantized weight; weights at rest stay packed (8.25 bits per value) and the workspace is
+/// transient (one layer's worth). K a multiple of 32, any M, N > 0.
+void mxint8_gemm_dequantize_cublas(const std::uint16_t* a_bf16, const std::int8_t* w_mantissa,
+                                   const std::uint8_t* w_scale, std::uint16_t* w_workspace, float* c, int M, int N,
+                                   int K, cudaStream_t stream = 0);
+/// C[M,N] (int32, row-major) = A[M,K] (int8) x W[N,K]^T (int8), exact: cuBLAS's integer
+/// tensor-core GEMM (int32 accumulation; |sum| < 2^31 for K < 2^17). Fixed-point operands
+/// rescale by 2^-(Fa+Fw) afterwards. N and K multiples of 4 (cuBLAS's leading dimensions).
+void int8_gemm(const std::int8_t* a, const std::int8_t* w, std::int32_t* c, int M, int N, int K,
+               cudaStream_t stream = 0);
+
 // ---- attention -------------------------------------------------------------------------
 
 /// Fused attention forward on the device, the contract of qnum::attention_fused
