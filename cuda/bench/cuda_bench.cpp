@@ -84,8 +84,8 @@ int main(int argc, char** argv) try {
     const std::size_t bytes = mb * (1u << 20);
     DeviceBuffer<std::uint8_t> src(bytes), dst(bytes);
     QNUM_CUDA_CHECK(cudaMemset(src.get(), 0x5a, bytes));
-    const double ms = time_ms(
-        [&] { QNUM_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice)); }, reps);
+    const double ms =
+        time_ms([&] { QNUM_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice)); }, reps);
     rows.push_back({"memcpy device-to-device", ms, 2.0 * bytes / ms / 1e6, peak_gbs, "GB/s"});
   }
   // Dequantize: `mb` MB of bf16 output from int8 mantissas + one scale per 32.
@@ -124,6 +124,13 @@ int main(int argc, char** argv) try {
       const double t = time_ms([&] { qnum::cuda::quantize(spec, p, in.get(), out.get(), nf); }, reps);
       rows.push_back({"fake_quantize " + name, t, 8.0 * nf / t / 1e6, peak_gbs, "GB/s"});
     };
+    const auto ref_row = [&](const std::string& name, const auto& spec) {
+      const double t =
+          time_ms([&] { qnum::cuda::quantize_reference(spec, qnum::exact, in.get(), out.get(), nf); }, reps);
+      rows.push_back({"fake_quantize " + name + " (exact, reference kernel)", t, 8.0 * nf / t / 1e6, peak_gbs, "GB/s"});
+    };
+    ref_row("fp8_e4m3", spec);
+    ref_row("integer 8/4", qnum::FixedSpec{8, 4, true});
     row("integer 8/4 (mase)", qnum::FixedSpec{8, 4, true}, qnum::mase_compat);
     row("minifloat E4M3 no specials (mase)", qnum::MinifloatSpec{8, 4, std::nullopt, qnum::Specials::none},
         qnum::mase_compat);
@@ -174,8 +181,8 @@ int main(int argc, char** argv) try {
     std::normal_distribution<float> nd;
     for (auto& v : x) v = nd(rng);
     DeviceBuffer<float> q(x), k(x), v(x), o(x.size());
-    const double ms = time_ms(
-        [&] { qnum::cuda::attention_fused(q.get(), k.get(), v.get(), nullptr, o.get(), B, H, S, S, D); }, reps);
+    const double ms =
+        time_ms([&] { qnum::cuda::attention_fused(q.get(), k.get(), v.get(), nullptr, o.get(), B, H, S, S, D); }, reps);
     const double tflops = 4.0 * B * H * S * S * D / ms / 1e9;
     rows.push_back({"attention fused fp32 b8 h12 s512 d64", ms, tflops, tflops, "TFLOP/s"});
   }

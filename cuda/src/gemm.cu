@@ -110,8 +110,8 @@ void cublas_bf16_gemm(const std::uint16_t* a, const std::uint16_t* w, float* c, 
   qnum::detail::require(M > 0 && N > 0 && K > 0, "qnum::cuda::cublas_bf16_gemm: bad shape ", M, "x", N, "x", K);
   const float alpha = 1.0f, beta = 0.0f;
   // Row-major C = A W^T is column-major C^T = W A^T: W (col-major K x N) transposed, A^T as is.
-  QNUM_CUBLAS_CHECK(cublasGemmEx(cublas_handle(stream), CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, CUDA_R_16BF, K,
-                                 a, CUDA_R_16BF, K, &beta, c, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  QNUM_CUBLAS_CHECK(cublasGemmEx(cublas_handle(stream), CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, CUDA_R_16BF, K, a,
+                                 CUDA_R_16BF, K, &beta, c, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void mxint8_gemm_dequantize_cublas(const std::uint16_t* a, const std::int8_t* wm, const std::uint8_t* ws,
@@ -122,13 +122,12 @@ void mxint8_gemm_dequantize_cublas(const std::uint16_t* a, const std::int8_t* wm
                         M, "x", N, "x", K);
   qnum::detail::require(w_workspace != nullptr,
                         "qnum::cuda::mxint8_gemm_dequantize_cublas: needs a workspace of N*K bf16 values");
-  mxint8_mase_cuda_dequantize_bf16(wm, ws, static_cast<std::size_t>(N) * static_cast<std::size_t>(K), 32,
-                                   w_workspace, stream);
+  mxint8_mase_cuda_dequantize_bf16(wm, ws, static_cast<std::size_t>(N) * static_cast<std::size_t>(K), 32, w_workspace,
+                                   stream);
   cublas_bf16_gemm(a, w_workspace, c, M, N, K, stream);
 }
 
-void int8_gemm(const std::int8_t* a, const std::int8_t* w, std::int32_t* c, int M, int N, int K,
-               cudaStream_t stream) {
+void int8_gemm(const std::int8_t* a, const std::int8_t* w, std::int32_t* c, int M, int N, int K, cudaStream_t stream) {
   // cuBLAS's integer path wants leading dimensions (K for A and W, N for C) in multiples of 4.
   qnum::detail::require(M > 0 && N > 0 && K > 0 && K % 4 == 0 && N % 4 == 0,
                         "qnum::cuda::int8_gemm: M must be positive and N, K positive multiples of 4, got ", M, "x", N,

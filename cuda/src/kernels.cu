@@ -2,10 +2,12 @@
 // CPU's definition (compiled with --fmad=false: no contraction the CPU reference lacks).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 
 #include "qnum/cuda/check.hpp"
 #include "qnum/cuda/kernels.hpp"
+#include "qnum/kernel/exact_float32.hpp"
 
 namespace qnum::cuda {
 
@@ -40,54 +42,66 @@ struct RuntimePolicy {
   __device__ Policy get() const { return p; }
 };
 
+/// The reference itself as the element operation.
 template <class Spec, class Pol>
-__global__ void quantize_kernel(Spec s, Pol pol, const float* in, float* out, std::size_t n, std::uint64_t first) {
+struct ReferenceOp {
+  Spec s;
+  Pol pol;
+  __device__ float operator()(float x, std::uint64_t i) const { return qnum::quantize(s, pol.get(), x, i); }
+};
+
+/// A float -> float operation (the float32 fast paths) as an element operation.
+template <class F>
+struct PlainOp {
+  F f;
+  __device__ float operator()(float x, std::uint64_t) const { return f(x); }
+};
+
+template <class Op>
+__global__ void map_kernel(Op op, const float* in, float* out, std::size_t n, std::uint64_t first) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = qnum::quantize(s, pol.get(), in[i], first + i);
+    out[i] = op(in[i], first + i);
 }
 
 /// Four elements per thread per step: one 16-byte load and store (aligned pointers).
-template <class Spec, class Pol>
-__global__ void quantize4_kernel(Spec s, Pol pol, const float4* in, float4* out, std::size_t n4, std::uint64_t first) {
+template <class Op>
+__global__ void map4_kernel(Op op, const float4* in, float4* out, std::size_t n4, std::uint64_t first) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t v = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < n4; v += stride) {
     const float4 x = in[v];
     const std::uint64_t i = first + 4 * v;
-    const Policy p = pol.get();
-    out[v] = make_float4(qnum::quantize(s, p, x.x, i), qnum::quantize(s, p, x.y, i + 1),
-                         qnum::quantize(s, p, x.z, i + 2), qnum::quantize(s, p, x.w, i + 3));
+    out[v] = make_float4(op(x.x, i), op(x.y, i + 1), op(x.z, i + 2), op(x.w, i + 3));
   }
 }
 
-template <class Spec, class Pol>
-void launch_quantize_with(const Spec& s, Pol pol, const float* in, float* out, std::size_t n, std::uint64_t first,
-                          cudaStream_t stream) {
-  const bool aligned = reinterpret_cast<std::uintptr_t>(in) % 16 == 0 && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+template <class Op>
+void launch_map(const Op& op, const float* in, float* out, std::size_t n, std::uint64_t first, cudaStream_t stream) {
+  if (n == 0) return;
+  qnum::detail::require(in != nullptr && out != nullptr, "qnum::cuda::quantize: null device pointer");
+  const bool aligned =
+      reinterpret_cast<std::uintptr_t>(in) % 16 == 0 && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
   const std::size_t n4 = aligned ? n / 4 : 0;
   if (n4) {
-    quantize4_kernel<<<grid_for(n4), kThreads, 0, stream>>>(s, pol, reinterpret_cast<const float4*>(in),
-                                                            reinterpret_cast<float4*>(out), n4, first);
-    check_launch("quantize4_kernel");
+    map4_kernel<<<grid_for(n4), kThreads, 0, stream>>>(op, reinterpret_cast<const float4*>(in),
+                                                       reinterpret_cast<float4*>(out), n4, first);
+    check_launch("map4_kernel");
   }
   if (const std::size_t done = 4 * n4; done < n) {  // misaligned buffers, or the last n % 4 elements
-    quantize_kernel<<<grid_for(n - done), kThreads, 0, stream>>>(s, pol, in + done, out + done, n - done,
-                                                                 first + done);
-    check_launch("quantize_kernel");
+    map_kernel<<<grid_for(n - done), kThreads, 0, stream>>>(op, in + done, out + done, n - done, first + done);
+    check_launch("map_kernel");
   }
 }
 
 template <class Spec>
-void launch_quantize(const Spec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
-                     cudaStream_t stream) {
-  if (n == 0) return;
-  qnum::detail::require(in != nullptr && out != nullptr, "qnum::cuda::quantize: null device pointer");
+void launch_reference(const Spec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
+                      cudaStream_t stream) {
   if (p == qnum::exact)
-    launch_quantize_with(s, ExactPolicy{}, in, out, n, first, stream);
+    launch_map(ReferenceOp<Spec, ExactPolicy>{s, {}}, in, out, n, first, stream);
   else if (p == qnum::mase_compat)
-    launch_quantize_with(s, MasePolicy{}, in, out, n, first, stream);
+    launch_map(ReferenceOp<Spec, MasePolicy>{s, {}}, in, out, n, first, stream);
   else
-    launch_quantize_with(s, RuntimePolicy{p}, in, out, n, first, stream);
+    launch_map(ReferenceOp<Spec, RuntimePolicy>{s, {p}}, in, out, n, first, stream);
 }
 
 template <class Spec>
@@ -189,28 +203,44 @@ int device_count() {
 void quantize(const FixedSpec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
               cudaStream_t stream) {
   s.validate();
-  launch_quantize(s, p, in, out, n, first, stream);
+  if (const auto f = qnum::detail::FixedExactF32::make(s, p))
+    launch_map(PlainOp<qnum::detail::FixedExactF32>{*f}, in, out, n, first, stream);
+  else
+    launch_reference(s, p, in, out, n, first, stream);
 }
 void quantize(const MinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
               cudaStream_t stream) {
   s.validate();
-  launch_quantize(s, p, in, out, n, first, stream);
+  if (const auto f = qnum::detail::MinifloatExactF32::make(s, p))
+    launch_map(PlainOp<qnum::detail::MinifloatExactF32>{*f}, in, out, n, first, stream);
+  else
+    launch_reference(s, p, in, out, n, first, stream);
+}
+void quantize_reference(const FixedSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+                        std::uint64_t first, cudaStream_t stream) {
+  s.validate();
+  launch_reference(s, p, in, out, n, first, stream);
+}
+void quantize_reference(const MinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+                        std::uint64_t first, cudaStream_t stream) {
+  s.validate();
+  launch_reference(s, p, in, out, n, first, stream);
 }
 void quantize(const MinifloatDenormSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
               std::uint64_t first, cudaStream_t stream) {
   s.validate(p);
-  launch_quantize(s, p, in, out, n, first, stream);
+  launch_reference(s, p, in, out, n, first, stream);
 }
 void quantize(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
               cudaStream_t stream) {
   s.validate();
-  launch_quantize(s, p, in, out, n, first, stream);
+  launch_reference(s, p, in, out, n, first, stream);
 }
 void quantize(const MXElement& e, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
               cudaStream_t stream) {
   qnum::detail::require(e.is_ocp() && e.width >= 2 && e.width <= 16, "qnum::cuda::quantize: MX element ", e.name(),
                         " is not an OCP element type of at most 16 bits");
-  launch_quantize(e, p, in, out, n, first, stream);
+  launch_reference(e, p, in, out, n, first, stream);
 }
 
 void decode_codes(const MinifloatSpec& s, float* out, std::uint32_t n, cudaStream_t stream) {
@@ -281,5 +311,58 @@ void mxint8_mase_cuda_dequantize_bf16(const std::int8_t* mantissa, const std::ui
     check_launch("mase_dequantize_kernel");
   }
 }
+
+namespace {
+
+__global__ void fill_float_bits_kernel(float* out, std::size_t n, std::uint32_t first_bits) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = __uint_as_float(first_bits + static_cast<std::uint32_t>(i));
+}
+
+__global__ void bit_mismatch_kernel(const float* a, const float* b, std::size_t n, unsigned long long* count,
+                                    unsigned long long* first) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float x = a[i], y = b[i];
+    if (__float_as_uint(x) != __float_as_uint(y) && !(x != x && y != y)) {
+      atomicAdd(count, 1ull);
+      atomicMin(first, static_cast<unsigned long long>(i));
+    }
+  }
+}
+
+}  // namespace
+
+namespace testing {
+
+void fill_float_bits(float* out, std::size_t n, std::uint32_t first_bits, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_float_bits_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, n, first_bits);
+  check_launch("fill_float_bits_kernel");
+}
+
+BitMismatches bit_mismatches(const float* a, const float* b, std::size_t n, cudaStream_t stream) {
+  unsigned long long* d = nullptr;
+  QNUM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d), 2 * sizeof(unsigned long long)));
+  const unsigned long long init[2] = {0, ~0ull};
+  unsigned long long host[2] = {0, 0};
+  try {
+    QNUM_CUDA_CHECK(cudaMemcpyAsync(d, init, sizeof init, cudaMemcpyHostToDevice, stream));
+    if (n) {
+      bit_mismatch_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, b, n, d, d + 1);
+      check_launch("bit_mismatch_kernel");
+    }
+    QNUM_CUDA_CHECK(cudaMemcpyAsync(host, d, sizeof host, cudaMemcpyDeviceToHost, stream));
+    QNUM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (...) {
+    cudaFree(d);
+    throw;
+  }
+  cudaFree(d);
+  return {host[0], host[1]};
+}
+
+}  // namespace testing
 
 }  // namespace qnum::cuda

@@ -117,6 +117,48 @@ TEST_CASE("cuda: minifloat_ieee (OCP FP8 included) quantize equals the CPU refer
     }
 }
 
+/// The float32-bit fast paths (fixed point and minifloat_ieee under `exact`) against the
+/// reference kernel on every one of the 2^32 float32 inputs, compared on the device.
+template <class Spec>
+void check_fast_path_exhaustively(const Spec& s, const std::string& what) {
+  constexpr std::size_t chunk = std::size_t{1} << 28;
+  DeviceBuffer<float> in(chunk), fast(chunk), ref(chunk);
+  unsigned long long bad = 0;
+  for (std::uint64_t start = 0; start < (std::uint64_t{1} << 32); start += chunk) {
+    qnum::cuda::testing::fill_float_bits(in.get(), chunk, static_cast<std::uint32_t>(start));
+    qnum::cuda::quantize(s, qnum::exact, in.get(), fast.get(), chunk);
+    qnum::cuda::quantize_reference(s, qnum::exact, in.get(), ref.get(), chunk);
+    const auto m = qnum::cuda::testing::bit_mismatches(fast.get(), ref.get(), chunk);
+    if (m.count && !bad) {
+      const auto x = static_cast<std::uint32_t>(start + m.first);
+      const float xf = from_bits(x);
+      FAIL_CHECK(what << ": input 0x" << std::hex << x << std::dec << " (" << xf << "): reference "
+                      << qnum::quantize(s, qnum::exact, xf));
+    }
+    bad += m.count;
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of 2^32 inputs differ");
+}
+
+TEST_CASE("cuda: fast exact paths equal the reference on every float32 input") {
+  for (const qnum::FixedSpec s :
+       {qnum::FixedSpec{8, 4, true}, qnum::FixedSpec{4, 0, false}, qnum::FixedSpec{16, 10, true},
+        qnum::FixedSpec{24, 12, true}, qnum::FixedSpec{8, -3, true}, qnum::FixedSpec{24, 0, false},
+        qnum::FixedSpec{1, 0, true}, qnum::FixedSpec{12, 60, true}, qnum::FixedSpec{8, -64, true}})
+    check_fast_path_exhaustively(s, "integer " + std::to_string(s.width) + "/" + std::to_string(s.frac_width) +
+                                        (s.is_signed ? "" : " unsigned"));
+  for (const auto& s :
+       {qnum::MinifloatSpec::fp8_e4m3(), qnum::MinifloatSpec::fp8_e5m2(),
+        qnum::MinifloatSpec{8, 4, std::nullopt, qnum::Specials::none},
+        qnum::MinifloatSpec{4, 2, std::nullopt, qnum::Specials::none},
+        qnum::MinifloatSpec{16, 5, std::nullopt, qnum::Specials::ieee},
+        qnum::MinifloatSpec{16, 8, std::nullopt, qnum::Specials::ieee},
+        qnum::MinifloatSpec{6, 3, std::nullopt, qnum::Specials::fn},
+        qnum::MinifloatSpec{8, 4, -2, qnum::Specials::none}, qnum::MinifloatSpec{8, 5, 30, qnum::Specials::ieee}})
+    check_fast_path_exhaustively(s, "minifloat E" + std::to_string(s.exponent_width) + " W" + std::to_string(s.width) +
+                                        " bias " + std::to_string(s.bias()));
+}
+
 TEST_CASE("cuda: minifloat_denorm quantize equals the CPU reference") {
   for (const qnum::MinifloatDenormSpec s :
        {qnum::MinifloatDenormSpec{8, 4, std::nullopt}, qnum::MinifloatDenormSpec{6, 3, 2},
@@ -138,9 +180,11 @@ TEST_CASE("cuda: MX element quantize equals the CPU reference") {
 }
 
 TEST_CASE("cuda: every code of <= 16-bit formats decodes as on the CPU") {
-  for (const auto& s : {qnum::MinifloatSpec::fp8_e4m3(), qnum::MinifloatSpec::fp8_e5m2(),
-                        qnum::MinifloatSpec{16, 5, std::nullopt, qnum::Specials::ieee},
-                        qnum::MinifloatSpec{16, 8, 128, qnum::Specials::none}}) {  // bias 128: 8 exponent bits without specials stay in float32
+  for (const auto& s :
+       {qnum::MinifloatSpec::fp8_e4m3(), qnum::MinifloatSpec::fp8_e5m2(),
+        qnum::MinifloatSpec{16, 5, std::nullopt, qnum::Specials::ieee},
+        qnum::MinifloatSpec{16, 8, 128,
+                            qnum::Specials::none}}) {  // bias 128: 8 exponent bits without specials stay in float32
     const std::uint32_t n = 1u << s.width;
     DeviceBuffer<float> d(n);
     qnum::cuda::decode_codes(s, d.get(), n);
@@ -310,14 +354,14 @@ TEST_CASE("cuda: MXINT8 GEMM and the cuBLAS bf16 GEMM match a double reference")
   CHECK(bad1 == 0);
   CHECK(bad2 == 0);
   CHECK(bad3 == 0);
-  CHECK_THROWS_AS(qnum::cuda::mxint8_gemm_dequantize_cublas(da.get(), dm.get(), ds.get(), workspace.get(), c3.get(), M,
-                                                            N, 40),
-                  qnum::Error);
+  CHECK_THROWS_AS(
+      qnum::cuda::mxint8_gemm_dequantize_cublas(da.get(), dm.get(), ds.get(), workspace.get(), c3.get(), M, N, 40),
+      qnum::Error);
 }
 
 TEST_CASE("cuda: int8 GEMM is exact against an integer reference") {
-  for (const auto [M, N, K] : {std::array{64, 96, 128}, std::array{37, 52, 68}, std::array{1, 4, 4},
-                               std::array{130, 256, 1024}}) {
+  for (const auto [M, N, K] :
+       {std::array{64, 96, 128}, std::array{37, 52, 68}, std::array{1, 4, 4}, std::array{130, 256, 1024}}) {
     CAPTURE(M);
     CAPTURE(N);
     CAPTURE(K);
@@ -334,7 +378,8 @@ TEST_CASE("cuda: int8 GEMM is exact against an integer reference") {
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) {
         std::int64_t ref = 0;
-        for (int k = 0; k < K; ++k) ref += std::int64_t{a[static_cast<std::size_t>(i) * K + k]} * w[static_cast<std::size_t>(j) * K + k];
+        for (int k = 0; k < K; ++k)
+          ref += std::int64_t{a[static_cast<std::size_t>(i) * K + k]} * w[static_cast<std::size_t>(j) * K + k];
         bad += c[static_cast<std::size_t>(i) * N + j] != ref;
       }
     CHECK(bad == 0);

@@ -34,6 +34,15 @@ void quantize(const LogSpec& s, const Policy& p, const float* in, float* out, st
 void quantize(const MXElement& e, const Policy& p, const float* in, float* out, std::size_t n,
               std::uint64_t first_index = 0, cudaStream_t stream = 0);
 
+/// The scalar reference's kernel alone. `quantize` above takes a float32-bit fast path for
+/// fixed point (W <= 24) and minifloat_ieee under the `exact` bundle, proven equal to this on
+/// every float32 input by qnum-cuda-tests; these entry points keep the reference reachable for
+/// that proof and for benchmarks.
+void quantize_reference(const FixedSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+                        std::uint64_t first_index = 0, cudaStream_t stream = 0);
+void quantize_reference(const MinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+                        std::uint64_t first_index = 0, cudaStream_t stream = 0);
+
 /// Codes of an elementwise format: decode(s, code) for every code in [0, n) (the exhaustive
 /// decode check of <= 16-bit formats).
 void decode_codes(const MinifloatSpec& s, float* out, std::uint32_t n, cudaStream_t stream = 0);
@@ -92,5 +101,17 @@ void int8_gemm(const std::int8_t* a, const std::int8_t* w, std::int32_t* c, int 
 void attention_fused(const float* q, const float* k, const float* v, const float* mask, float* out, std::int64_t batch,
                      std::int64_t heads, std::int64_t seq_q, std::int64_t seq_k, std::int64_t head_dim,
                      cudaStream_t stream = 0);
+
+// ---- test helpers (device-side, so exhaustive checks stay on the device) ---------------
+
+namespace testing {
+/// out[i] = the float whose bits are first_bits + i (wrapping): every float32 input in 2^32 / n calls.
+void fill_float_bits(float* out, std::size_t n, std::uint32_t first_bits, cudaStream_t stream = 0);
+struct BitMismatches {
+  unsigned long long count = 0, first = ~0ull;  // first: smallest mismatching index
+};
+/// Elements whose bits differ (any two NaNs count as equal); synchronises `stream`.
+BitMismatches bit_mismatches(const float* a, const float* b, std::size_t n, cudaStream_t stream = 0);
+}  // namespace testing
 
 }  // namespace qnum::cuda
