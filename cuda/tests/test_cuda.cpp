@@ -389,9 +389,19 @@ TEST_CASE("cuda: int8 GEMM is exact against an integer reference") {
 }
 
 TEST_CASE("cuda: fused attention forward matches qnum::attention_naive") {
-  for (const int d : {64, 40}) {
-    const std::int64_t B = 2, H = 3, SQ = 37, SK = 53;
-    std::mt19937 rng(static_cast<std::uint32_t>(d));
+  // head_dim <= 64 takes the tiled kernel (partial query and key tiles; several key tiles at
+  // SK = 200), 96 and 128 the warp-per-row kernel.
+  for (const auto [d, SQ, SK] : {std::array<std::int64_t, 3>{64, 37, 53},
+                                 {40, 37, 53},
+                                 {64, 130, 200},
+                                 {8, 65, 64},
+                                 {96, 37, 53},
+                                 {128, 20, 70}}) {
+    CAPTURE(d);
+    CAPTURE(SQ);
+    CAPTURE(SK);
+    const std::int64_t B = 2, H = 3;
+    std::mt19937 rng(static_cast<std::uint32_t>(d + SQ));
     std::normal_distribution<float> nd;
     std::vector<float> q(B * H * SQ * d), k(B * H * SK * d), v(B * H * SK * d), mask(B * SK, 0.0f);
     for (auto* t : {&q, &k, &v})
@@ -407,6 +417,13 @@ TEST_CASE("cuda: fused attention forward matches qnum::attention_naive") {
     float worst = 0;
     for (std::size_t i = 0; i < gpu.size(); ++i) worst = std::max(worst, std::fabs(gpu[i] - cpu[i]));
     CHECK_MESSAGE(worst < 1e-4f, "head_dim " << d << ": max |gpu - cpu| = " << worst);
+    // No mask at all.
+    qnum::attention_naive(q.data(), k.data(), v.data(), nullptr, cpu.data(), s);
+    qnum::cuda::attention_fused(dq.get(), dk.get(), dv.get(), nullptr, dout.get(), B, H, SQ, SK, d);
+    const auto gpu_nomask = dout.download();
+    worst = 0;
+    for (std::size_t i = 0; i < gpu.size(); ++i) worst = std::max(worst, std::fabs(gpu_nomask[i] - cpu[i]));
+    CHECK_MESSAGE(worst < 1e-4f, "head_dim " << d << ", no mask: max |gpu - cpu| = " << worst);
     // Fully masked: zeros, as on the CPU.
     std::vector<float> all_masked(B * SK, -INFINITY);
     dm.upload(all_masked);
