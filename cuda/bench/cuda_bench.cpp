@@ -136,6 +136,22 @@ int main(int argc, char** argv) try {
         qnum::mase_compat);
     row("log W8 (exact)", qnum::LogSpec{8, std::nullopt}, qnum::exact);
     row("log W8 (mase)", qnum::LogSpec{8, std::nullopt}, qnum::mase_compat);
+    {
+      const double t = time_ms(
+          [&] {
+            qnum::cuda::quantize_reference(qnum::MinifloatSpec{8, 4, std::nullopt, qnum::Specials::none},
+                                           qnum::mase_compat, in.get(), out.get(), nf);
+          },
+          reps);
+      rows.push_back(
+          {"fake_quantize minifloat E4M3 (mase, reference kernel)", t, 8.0 * nf / t / 1e6, peak_gbs, "GB/s"});
+      const double t2 = time_ms(
+          [&] {
+            qnum::cuda::quantize_reference(qnum::LogSpec{8, std::nullopt}, qnum::mase_compat, in.get(), out.get(), nf);
+          },
+          reps);
+      rows.push_back({"fake_quantize log W8 (mase, reference kernel)", t2, 8.0 * nf / t2 / 1e6, peak_gbs, "GB/s"});
+    }
     row("integer 8/4 stochastic", qnum::FixedSpec{8, 4, true}, qnum::exact.with(qnum::Rounding::stochastic));
   }
   {  // GEMM M = N = K = gemm: MXINT8 dequantize-on-load vs cuBLAS bf16 (W already bf16)

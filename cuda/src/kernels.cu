@@ -2,12 +2,14 @@
 // CPU's definition (compiled with --fmad=false: no contraction the CPU reference lacks).
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <type_traits>
 
 #include "qnum/cuda/check.hpp"
 #include "qnum/cuda/kernels.hpp"
 #include "qnum/kernel/exact_float32.hpp"
+#include "qnum/kernel/log2_thresholds.hpp"
 
 namespace qnum::cuda {
 
@@ -55,6 +57,69 @@ template <class F>
 struct PlainOp {
   F f;
   __device__ float operator()(float x, std::uint64_t) const { return f(x); }
+};
+
+/// floor/round of MASE's float32 log2 from the bits and a threshold table in device memory
+/// (kernel/log2_thresholds.hpp, built on the host with the CPU's log2): positive normal
+/// floats only, anything else (0, subnormals, Inf, NaN) takes torchf's log2 itself.
+struct Log2Lookup {
+  const std::int32_t* floor_t = nullptr;    // 256 entries, Log2Op::floor
+  const std::int32_t* nearest_t = nullptr;  // Log2Op::nearest
+  /// k or k + 1 for a positive normal float in [2^k, 2^(k+1)): the table holds the first bit
+  /// pattern of the binade whose decision is k + 1.
+  __device__ static float from_table(const std::int32_t* t, std::uint32_t b) {
+    const std::uint32_t f = b >> 23;
+    return static_cast<float>(static_cast<int>(f) - 127 + (static_cast<std::int32_t>(b) >= __ldg(t + f) ? 1 : 0));
+  }
+  __device__ static bool positive_normal(std::uint32_t b) { return (b >> 23) >= 1 && (b >> 23) <= 254; }
+  __device__ float floor_log2(float v) const {
+    const std::uint32_t b = __float_as_uint(v);
+    return positive_normal(b) ? from_table(floor_t, b) : qnum::detail::torchf::Log2Direct{}.floor_log2(v);
+  }
+  __device__ float round_log2(float v) const {
+    const std::uint32_t b = __float_as_uint(v);
+    return positive_normal(b) ? from_table(nearest_t, b) : qnum::detail::torchf::Log2Direct{}.round_log2(v);
+  }
+};
+
+/// The device copy of a threshold table, uploaded once per device and op.
+const std::int32_t* device_log2_table(qnum::detail::Log2Op op) {
+  constexpr int kMaxDevices = 64;
+  static std::mutex mutex;
+  static const std::int32_t* tables[kMaxDevices][3] = {};
+  int dev = 0;
+  QNUM_CUDA_CHECK(cudaGetDevice(&dev));
+  qnum::detail::require(dev >= 0 && dev < kMaxDevices, "qnum::cuda: device ", dev, " out of range");
+  const std::lock_guard<std::mutex> lock(mutex);
+  const std::int32_t*& slot = tables[dev][static_cast<int>(op)];
+  if (!slot) {
+    const auto& host = qnum::detail::log2_thresholds(op).t;
+    std::int32_t* d = nullptr;
+    QNUM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d), sizeof host));  // kept for the process
+    QNUM_CUDA_CHECK(cudaMemcpy(d, host.data(), sizeof host, cudaMemcpyHostToDevice));
+    slot = d;
+  }
+  return slot;
+}
+
+Log2Lookup device_log2_lookup() {
+  return {device_log2_table(qnum::detail::Log2Op::floor), device_log2_table(qnum::detail::Log2Op::nearest)};
+}
+
+/// MASE's minifloat and log emulation with the log2 decision looked up (same floats).
+struct MinifloatMaseOp {
+  int exponent_width, mantissa_bits, bias;
+  Log2Lookup l2;
+  __device__ float operator()(float x, std::uint64_t) const {
+    return qnum::detail::minifloat_ieee_mase(x, exponent_width, mantissa_bits, bias, l2);
+  }
+};
+struct LogMaseOp {
+  int emin, emax;
+  Log2Lookup l2;
+  __device__ float operator()(float x, std::uint64_t) const {
+    return qnum::detail::log_quantize_mase(x, emin, emax, l2);
+  }
 };
 
 template <class Op>
@@ -213,6 +278,9 @@ void quantize(const MinifloatSpec& s, const Policy& p, const float* in, float* o
   s.validate();
   if (const auto f = qnum::detail::MinifloatExactF32::make(s, p))
     launch_map(PlainOp<qnum::detail::MinifloatExactF32>{*f}, in, out, n, first, stream);
+  else if (p == qnum::mase_compat && n > 0)
+    launch_map(MinifloatMaseOp{s.exponent_width, s.mantissa_bits(), s.bias(), device_log2_lookup()}, in, out, n, first,
+               stream);
   else
     launch_reference(s, p, in, out, n, first, stream);
 }
@@ -233,6 +301,14 @@ void quantize(const MinifloatDenormSpec& s, const Policy& p, const float* in, fl
 }
 void quantize(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n, std::uint64_t first,
               cudaStream_t stream) {
+  s.validate();
+  if (p == qnum::mase_compat && n > 0)
+    launch_map(LogMaseOp{s.emin(), s.emax(), device_log2_lookup()}, in, out, n, first, stream);
+  else
+    launch_reference(s, p, in, out, n, first, stream);
+}
+void quantize_reference(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+                        std::uint64_t first, cudaStream_t stream) {
   s.validate();
   launch_reference(s, p, in, out, n, first, stream);
 }

@@ -120,20 +120,20 @@ TEST_CASE("cuda: minifloat_ieee (OCP FP8 included) quantize equals the CPU refer
 /// The float32-bit fast paths (fixed point and minifloat_ieee under `exact`) against the
 /// reference kernel on every one of the 2^32 float32 inputs, compared on the device.
 template <class Spec>
-void check_fast_path_exhaustively(const Spec& s, const std::string& what) {
+void check_fast_path_exhaustively(const Spec& s, const std::string& what, const qnum::Policy& p = qnum::exact) {
   constexpr std::size_t chunk = std::size_t{1} << 28;
   DeviceBuffer<float> in(chunk), fast(chunk), ref(chunk);
   unsigned long long bad = 0;
   for (std::uint64_t start = 0; start < (std::uint64_t{1} << 32); start += chunk) {
     qnum::cuda::testing::fill_float_bits(in.get(), chunk, static_cast<std::uint32_t>(start));
-    qnum::cuda::quantize(s, qnum::exact, in.get(), fast.get(), chunk);
-    qnum::cuda::quantize_reference(s, qnum::exact, in.get(), ref.get(), chunk);
+    qnum::cuda::quantize(s, p, in.get(), fast.get(), chunk);
+    qnum::cuda::quantize_reference(s, p, in.get(), ref.get(), chunk);
     const auto m = qnum::cuda::testing::bit_mismatches(fast.get(), ref.get(), chunk);
     if (m.count && !bad) {
       const auto x = static_cast<std::uint32_t>(start + m.first);
       const float xf = from_bits(x);
       FAIL_CHECK(what << ": input 0x" << std::hex << x << std::dec << " (" << xf << "): reference "
-                      << qnum::quantize(s, qnum::exact, xf));
+                      << qnum::quantize(s, p, xf) << " (CPU)");
     }
     bad += m.count;
   }
@@ -157,6 +157,19 @@ TEST_CASE("cuda: fast exact paths equal the reference on every float32 input") {
         qnum::MinifloatSpec{8, 4, -2, qnum::Specials::none}, qnum::MinifloatSpec{8, 5, 30, qnum::Specials::ieee}})
     check_fast_path_exhaustively(s, "minifloat E" + std::to_string(s.exponent_width) + " W" + std::to_string(s.width) +
                                         " bias " + std::to_string(s.bias()));
+}
+
+TEST_CASE("cuda: MASE minifloat and log with log2 looked up equal the reference on every float32 input") {
+  // The lookup tables come from the CPU's log2 (glibc); the reference kernel evaluates CUDA's
+  // log2. Equal on all 2^32 inputs also shows the two log2s agree wherever it matters.
+  for (const auto& s : {qnum::MinifloatSpec{8, 4, std::nullopt, qnum::Specials::none},
+                        qnum::MinifloatSpec{8, 3, std::nullopt, qnum::Specials::none},
+                        qnum::MinifloatSpec{6, 2, 5, qnum::Specials::none},
+                        qnum::MinifloatSpec{16, 5, std::nullopt, qnum::Specials::none}})
+    check_fast_path_exhaustively(
+        s, "minifloat mase E" + std::to_string(s.exponent_width) + " W" + std::to_string(s.width), qnum::mase_compat);
+  for (const qnum::LogSpec s : {qnum::LogSpec{8, std::nullopt}, qnum::LogSpec{4, std::nullopt}, qnum::LogSpec{6, 3}})
+    check_fast_path_exhaustively(s, "log mase W" + std::to_string(s.width), qnum::mase_compat);
 }
 
 TEST_CASE("cuda: minifloat_denorm quantize equals the CPU reference") {

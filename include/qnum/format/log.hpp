@@ -66,11 +66,12 @@ namespace detail {
 
 /// MASE's `_log_quantize` on one float32 element: eps = 0.1 * 2^emin (a Python double,
 /// rounded once to float32 by torch), sign = sign(x + eps), e = clamp(round(log2(|x| + eps))).
-QNUM_HD inline float log_quantize_mase(float x, int emin, int emax) {
+template <class Log2 = torchf::Log2Direct>
+QNUM_HD inline float log_quantize_mase(float x, int emin, int emax, const Log2& l2 = {}) {
   const auto eps = static_cast<float>(pow2(emin) * 0.1);
   const float sign = torchf::sign(x + eps);
   const float value = std::fabs(x) + eps;
-  const float e = torchf::clamp(torchf::round(torchf::log2(value)), static_cast<float>(emin), static_cast<float>(emax));
+  const float e = torchf::clamp(l2.round_log2(value), static_cast<float>(emin), static_cast<float>(emax));
   return sign * torchf::exp2(e);
 }
 

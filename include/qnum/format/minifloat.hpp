@@ -121,7 +121,11 @@ QNUM_HD inline float sign(float v) { return static_cast<float>((v > 0.0f) - (v <
 /// torch.round: round half to even, -0 kept, NaN/Inf unchanged.
 QNUM_HD inline float round(float v) {
   if (!(std::fabs(v) < 8388608.0f)) return v;  // |v| >= 2^23, Inf, NaN: already integral
+#if defined(__CUDA_ARCH__)
+  return rintf(v);  // the same value: RNE to an integer, the sign of a zero result kept
+#else
   return static_cast<float>(round_int(static_cast<double>(v), Rounding::nearest_even));
+#endif
 }
 
 /// torch.clamp with scalar bounds: NaN propagates.
@@ -141,6 +145,25 @@ QNUM_HD inline float exp2(float e) {
   return pow2f(static_cast<int>(e));
 }
 
+/// v / d for a divisor d that MASE computes as a power of two. On the GPU, when 1/d is a
+/// normal float too, v * (1/d): the same exact quotient, rounded once, so the same float
+/// (a multiply instead of CUDA's IEEE division sequence); anything else divides.
+QNUM_HD inline float div_pow2(float v, float d) {
+#if defined(__CUDA_ARCH__)
+  const std::uint32_t b = float_bits(d), field = (b >> 23) & 0xFFu;
+  if ((b & 0x807FFFFFu) == 0 && field >= 1 && field <= 253) return v * bits_float((254u - field) << 23);
+#endif
+  return v / d;
+}
+
+/// floor / round of torchf::log2, the only two uses MASE's float formats make of log2. The
+/// default evaluates log2; the CUDA kernels pass a lookup from the bits that gives the same
+/// floats (kernel/log2_thresholds.hpp), as the CPU's SIMD kernels do.
+struct Log2Direct {
+  QNUM_HD float floor_log2(float v) const { return std::floor(log2(v)); }
+  QNUM_HD float round_log2(float v) const { return round(log2(v)); }
+};
+
 /// torch.isclose(|x|, 0) with default tolerances: |x| <= float32(1e-8), finite.
 QNUM_HD inline bool isclose0(float mag) { return mag <= 1e-8f; }
 
@@ -156,21 +179,25 @@ namespace detail {
 
 /// MASE's `_minifloat_ieee_quantize` on one float32 element (bias may be any integer:
 /// block_minifloat passes per-block biases; out-of-range powers behave as in float32).
-QNUM_HD inline float minifloat_ieee_mase(float x, int exponent_width, int mantissa_bits, int bias) {
+/// `l2` decides floor(log2(.)) (torchf::Log2Direct or an equal lookup).
+template <class Log2 = torchf::Log2Direct>
+QNUM_HD inline float minifloat_ieee_mase(float x, int exponent_width, int mantissa_bits, int bias,
+                                         const Log2& l2 = {}) {
   const float emin = static_cast<float>(-bias);
   const float emax = static_cast<float>((1LL << exponent_width) - 1 - bias);
   const float shift = pow2f(mantissa_bits);
   const float kmax = shift - 1.0f;
   const float sign = torchf::sign(x + 1e-9f);
   const float value = std::fabs(x);
-  const float e = torchf::clamp(std::floor(torchf::log2(value + 1e-9f)), emin, emax);
+  const float e = torchf::clamp(l2.floor_log2(value + 1e-9f), emin, emax);
   const float p2e = torchf::exp2(e);
-  const float m = value / p2e;
+  const float m = torchf::div_pow2(value, p2e);
   // Both branches are evaluated and selected by multiplying with 0/1, as MASE does.
   const float normal = e == emin ? 0.0f : 1.0f;
   const float k = normal * torchf::clamp(torchf::round(m * shift - shift), 0.0f, kmax) +
                   (1.0f - normal) * torchf::clamp(torchf::round(m * shift / 2.0f), 0.0f, kmax);
-  const float mant = normal * (1.0f + k / shift) + (1.0f - normal) * (k / shift * 2.0f);
+  const float mant =
+      normal * (1.0f + torchf::div_pow2(k, shift)) + (1.0f - normal) * (torchf::div_pow2(k, shift) * 2.0f);
   return torchf::passthrough(sign * p2e * mant, x);
 }
 

@@ -35,12 +35,15 @@ void quantize(const MXElement& e, const Policy& p, const float* in, float* out, 
               std::uint64_t first_index = 0, cudaStream_t stream = 0);
 
 /// The scalar reference's kernel alone. `quantize` above takes a float32-bit fast path for
-/// fixed point (W <= 24) and minifloat_ieee under the `exact` bundle, proven equal to this on
-/// every float32 input by qnum-cuda-tests; these entry points keep the reference reachable for
-/// that proof and for benchmarks.
+/// fixed point (W <= 24) and minifloat_ieee under the `exact` bundle, and looks MASE's
+/// log2 decisions up from the bits for minifloat_ieee and log under `mase_compat`, each proven
+/// equal to this on every float32 input by qnum-cuda-tests; these entry points keep the
+/// reference reachable for that proof and for benchmarks.
 void quantize_reference(const FixedSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
                         std::uint64_t first_index = 0, cudaStream_t stream = 0);
 void quantize_reference(const MinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
+                        std::uint64_t first_index = 0, cudaStream_t stream = 0);
+void quantize_reference(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
                         std::uint64_t first_index = 0, cudaStream_t stream = 0);
 
 /// Codes of an elementwise format: decode(s, code) for every code in [0, n) (the exhaustive
