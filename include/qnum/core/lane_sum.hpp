@@ -6,10 +6,12 @@
 
 #include <cstdint>
 
+#include "qnum/core/hd.hpp"
+
 namespace qnum::detail {
 
 /// The final combination of lane_sum's eight lanes (callers with their own lane loops use it).
-inline double lane_sum_combine(double* acc) {
+QNUM_HD inline double lane_sum_combine(double* acc) {
   for (int j = 0; j < 4; ++j) acc[j] += acc[j + 4];
   return (acc[0] + acc[2]) + (acc[1] + acc[3]);
 }
@@ -18,7 +20,7 @@ inline double lane_sum_combine(double* acc) {
 /// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)): independent chains instead of one serial sum, and
 /// a fixed order, so the result does not depend on the machine or the thread count.
 template <class F>
-double lane_sum(std::int64_t n, F f) {
+QNUM_HD double lane_sum(std::int64_t n, F f) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   std::int64_t k = 0;
   for (; k + 8 <= n; k += 8)

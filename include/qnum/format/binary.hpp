@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/lane_sum.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/rng.hpp"
@@ -112,7 +113,7 @@ inline constexpr int kTorchSumLanes = 8;
 /// torch's cascade_sum core (aten/src/ATen/native/cpu/SumKernel.cpp, multi_row_sum): 4 rows
 /// of accumulators, partial sums promoted through 4 levels every 2^level_power loads.
 template <class Acc, class Load>
-std::array<Acc, 4> torch_multi_row_sum(Load load, std::int64_t size, const Acc& zero) {
+QNUM_HD std::array<Acc, 4> torch_multi_row_sum(Load load, std::int64_t size, const Acc& zero) {
   constexpr int num_levels = 4;
   std::int64_t ceil_log2 = 1;
   if (size > 2) ceil_log2 = 64 - std::countl_zero(static_cast<std::uint64_t>(size - 1));
@@ -144,7 +145,7 @@ std::array<Acc, 4> torch_multi_row_sum(Load load, std::int64_t size, const Acc& 
 /// torch's row_sum: the row viewed as (-1, 4), summed by torch_multi_row_sum, tail added to
 /// the first partial, then the four partials folded.
 template <class Acc, class Elem>
-Acc torch_row_sum(Elem elem, std::int64_t size, const Acc& zero) {
+QNUM_HD Acc torch_row_sum(Elem elem, std::int64_t size, const Acc& zero) {
   const std::int64_t size_ilp = size / 4;
   auto partial = torch_multi_row_sum<Acc>([&](std::int64_t i, int k) { return elem(i * 4 + k); }, size_ilp, zero);
   for (std::int64_t i = size_ilp * 4; i < size; ++i) partial[0] += elem(i);
@@ -156,31 +157,38 @@ Acc torch_row_sum(Elem elem, std::int64_t size, const Acc& zero) {
 struct FloatLanes {
   std::array<float, 16> v{};
   int n = 8;
-  FloatLanes& operator+=(const FloatLanes& o) {
+  QNUM_HD FloatLanes& operator+=(const FloatLanes& o) {
     for (int l = 0; l < n; ++l) v[static_cast<std::size_t>(l)] += o.v[static_cast<std::size_t>(l)];
     return *this;
   }
 };
 
-/// Sum of a contiguous float32 run in the order torch's CPU `sum` uses for an inner
-/// (contiguous) reduction, so MASE's per-sample means come out bit for bit: vectorized
-/// cascade over `lanes`-wide registers, scalar tail, then the lanes added left to right.
-inline float torch_sum_f32(const float* p, std::int64_t n, int lanes = kTorchSumLanes) {
-  if (n < lanes) return 0.0f + torch_row_sum<float>([&](std::int64_t i) { return p[i]; }, n, 0.0f);
+/// Sum of elem(0..n-1) (float32 values, e.g. |x[k]| computed on the fly) in the order torch's
+/// CPU `sum` uses for an inner (contiguous) reduction, so MASE's per-sample means come out bit
+/// for bit: vectorized cascade over `lanes`-wide registers, scalar tail, then the lanes added
+/// left to right. One thread runs it on the GPU too (cuda/src/binary_kernels.cu).
+template <class Elem>
+QNUM_HD float torch_sum_f32_of(Elem elem, std::int64_t n, int lanes = kTorchSumLanes) {
+  if (n < lanes) return 0.0f + torch_row_sum<float>([&](std::int64_t i) { return elem(i); }, n, 0.0f);
   FloatLanes zero;
   zero.n = lanes;
   const std::int64_t vec_size = n / lanes;
   const FloatLanes acc = torch_row_sum<FloatLanes>(
       [&](std::int64_t i) {
         FloatLanes r = zero;
-        for (int l = 0; l < lanes; ++l) r.v[static_cast<std::size_t>(l)] = p[i * lanes + l];
+        for (int l = 0; l < lanes; ++l) r.v[static_cast<std::size_t>(l)] = elem(i * lanes + l);
         return r;
       },
       vec_size, zero);
   float total = 0.0f;
-  for (std::int64_t k = vec_size * lanes; k < n; ++k) total += p[k];
+  for (std::int64_t k = vec_size * lanes; k < n; ++k) total += elem(k);
   for (int l = 0; l < lanes; ++l) total += acc.v[static_cast<std::size_t>(l)];
   return 0.0f + total;  // the output is zero-filled, then accumulated into
+}
+
+/// torch_sum_f32_of over a contiguous float32 run.
+QNUM_HD inline float torch_sum_f32(const float* p, std::int64_t n, int lanes = kTorchSumLanes) {
+  return torch_sum_f32_of([p](std::int64_t i) { return p[i]; }, n, lanes);
 }
 
 /// Per-output-channel grouping used by exact mode: rank >= 2 -> one group per index of dim 0;
@@ -194,13 +202,14 @@ inline Groups channel_groups(const Shape& shape) {
   return {shape[0], n / shape[0]};
 }
 
-/// Mean |x| over a group: Σ|x| in double in lane_sum's order (8 interleaved lanes, which the
-/// SIMD kernels reproduce), divided by the count; NaN propagates.
+/// Mean |x| over a group of n: Σ|x| in double in lane_sum's order (8 interleaved lanes, which
+/// the SIMD kernels reproduce), divided by the count; NaN propagates.
+QNUM_HD inline double mean_abs_double(const float* g, std::int64_t n) {
+  const double sum = lane_sum(n, [g](std::int64_t k) { return std::fabs(static_cast<double>(g[k])); });
+  return n == 0 ? 0.0 : sum / static_cast<double>(n);
+}
 inline double mean_abs_double(std::span<const float> g) {
-  const double sum = lane_sum(static_cast<std::int64_t>(g.size()), [&g](std::int64_t k) {
-    return std::fabs(static_cast<double>(g[static_cast<std::size_t>(k)]));
-  });
-  return g.empty() ? 0.0 : sum / static_cast<double>(g.size());
+  return mean_abs_double(g.data(), static_cast<std::int64_t>(g.size()));
 }
 
 /// MASE's 4-D requirement (its reductions and expands name dims 1, 2, 3 explicitly).
@@ -211,7 +220,7 @@ inline void require_mase_4d(std::string_view family, std::string_view what, cons
 }
 
 /// MASE's hard sigmoid clamp((x + 1) / 2, 0, 1) in float32 (NaN propagates as torch.clamp does).
-inline float mase_hard_sigmoid(float x) {
+QNUM_HD inline float mase_hard_sigmoid(float x) {
   const float v = (x + 1.0f) / 2.0f;
   if (v != v) return v;
   return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
@@ -221,39 +230,85 @@ inline float mase_hard_sigmoid(float x) {
 
 // ---- binary ------------------------------------------------------------------------------
 
+// The per-element and per-group definitions (QNUM_HD: the CPU reference below and the CUDA
+// kernels in cuda/src/binary_kernels.cu both call them).
+namespace detail {
+
+/// One bipolar element. Deterministic: +1 for x >= 0 (-0 and +0 included), -1 below; NaN:
+/// exact keeps NaN, MASE gives -1 (torch.where(x >= 0, 1, -1)). Stochastic with draw u: MASE
+/// +1 where hard_sigmoid(x) >= u (NaN -> -1); exact +1 where u < clamp((x+1)/2, 0, 1) in
+/// double, NaN stays NaN. `u` is unused when deterministic.
+QNUM_HD inline float binary_bipolar_element(bool stochastic, bool mase, float x, float u) {
+  if (!stochastic) {
+    if (x != x) return mase ? -1.0f : x;
+    return x >= 0.0f ? 1.0f : -1.0f;
+  }
+  if (mase) return mase_hard_sigmoid(x) >= u ? 1.0f : -1.0f;
+  if (x != x) return x;
+  const double prob = std::clamp((static_cast<double>(x) + 1.0) / 2.0, 0.0, 1.0);
+  return static_cast<double>(u) < prob ? 1.0f : -1.0f;
+}
+
+/// exact scaled binary, one element of a channel with scale alpha: alpha where x > 0 (or,
+/// stochastic, where u < clamp((x+1)/2, 0, 1)), else 0; NaN in x or alpha gives NaN.
+QNUM_HD inline float binary_scaled_element_exact(bool stochastic, float x, float alpha, float u) {
+  bool on = x > 0.0f;
+  if (stochastic) on = static_cast<double>(u) < std::clamp((static_cast<double>(x) + 1.0) / 2.0, 0.0, 1.0);
+  return alpha != alpha || x != x ? kNaN : (on ? alpha : 0.0f);
+}
+
+/// exact scaled binary's channel scale: float(mean |x|) over the channel's n elements.
+QNUM_HD inline float binary_alpha_exact(const float* x, std::int64_t n) {
+  return static_cast<float>(mean_abs_double(x, n));
+}
+
+/// What MASE's BinaryZeroScaled op sees: x, or hard_sigmoid(x) in the stochastic mode (MASE
+/// feeds the hard sigmoid to the zero-scaled op, which ignores the uniforms).
+QNUM_HD inline float binary_zero_scaled_input_mase(bool stochastic, float x) {
+  return stochastic ? mase_hard_sigmoid(x) : x;
+}
+
+/// MASE's alpha_i = mean|v_i| of one sample of n (torch-order float32 sum, then / n in float32).
+QNUM_HD inline float binary_alpha_mase(bool stochastic, const float* x, std::int64_t n) {
+  const auto abs_v = [=](std::int64_t j) { return std::fabs(binary_zero_scaled_input_mase(stochastic, x[j])); };
+  return torch_sum_f32_of(abs_v, n) / static_cast<float>(n);
+}
+
+/// MASE's [v > 0] * alpha_i (so NaN/inf in a sample make 0 * alpha NaN there).
+QNUM_HD inline float binary_zero_scaled_element_mase(bool stochastic, float x, float alpha) {
+  return (binary_zero_scaled_input_mase(stochastic, x) > 0.0f ? 1.0f : 0.0f) * alpha;
+}
+
+}  // namespace detail
+
 /// Deterministic bipolar binarization of one element: +1 for x >= 0 (-0 and +0 included),
 /// -1 below. NaN: exact keeps NaN, MASE gives -1 (torch.where(x >= 0, 1, -1)).
 inline float binarize_bipolar(float x, const Policy& p = exact) {
-  if (x != x) return p.is_mase() ? -1.0f : x;
-  return x >= 0.0f ? 1.0f : -1.0f;
+  return detail::binary_bipolar_element(false, p.is_mase(), x, 0.0f);
 }
 
 /// Elementwise quantize for bipolar binary (deterministic, or stochastic with the counter
 /// draw for `index`). Scaled (bipolar=false) needs the whole tensor: use the tensor quantize.
 inline float quantize(const BinarySpec& s, const Policy& p, float x, std::uint64_t index = 0) {
   detail::require(s.bipolar, s.name, ": bipolar=false scales by a per-channel mean; quantize the whole tensor");
-  if (!s.stochastic) return binarize_bipolar(x, p);
-  const float u = CounterRng(p.seed).uniform(index);
-  if (p.is_mase()) return detail::mase_hard_sigmoid(x) >= u ? 1.0f : -1.0f;  // NaN -> -1 as MASE
-  if (x != x) return x;
-  const double prob = std::clamp((static_cast<double>(x) + 1.0) / 2.0, 0.0, 1.0);
-  return static_cast<double>(u) < prob ? 1.0f : -1.0f;
+  const float u = s.stochastic ? CounterRng(p.seed).uniform(index) : 0.0f;
+  return detail::binary_bipolar_element(s.stochastic, p.is_mase(), x, u);
 }
 
 namespace detail {
 
-/// MASE's BinaryZeroScaled on a 4-D tensor v: alpha_i = mean|v_i| (torch sum, then / n in
-/// float32), out = [v > 0] * alpha_i (so NaN/inf in a sample make 0 * alpha NaN there).
-inline void binary_zero_scaled_mase(std::span<const float> v, std::span<float> out, const Shape& shape) {
+/// MASE's BinaryZeroScaled on a 4-D tensor: per sample alpha_i, then each element (a sample
+/// is read fully before it is written: in place stays correct).
+inline void binary_zero_scaled_mase(bool stochastic, std::span<const float> in, std::span<float> out,
+                                    const Shape& shape) {
   const std::int64_t count = shape[0];
   if (count == 0) return;
   const std::int64_t n = numel(shape) / count;
-  std::vector<float> a(static_cast<std::size_t>(n));
   for (std::int64_t g = 0; g < count; ++g) {
-    const float* x = v.data() + g * n;
-    for (std::int64_t j = 0; j < n; ++j) a[static_cast<std::size_t>(j)] = std::fabs(x[j]);
-    const float alpha = torch_sum_f32(a.data(), n) / static_cast<float>(n);
-    for (std::int64_t j = 0; j < n; ++j) out[static_cast<std::size_t>(g * n + j)] = (x[j] > 0.0f ? 1.0f : 0.0f) * alpha;
+    const float* x = in.data() + g * n;
+    const float alpha = binary_alpha_mase(stochastic, x, n);
+    for (std::int64_t j = 0; j < n; ++j)
+      out[static_cast<std::size_t>(g * n + j)] = binary_zero_scaled_element_mase(stochastic, x[j], alpha);
   }
 }
 
@@ -275,46 +330,23 @@ inline void binary_quantize_impl(const BinarySpec& s, const Policy& p, std::span
   };
 
   if (s.bipolar) {
-    if (!s.stochastic) {
-      for (std::size_t i = 0; i < in.size(); ++i) out[i] = binarize_bipolar(in[i], p);
-    } else if (p.is_mase()) {
-      for (std::size_t i = 0; i < in.size(); ++i) out[i] = mase_hard_sigmoid(in[i]) >= draw(i) ? 1.0f : -1.0f;
-    } else {
-      for (std::size_t i = 0; i < in.size(); ++i) {
-        const float x = in[i];
-        if (x != x) {
-          out[i] = x;
-          continue;
-        }
-        const double prob = std::clamp((static_cast<double>(x) + 1.0) / 2.0, 0.0, 1.0);
-        out[i] = static_cast<double>(draw(i)) < prob ? 1.0f : -1.0f;
-      }
-    }
+    for (std::size_t i = 0; i < in.size(); ++i)
+      out[i] = binary_bipolar_element(s.stochastic, p.is_mase(), in[i], s.stochastic ? draw(i) : 0.0f);
     return;
   }
 
   if (p.is_mase()) {
     require_mase_4d(s.name, "binary_quantizer(bipolar=False) (MASE issue 261)", shape);
-    if (!s.stochastic) return binary_zero_scaled_mase(in, out, shape);
-    // MASE feeds the hard sigmoid to the zero-scaled op, which ignores the uniforms.
-    std::vector<float> sig(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) sig[i] = mase_hard_sigmoid(in[i]);
-    return binary_zero_scaled_mase(sig, out, shape);
+    return binary_zero_scaled_mase(s.stochastic, in, out, shape);
   }
 
   // exact: alpha per output channel (any rank); stochastic draws [u < p] with p = hard sigmoid.
   const auto groups = channel_groups(shape);
   for (std::int64_t g = 0; g < groups.count; ++g) {
     const auto off = static_cast<std::size_t>(g * groups.size);
-    const auto group = in.subspan(off, static_cast<std::size_t>(groups.size));
-    const auto alpha = static_cast<float>(mean_abs_double(group));
-    for (std::size_t j = 0; j < group.size(); ++j) {
-      const float x = group[j];
-      bool on = x > 0.0f;
-      if (s.stochastic)
-        on = static_cast<double>(draw(off + j)) < std::clamp((static_cast<double>(x) + 1.0) / 2.0, 0.0, 1.0);
-      out[off + j] = alpha != alpha || x != x ? kNaN : (on ? alpha : 0.0f);
-    }
+    const float alpha = binary_alpha_exact(in.data() + off, groups.size);
+    for (std::size_t j = off; j < off + static_cast<std::size_t>(groups.size); ++j)
+      out[j] = binary_scaled_element_exact(s.stochastic, in[j], alpha, s.stochastic ? draw(j) : 0.0f);
   }
 }
 
@@ -402,7 +434,7 @@ namespace detail {
 
 /// MASE's binarize (c = clamp(x,-1,1); c + (sign(c) - c)) in float32: sign(clamp(x)) with
 /// NaN -> NaN and -0 -> +0 (the float32 sum is exactly sign(c) for every other input).
-inline float binarize_value(float x) {
+QNUM_HD inline float binarize_value(float x) {
   if (x != x) return x;
   return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
 }
@@ -431,9 +463,8 @@ inline std::vector<double> residual_sign_prepare(const ResidualSignSpec& s, cons
 /// The L outputs of one element x, written to out[0], out[stride], ... (the definition).
 /// exact: double residuals, o_l = sign(r) |mu_l| + 0 (no -0 levels), NaN stays NaN.
 /// mase: float32, means |float(mu_l)|; L = 1: MASE's `0 + out` turns -0 into +0.
-inline void residual_sign_element(const std::vector<double>& means, bool mase, float x, float* out,
-                                  std::size_t stride) {
-  const std::size_t L = means.size();
+QNUM_HD inline void residual_sign_element(const double* means, std::size_t L, bool mase, float x, float* out,
+                                          std::size_t stride) {
   if (mase) {
     float r = x;
     for (std::size_t l = 0; l < L; ++l) {
@@ -450,6 +481,10 @@ inline void residual_sign_element(const std::vector<double>& means, bool mase, f
     r -= o;
     out[l * stride] = static_cast<float>(o);
   }
+}
+inline void residual_sign_element(const std::vector<double>& means, bool mase, float x, float* out,
+                                  std::size_t stride) {
+  residual_sign_element(means.data(), means.size(), mase, x, out, stride);
 }
 
 }  // namespace detail
@@ -492,7 +527,7 @@ inline FormatInfo info(const ResidualSignSpec& s, const Policy&) {
 // ---- binarize -----------------------------------------------------------------------------
 
 /// sign(clamp(x, -1, 1)) in {-1, 0, +1}; NaN stays NaN, -0 gives +0 (same in both modes).
-inline float quantize(const BinarizeSpec&, const Policy&, float x, std::uint64_t = 0) {
+QNUM_HD inline float quantize(const BinarizeSpec&, const Policy&, float x, std::uint64_t = 0) {
   return detail::binarize_value(x);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/lane_sum.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
@@ -76,23 +77,23 @@ namespace detail {
 
 /// exact: delta = threshold if given, else 0.75 * mean|x| (double, Σ|x| in lane_sum's order);
 /// NaN in the channel -> NaN delta (channel NaN). `abs_sum` = Σ|x| of the n elements.
-inline double ternary_delta_exact(const TernarySpec& s, double abs_sum, std::int64_t n, bool any_nan) {
+QNUM_HD inline double ternary_delta_exact(const TernarySpec& s, double abs_sum, std::int64_t n, bool any_nan) {
   if (any_nan) return kNaN;
   return s.threshold ? *s.threshold : 0.75 * (n == 0 ? 0.0 : abs_sum / static_cast<double>(n));
 }
 
 /// exact: alpha = mean |x| over |x| > delta (Σ in lane_sum's order, `count` of them, exact in
 /// double), 0 when nothing exceeds delta; NaN with a NaN delta.
-inline double ternary_alpha_exact(double delta, double sum_above, double count_above) {
+QNUM_HD inline double ternary_alpha_exact(double delta, double sum_above, double count_above) {
   return delta != delta ? kNaN : (count_above > 0 ? sum_above / count_above : 0.0);
 }
 
-/// exact: one channel's threshold and scale (the definition the SIMD kernel reproduces).
-inline TernaryChannel ternary_channel_exact(const TernarySpec& s, std::span<const float> g) {
-  const auto n = static_cast<std::int64_t>(g.size());
-  auto at = [&g](std::int64_t k) { return static_cast<double>(g[static_cast<std::size_t>(k)]); };
+/// exact: one channel's threshold and scale over its n elements (the definition the SIMD
+/// kernel reproduces; one GPU thread runs it per channel).
+QNUM_HD inline TernaryChannel ternary_channel_exact(const TernarySpec& s, const float* g, std::int64_t n) {
+  auto at = [g](std::int64_t k) { return static_cast<double>(g[k]); };
   bool any_nan = false;
-  for (float x : g) any_nan |= x != x;
+  for (std::int64_t k = 0; k < n; ++k) any_nan |= g[k] != g[k];
   TernaryChannel c;
   c.delta = ternary_delta_exact(s, lane_sum(n, [&](std::int64_t k) { return std::fabs(at(k)); }), n, any_nan);
   if (!s.scaling_factor) return c;
@@ -102,32 +103,49 @@ inline TernaryChannel ternary_channel_exact(const TernarySpec& s, std::span<cons
   c.alpha = ternary_alpha_exact(d, sum, count);
   return c;
 }
+inline TernaryChannel ternary_channel_exact(const TernarySpec& s, std::span<const float> g) {
+  return ternary_channel_exact(s, g.data(), static_cast<std::int64_t>(g.size()));
+}
 
-/// MASE's Ternary/TernaryScaled for one sample of n elements, in float32 with torch's sum
-/// order: delta = (0.75 * sum|x|) / n; alpha = sum(|x| * [|x| > delta]) / count (0/0 = NaN).
+/// MASE's threshold and scale of one sample (float32).
+struct TernarySampleMase {
+  float delta = 0, alpha = 1;
+};
+
+/// MASE's Ternary/TernaryScaled statistics for one sample of n elements, in float32 with
+/// torch's sum order: delta = (0.75 * sum|x|) / n; alpha = sum(|x| * [|x| > delta]) / count
+/// (0/0 = NaN); alpha = 1 without scaling_factor.
+QNUM_HD inline TernarySampleMase ternary_sample_stats_mase(bool scaling_factor, const float* x, std::int64_t n) {
+  TernarySampleMase m;
+  m.delta = 0.75f * torch_sum_f32_of([x](std::int64_t j) { return std::fabs(x[j]); }, n) / static_cast<float>(n);
+  if (scaling_factor) {
+    const float d = m.delta;
+    const auto truth = [x, d](std::int64_t j) { return std::fabs(x[j]) > d ? 1.0f : 0.0f; };
+    const auto kept = [x, truth](std::int64_t j) { return truth(j) * std::fabs(x[j]); };
+    m.alpha = torch_sum_f32_of(kept, n) / torch_sum_f32_of(truth, n);
+  }
+  return m;
+}
+
+/// MASE: one element against its sample's statistics.
+QNUM_HD inline float ternary_element_mase(bool scaling_factor, float x, const TernarySampleMase& m) {
+  const float t = (x > m.delta ? 1.0f : 0.0f) + (x < -m.delta ? -1.0f : 0.0f);
+  return scaling_factor ? t * m.alpha : t;
+}
+
+/// MASE's Ternary/TernaryScaled on one sample (read fully before it is written).
+inline void ternary_sample_mase(const TernarySpec& s, const float* x, float* out, std::int64_t n) {
+  const auto m = ternary_sample_stats_mase(s.scaling_factor, x, n);
+  for (std::int64_t j = 0; j < n; ++j) out[j] = ternary_element_mase(s.scaling_factor, x[j], m);
+}
+/// As above (the scratch buffer of an earlier version is no longer needed).
 inline void ternary_sample_mase(const TernarySpec& s, const float* x, float* out, std::int64_t n,
-                                std::vector<float>& scratch) {
-  scratch.resize(static_cast<std::size_t>(n));
-  for (std::int64_t j = 0; j < n; ++j) scratch[static_cast<std::size_t>(j)] = std::fabs(x[j]);
-  const float delta = 0.75f * torch_sum_f32(scratch.data(), n) / static_cast<float>(n);
-  float alpha = 1.0f;
-  if (s.scaling_factor) {
-    std::vector<float> truth(static_cast<std::size_t>(n));
-    for (std::int64_t j = 0; j < n; ++j) {
-      const auto k = static_cast<std::size_t>(j);
-      truth[k] = scratch[k] > delta ? 1.0f : 0.0f;
-      scratch[k] = truth[k] * scratch[k];
-    }
-    alpha = torch_sum_f32(scratch.data(), n) / torch_sum_f32(truth.data(), n);
-  }
-  for (std::int64_t j = 0; j < n; ++j) {
-    const float t = (x[j] > delta ? 1.0f : 0.0f) + (x[j] < -delta ? -1.0f : 0.0f);
-    out[j] = s.scaling_factor ? t * alpha : t;
-  }
+                                std::vector<float>& /*scratch*/) {
+  ternary_sample_mase(s, x, out, n);
 }
 
 /// exact: one element against its channel's threshold and scale (alpha = float(c.alpha)).
-inline float ternary_element_exact(float x, const TernaryChannel& c, float alpha) {
+QNUM_HD inline float ternary_element_exact(float x, const TernaryChannel& c, float alpha) {
   const double v = x;
   if (v != v || c.delta != c.delta) return kNaN;
   return v > c.delta ? alpha : (v < -c.delta ? -alpha : 0.0f);
@@ -160,9 +178,8 @@ inline void quantize(const TernarySpec& s, const Policy& p, std::span<const floa
     detail::require_mase_4d(s.name, "ternary_quantizer", shape);
     if (shape[0] == 0) return;
     const std::int64_t n = numel(shape) / shape[0];
-    std::vector<float> scratch;
     for (std::int64_t g = 0; g < shape[0]; ++g)
-      detail::ternary_sample_mase(s, in.data() + g * n, out.data() + g * n, n, scratch);
+      detail::ternary_sample_mase(s, in.data() + g * n, out.data() + g * n, n);
     return;
   }
   const auto groups = detail::channel_groups(shape);

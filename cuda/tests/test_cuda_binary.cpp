@@ -1,0 +1,342 @@
+// The binary family (binary, residual_sign, binarize) and ternary on the device against the
+// CPU's tensor quantize, bit for bit (any two NaNs count as equal), both bundles, every mode.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "device_buffer.hpp"
+#include "qnum/cuda/binary.hpp"
+
+using qnum::cuda::DeviceBuffer;
+
+namespace {
+
+constexpr std::size_t kGuard = 7;     // floats past the output that must stay untouched
+constexpr float kPoison = -12345.0f;  // what they hold
+constexpr int kModes = 8;             // input kinds per channel (channel_values)
+
+std::uint32_t bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+float from_bits(std::uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+std::string shape_text(const qnum::Shape& shape) { return qnum::to_string(shape); }
+
+/// One channel's inputs of a given kind: the statistics (mean |x|, thresholds, torch's float32
+/// sums) see every kind of channel, and NaN/Inf/overflow stay in their own channels.
+std::vector<float> channel_values(std::size_t n, int mode, std::mt19937& rng) {
+  std::normal_distribution<float> nd;
+  std::uniform_real_distribution<float> ud(-1.5f, 1.5f);
+  std::vector<float> v(n);
+  const int scale = static_cast<int>(rng() % 41) - 20;
+  for (std::size_t i = 0; i < n; ++i) {
+    switch (mode) {
+      case 0:  // normals at one scale 2^-20 .. 2^20 for the channel
+        v[i] = std::ldexp(nd(rng), scale);
+        break;
+      case 1:  // normals at mixed scales
+        v[i] = std::ldexp(nd(rng), static_cast<int>(i % 41) - 20);
+        break;
+      case 2: {  // the hard sigmoid's range, with exact ties (0, +-0.5, +-1)
+        static const float ties[] = {0.0f, -0.0f, 0.5f, -0.5f, 1.0f, -1.0f};
+        v[i] = i % 5 == 0 ? ties[(i / 5) % 6] : ud(rng);
+        break;
+      }
+      case 3: {  // specials sprinkled into normals
+        static const float sp[] = {std::numeric_limits<float>::quiet_NaN(),
+                                   std::numeric_limits<float>::infinity(),
+                                   -std::numeric_limits<float>::infinity(),
+                                   0.0f,
+                                   -0.0f,
+                                   3e38f,
+                                   -3e38f,
+                                   1e-45f,
+                                   -1e-45f,
+                                   std::numeric_limits<float>::min(),
+                                   1e-40f};
+        v[i] = i % 4 == 1 ? sp[(i / 4) % 11] : nd(rng);
+        break;
+      }
+      case 4:  // zeros of both signs: mean 0, MASE's 0/0
+        v[i] = i % 3 == 0 ? -0.0f : 0.0f;
+        break;
+      case 5:  // huge values: float32 sums overflow (MASE), double sums do not (exact)
+        v[i] = i % 2 ? 3.0e38f * nd(rng) : nd(rng);
+        break;
+      case 6:  // one +Inf among normals (no NaN)
+        v[i] = i == n / 2 ? std::numeric_limits<float>::infinity() : nd(rng);
+        break;
+      default:  // random float32 bit patterns (NaN payloads, subnormals, everything)
+        v[i] = from_bits(static_cast<std::uint32_t>(rng()));
+        break;
+    }
+  }
+  return v;
+}
+
+/// A tensor of `shape` whose channel c (index of dim 0; one channel for rank <= 1) has kind
+/// (c + offset) % kModes.
+std::vector<float> make_input(const qnum::Shape& shape, int offset, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const auto n = static_cast<std::size_t>(qnum::numel(shape));
+  const std::size_t channels = shape.size() >= 2 && shape[0] > 0 ? static_cast<std::size_t>(shape[0]) : 1;
+  const std::size_t per = channels ? n / channels : 0;
+  std::vector<float> in;
+  for (std::size_t c = 0; c < channels; ++c) {
+    const auto v = channel_values(per, static_cast<int>((c + static_cast<std::size_t>(offset)) % kModes), rng);
+    in.insert(in.end(), v.begin(), v.end());
+  }
+  return in;
+}
+
+/// Uniforms in [0, 1) with the boundary draws (0, 0.5 = p(0), 0.75 = p(0.5), largest below 1).
+std::vector<float> make_uniforms(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+  static const float edge[] = {0.0f, 0.5f, 0.75f, 0.25f, std::nextafter(1.0f, 0.0f)};
+  std::vector<float> u(n);
+  for (std::size_t i = 0; i < n; ++i) u[i] = i % 7 == 3 ? edge[(i / 7) % 5] : ud(rng);
+  return u;
+}
+
+/// Bitwise equality (NaN == NaN), reporting the first mismatches with their inputs.
+void require_same_bits(const std::vector<float>& gpu, const std::vector<float>& cpu, const std::vector<float>& in,
+                       const std::string& what) {
+  REQUIRE(gpu.size() == cpu.size());
+  int bad = 0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    if (bits(gpu[i]) == bits(cpu[i]) || (std::isnan(gpu[i]) && std::isnan(cpu[i]))) continue;
+    if (bad++ < 5) {
+      const float x = in.empty() ? 0.0f : in[i % in.size()];
+      FAIL_CHECK(what << ": element " << i << " input " << x << " (0x" << std::hex << bits(x) << ") gpu " << gpu[i]
+                      << " (0x" << bits(gpu[i]) << ") cpu " << cpu[i] << " (0x" << bits(cpu[i]) << ")" << std::dec);
+    }
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " mismatches of " << gpu.size());
+}
+
+std::size_t output_count(const qnum::ResidualSignSpec& s, const qnum::Policy& p, const qnum::Shape& shape) {
+  return static_cast<std::size_t>(qnum::numel(qnum::output_shape(s, p, shape)));
+}
+template <class Spec>
+std::size_t output_count(const Spec&, const qnum::Policy&, const qnum::Shape& shape) {
+  return static_cast<std::size_t>(qnum::numel(shape));
+}
+
+/// The CPU's tensor quantize (explicit uniforms when `u` is given) against the device's, with
+/// the floats past the output checked untouched.
+template <class Spec>
+void check_tensor(const Spec& s, const qnum::Policy& p, const std::vector<float>& in, const qnum::Shape& shape,
+                  const std::string& what, const std::vector<float>* u = nullptr) {
+  const std::size_t m = output_count(s, p, shape);
+  std::vector<float> cpu(m);
+  if constexpr (std::is_same_v<Spec, qnum::BinarySpec>) {
+    if (u)
+      qnum::quantize(s, p, std::span<const float>(in), std::span<const float>(*u), std::span<float>(cpu), shape);
+    else
+      qnum::quantize(s, p, std::span<const float>(in), std::span<float>(cpu), shape);
+  } else {
+    qnum::quantize(s, p, std::span<const float>(in), std::span<float>(cpu), shape);
+  }
+  DeviceBuffer<float> din(in), dout(std::vector<float>(m + kGuard, kPoison));
+  if constexpr (std::is_same_v<Spec, qnum::BinarySpec>) {
+    if (u) {
+      DeviceBuffer<float> du(*u);
+      qnum::cuda::quantize(s, p, din.get(), du.get(), dout.get(), shape);
+      (void)dout.download();  // keep du alive until the kernel is done
+    } else {
+      qnum::cuda::quantize(s, p, din.get(), dout.get(), shape);
+    }
+  } else {
+    qnum::cuda::quantize(s, p, din.get(), dout.get(), shape);
+  }
+  auto got = dout.download();
+  for (std::size_t i = m; i < got.size(); ++i) REQUIRE_MESSAGE(got[i] == kPoison, what << ": wrote past the output");
+  got.resize(m);
+  require_same_bits(got, cpu, in, what + " shape " + shape_text(shape));
+}
+
+/// Every kind of channel in every position, for each shape.
+template <class Spec>
+void check_shapes(const Spec& s, const qnum::Policy& p, const std::vector<qnum::Shape>& shapes, const std::string& what,
+                  bool explicit_uniforms = false) {
+  std::uint32_t seed = 1;
+  for (const auto& shape : shapes)
+    for (int offset = 0; offset < kModes; ++offset) {
+      const auto in = make_input(shape, offset, seed++);
+      const auto u = make_uniforms(in.size(), seed++);
+      check_tensor(s, p, in, shape, what + " offset " + std::to_string(offset), explicit_uniforms ? &u : nullptr);
+    }
+}
+
+/// Ranks 0..4, channel counts 1..16, sizes around and off multiples of 8 and of torch's 4x8.
+const std::vector<qnum::Shape>& any_rank_shapes() {
+  static const std::vector<qnum::Shape> shapes{
+      {},      {1},       {7},       {8},       {33},       {1000},    {4099},       {1, 13}, {3, 17}, {5, 64},
+      {16, 9}, {2, 1025}, {3, 5, 7}, {1, 2, 3}, {4, 8, 33}, {7, 1, 1}, {2, 3, 5, 7}, {0},     {3, 0},  {0, 5}};
+  return shapes;
+}
+
+/// MASE's 4-D shapes: per-sample sizes below 8 (scalar tail only), off multiples of 8 and 32,
+/// and large enough for torch's cascade to promote partial sums through levels 1..3.
+const std::vector<qnum::Shape>& mase_4d_shapes() {
+  static const std::vector<qnum::Shape> shapes{{1, 1, 1, 1},     {2, 1, 1, 7},   {2, 3, 5, 7},   {3, 1, 1, 9},
+                                               {4, 2, 8, 8},     {2, 3, 17, 19}, {3, 4, 16, 33}, {2, 4, 128, 129},
+                                               {1, 1, 512, 520}, {0, 2, 3, 4}};
+  return shapes;
+}
+
+std::vector<qnum::Policy> both_bundles() {
+  return {qnum::exact, qnum::exact.with_seed(42), qnum::mase_compat, qnum::mase_compat.with_seed(7)};
+}
+
+std::string policy_text(const qnum::Policy& p) {
+  return std::string(p.is_mase() ? "mase" : "exact") + " seed " + std::to_string(p.seed);
+}
+
+std::string binary_text(const qnum::BinarySpec& s) {
+  return std::string("binary ") + (s.bipolar ? "bipolar" : "scaled") + (s.stochastic ? " stochastic" : "");
+}
+
+}  // namespace
+
+TEST_CASE("cuda: binary bipolar (deterministic and stochastic, exact and mase) equals the CPU reference") {
+  for (const bool stochastic : {false, true})
+    for (const auto& p : both_bundles()) {
+      const qnum::BinarySpec s{stochastic, true};
+      check_shapes(s, p, any_rank_shapes(), binary_text(s) + " " + policy_text(p));
+    }
+}
+
+TEST_CASE("cuda: binary scaled per output channel (exact, any rank) equals the CPU reference") {
+  for (const bool stochastic : {false, true})
+    for (const auto& p : {qnum::exact, qnum::exact.with_seed(42)}) {
+      const qnum::BinarySpec s{stochastic, false};
+      check_shapes(s, p, any_rank_shapes(), binary_text(s) + " " + policy_text(p));
+      check_shapes(s, p, mase_4d_shapes(), binary_text(s) + " " + policy_text(p));
+    }
+}
+
+TEST_CASE("cuda: binary scaled (mase, 4-D, torch's float32 sum order) equals the CPU reference") {
+  for (const bool stochastic : {false, true})
+    for (const auto& p : {qnum::mase_compat, qnum::mase_compat.with_seed(7)}) {
+      const qnum::BinarySpec s{stochastic, false};
+      check_shapes(s, p, mase_4d_shapes(), binary_text(s) + " " + policy_text(p));
+    }
+}
+
+TEST_CASE("cuda: binary with explicit uniforms equals the CPU reference") {
+  for (const bool stochastic : {false, true})
+    for (const bool bipolar : {true, false})
+      for (const auto& p : both_bundles()) {
+        const qnum::BinarySpec s{stochastic, bipolar};
+        const auto& shapes = !bipolar && p.is_mase() ? mase_4d_shapes() : any_rank_shapes();
+        check_shapes(s, p, shapes, binary_text(s) + " explicit u " + policy_text(p), true);
+      }
+}
+
+TEST_CASE("cuda: ternary (exact, per output channel, threshold and scaling) equals the CPU reference") {
+  std::vector<qnum::TernarySpec> specs(5);
+  specs[1].scaling_factor = true;
+  specs[2].threshold = 0.5;
+  specs[3].scaling_factor = true, specs[3].threshold = 0.0;
+  specs[4].scaling_factor = true, specs[4].threshold = 1e-3;
+  for (const auto& s : specs) {
+    const std::string what = std::string("ternary exact scaling ") + (s.scaling_factor ? "1" : "0") + " threshold " +
+                             (s.threshold ? std::to_string(*s.threshold) : "none");
+    check_shapes(s, qnum::exact, any_rank_shapes(), what);
+    check_shapes(s, qnum::exact, mase_4d_shapes(), what);
+  }
+}
+
+TEST_CASE("cuda: ternary (mase, 4-D, torch's float32 sum order) equals the CPU reference") {
+  std::vector<qnum::TernarySpec> specs(3);
+  specs[1].scaling_factor = true;
+  specs[2].scaling_factor = true, specs[2].threshold = 0.5;  // MASE ignores the threshold
+  for (const auto& s : specs)
+    check_shapes(s, qnum::mase_compat, mase_4d_shapes(),
+                 std::string("ternary mase scaling ") + (s.scaling_factor ? "1" : "0"));
+}
+
+TEST_CASE("cuda: residual_sign (levels 1..8 exact, 1..3 mase, stacked [L, ...]) equals the CPU reference") {
+  std::vector<qnum::ResidualSignSpec> exact_specs;
+  for (int L = 1; L <= 8; ++L) exact_specs.push_back({L, {}});
+  exact_specs.push_back({3, {0.7, 0.2, 0.1}});
+  exact_specs.push_back({2, {-0.5, 0.1}});
+  for (const auto& s : exact_specs)
+    check_shapes(s, qnum::exact, any_rank_shapes(), "residual_sign exact L " + std::to_string(s.levels));
+  const std::vector<qnum::ResidualSignSpec> mase_specs{
+      {1, {}}, {2, {}}, {3, {}}, {2, {0.1, 0.3}}, {3, {-0.3, 0.2, 0.7}}};
+  for (const auto& s : mase_specs)
+    check_shapes(s, qnum::mase_compat, any_rank_shapes(), "residual_sign mase L " + std::to_string(s.levels));
+}
+
+TEST_CASE("cuda: binarize equals the CPU reference") {
+  for (const auto& p : both_bundles()) check_shapes(qnum::BinarizeSpec{}, p, any_rank_shapes(), "binarize");
+}
+
+TEST_CASE("cuda: binary and ternary in place (in == out) equal the CPU reference") {
+  const qnum::Shape shape{3, 4, 8, 11};
+  const auto in = make_input(shape, 0, 99);
+  auto run = [&](const auto& s, const qnum::Policy& p, const std::string& what) {
+    std::vector<float> cpu = in;
+    qnum::quantize(s, p, std::span<const float>(cpu), std::span<float>(cpu), shape);
+    DeviceBuffer<float> d(in);
+    qnum::cuda::quantize(s, p, d.get(), d.get(), shape);
+    require_same_bits(d.download(), cpu, in, what + " in place");
+  };
+  for (const auto& p : both_bundles()) {
+    for (const bool stochastic : {false, true})
+      for (const bool bipolar : {true, false}) run(qnum::BinarySpec{stochastic, bipolar}, p, "binary");
+    for (const bool scaling : {false, true}) {
+      qnum::TernarySpec s;
+      s.scaling_factor = scaling;
+      run(s, p, "ternary");
+    }
+    run(qnum::BinarizeSpec{}, p, "binarize");
+  }
+}
+
+TEST_CASE("cuda: binary family bad arguments are qnum::Error") {
+  using qnum::Error;
+  DeviceBuffer<float> a(std::vector<float>(64, 0.5f)), b(64 * 8);
+  const qnum::BinarySpec bipolar{}, scaled{false, false};
+  CHECK_THROWS_AS((qnum::cuda::quantize(bipolar, qnum::exact, a.get(), b.get(), {-1, 4})), Error);
+  CHECK_THROWS_AS((qnum::cuda::quantize(bipolar, qnum::exact, nullptr, b.get(), {4})), Error);
+  CHECK_THROWS_AS((qnum::cuda::quantize(bipolar, qnum::exact, a.get(), nullptr, {4})), Error);
+  CHECK_THROWS_AS((qnum::cuda::quantize(qnum::BinarySpec{true, true}, qnum::exact, a.get(), nullptr, b.get(), {4})),
+                  Error);  // explicit uniforms: null
+  CHECK_THROWS_AS((qnum::cuda::quantize(scaled, qnum::mase_compat, a.get(), b.get(), {4, 16})), Error);  // not 4-D
+  CHECK_NOTHROW((qnum::cuda::quantize(scaled, qnum::exact, a.get(), b.get(), {4, 16})));
+  CHECK_NOTHROW((qnum::cuda::quantize(bipolar, qnum::exact, nullptr, nullptr, {0, 3})));  // nothing to do
+
+  qnum::TernarySpec t;
+  CHECK_THROWS_AS((qnum::cuda::quantize(t, qnum::mase_compat, a.get(), b.get(), {8, 8})), Error);  // not 4-D
+  CHECK_THROWS_AS((qnum::cuda::quantize(t, qnum::exact, a.get(), b.get(), {2, -3})), Error);
+  CHECK_THROWS_AS((qnum::cuda::quantize(t, qnum::exact, nullptr, b.get(), {8})), Error);
+  t.threshold = -1.0;
+  CHECK_THROWS_AS((qnum::cuda::quantize(t, qnum::exact, a.get(), b.get(), {8})), Error);  // invalid spec
+
+  CHECK_THROWS_AS((qnum::cuda::quantize(qnum::ResidualSignSpec{9, {}}, qnum::exact, a.get(), b.get(), {8})), Error);
+  CHECK_THROWS_AS((qnum::cuda::quantize(qnum::ResidualSignSpec{4, {}}, qnum::mase_compat, a.get(), b.get(), {8})),
+                  Error);  // MASE: levels 1..3
+  CHECK_THROWS_AS((qnum::cuda::quantize(qnum::ResidualSignSpec{2, {0.5}}, qnum::exact, a.get(), b.get(), {8})), Error);
+  CHECK_THROWS_AS((qnum::cuda::quantize(qnum::ResidualSignSpec{2, {}}, qnum::exact, a.get(), nullptr, {8})), Error);
+
+  CHECK_THROWS_AS((qnum::cuda::quantize(qnum::BinarizeSpec{}, qnum::exact, a.get(), b.get(), {-2})), Error);
+  CHECK_THROWS_AS((qnum::cuda::quantize(qnum::BinarizeSpec{}, qnum::exact, nullptr, b.get(), {2})), Error);
+}
