@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qnum/core/bits.hpp"
@@ -146,18 +147,30 @@ namespace detail {
 inline constexpr std::array<double, 11> mx_clip_quantiles{1.0,  0.995, 0.99, 0.97, 0.95, 0.93,
                                                           0.90, 0.80,  0.70, 0.60, 0.50};
 
-/// Flat (C-order) indices of the tensor with `axis` moved last (MASE's flatten_for_quantize):
-/// runs of shape[axis] consecutive entries are the fibers along the axis.
-inline std::vector<std::int64_t> mx_axis_last_order(const Shape& shape, int axis) {
+/// Flat (C-order) index of position `pos` of the tensor with its axis moved last: fibers of
+/// `n` (the axis length) consecutive positions, fiber f = o * inner + i (o over the axes
+/// before, i over those after).
+QNUM_HD constexpr std::int64_t mx_axis_last_flat(std::int64_t pos, std::int64_t n, std::int64_t inner) {
+  const std::int64_t f = pos / n, t = pos % n;
+  return (f / inner * n + t) * inner + f % inner;
+}
+
+/// Sizes of the axes before and after `axis` (their products).
+inline std::pair<std::int64_t, std::int64_t> mx_outer_inner(const Shape& shape, int axis) {
   std::int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; ++i) outer *= shape[static_cast<std::size_t>(i)];
   for (std::size_t i = static_cast<std::size_t>(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
+  return {outer, inner};
+}
+
+/// Flat (C-order) indices of the tensor with `axis` moved last (MASE's flatten_for_quantize):
+/// runs of shape[axis] consecutive entries are the fibers along the axis.
+inline std::vector<std::int64_t> mx_axis_last_order(const Shape& shape, int axis) {
+  const auto [outer, inner] = mx_outer_inner(shape, axis);
   const std::int64_t n = shape[static_cast<std::size_t>(axis)];
   std::vector<std::int64_t> order;
   order.reserve(static_cast<std::size_t>(outer * n * inner));
-  for (std::int64_t o = 0; o < outer; ++o)
-    for (std::int64_t i = 0; i < inner; ++i)
-      for (std::int64_t t = 0; t < n; ++t) order.push_back((o * n + t) * inner + i);
+  for (std::int64_t pos = 0; pos < outer * n * inner; ++pos) order.push_back(mx_axis_last_flat(pos, n, inner));
   return order;
 }
 
@@ -187,6 +200,11 @@ QNUM_HD inline int mx_exact_scale_exp(const MXElement& e, int scale_bits, double
 QNUM_HD inline float mx_block_element(const MXElement& e, const Policy& p, int sexp, float x, std::uint64_t index) {
   const float y = static_cast<float>(scale2(static_cast<double>(x), -sexp));
   return quantize_element(e, p, y, stochastic_draw(p, index));
+}
+
+/// The value of an element quantized in units of the scale: q * 2^sexp.
+QNUM_HD inline float mx_exact_value(int sexp, float q) {
+  return static_cast<float>(scale2(static_cast<double>(q), sexp));
 }
 
 /// Quantizes one block under OCP semantics; writes values (may be null) and codes (may be
@@ -237,7 +255,7 @@ inline std::uint8_t mx_exact_block(const MXElement& e, int scale_bits, bool quan
   }
   for (std::size_t i = 0; i < n; ++i) {
     const float q = element_of(sexp, i);
-    if (values) values[i] = static_cast<float>(scale2(static_cast<double>(q), sexp));
+    if (values) values[i] = mx_exact_value(sexp, q);
     if (codes) codes[i] = static_cast<std::uint16_t>(mx_element_code(e, q));
   }
   return static_cast<std::uint8_t>(sexp + mx_scale_bias(scale_bits));
@@ -268,10 +286,10 @@ inline void mx_exact_quantize(std::string_view family, const MXElement& e, int s
 // ---- MASE arithmetic (float32, as torch 1.13 on x86-64 CPU) -------------------------------
 
 /// torch's float32 log2, assumed correctly rounded (formats.md §0.3).
-inline float mx_mase_log2f(float v) { return static_cast<float>(std::log2(static_cast<double>(v))); }
+QNUM_HD inline float mx_mase_log2f(float v) { return static_cast<float>(std::log2(static_cast<double>(v))); }
 
 /// torch.pow(2, s) for an integer-valued float32 s (exact; NaN stays NaN).
-inline float mx_mase_exp2f(float s) {
+QNUM_HD inline float mx_mase_exp2f(float s) {
   if (is_nan(s)) return s;
   if (s > 200.0f) return kInf;
   if (s < -200.0f) return 0.0f;
@@ -279,7 +297,7 @@ inline float mx_mase_exp2f(float s) {
 }
 
 /// float32 -> int32 as x86-64 converts it (cvttss2si): NaN and out of range -> INT32_MIN.
-inline std::int32_t mx_to_int32_x86(float v) {
+QNUM_HD inline std::int32_t mx_to_int32_x86(float v) {
   if (!(v >= -2147483648.0f && v < 2147483648.0f)) return std::numeric_limits<std::int32_t>::min();
   return static_cast<std::int32_t>(v);
 }
@@ -289,19 +307,32 @@ inline float mx_torch_lerp(float a, float b, float w) {
   return std::fabs(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }
 
+/// torch.quantile(v, 1) as a reduction: the largest value and whether a NaN was seen (the
+/// same in any order of add/merge for inputs without -0; the callers pass magnitudes).
+struct MxTop {
+  float top = -kInf;
+  bool has_nan = false;
+  QNUM_HD void add(float x) {
+    has_nan |= is_nan(x);
+    top = x > top ? x : top;
+  }
+  QNUM_HD void merge(const MxTop& o) {
+    has_nan |= o.has_nan;
+    top = o.top > top ? o.top : top;
+  }
+  /// rank n-1, lerp(top, top, 0) = top + 0 * (top - top): NaN for a NaN or an Inf on top.
+  QNUM_HD float quantile() const { return has_nan || is_inf(top) ? kNaN : top; }
+};
+
 /// torch.quantile(v, q) (linear interpolation) in float32 as torch 1.13 computes it: rank =
 /// q * (n-1) in float32, NaN anywhere -> rank n-1 -> NaN; lerp of the two neighbours (so an
 /// Inf at the top gives NaN even for q = 1: inf + 0 * (inf - inf)). Sorts `v` in place.
 inline float mx_torch_quantile(std::vector<float>& v, float q) {
   const std::size_t n = v.size();
-  if (q == 1.0f) {  // the common case without sorting: rank n-1, lerp(top, top, 0) = top + 0 * (top - top)
-    float top = -kInf;
-    bool has_nan = false;
-    for (float x : v) {
-      has_nan |= is_nan(x);
-      top = x > top ? x : top;
-    }
-    return has_nan || is_inf(top) ? kNaN : top;
+  if (q == 1.0f) {  // the common case without sorting
+    MxTop t;
+    for (float x : v) t.add(x);
+    return t.quantile();
   }
   bool has_nan = false;
   for (float x : v) has_nan |= is_nan(x);
@@ -321,7 +352,7 @@ struct MaseMXIntParams {
 };
 
 /// The same from the block's exponent sc = ceil(log2(max(clip, tiny))).
-inline MaseMXIntParams mase_mxint_params_at(const MXIntSpec& s, float sc) {
+QNUM_HD inline MaseMXIntParams mase_mxint_params_at(const MXIntSpec& s, float sc) {
   const float mul = pow2f(s.width - 1);
   const int bias = mx_scale_bias(s.scale_bits);
   float S = sc + static_cast<float>(bias);
@@ -331,14 +362,14 @@ inline MaseMXIntParams mase_mxint_params_at(const MXIntSpec& s, float sc) {
   return {mx_mase_exp2f(sc), mul, -mul, mul - 1.0f, mx_mase_exp2f(S - static_cast<float>(bias))};
 }
 
-inline MaseMXIntParams mase_mxint_params(const MXIntSpec& s, float clip) {
+QNUM_HD inline MaseMXIntParams mase_mxint_params(const MXIntSpec& s, float clip) {
   const float tiny = std::numeric_limits<float>::min();
   if (clip < tiny) clip = tiny;  // clamp(min=tiny); NaN stays NaN
   return mase_mxint_params_at(s, std::ceil(mx_mase_log2f(clip)));
 }
 
 /// One element of a MASE mxint block (compose(extract(x))) in float32.
-inline float mase_mxint_element(const MaseMXIntParams& q, float x) {
+QNUM_HD inline float mase_mxint_element(const MaseMXIntParams& q, float x) {
   const float y = x / q.p2;
   float m = std::nearbyint(y * q.mul);  // torch.round: half to even, keeps -0
   if (m < q.lo) m = q.lo;
@@ -352,47 +383,66 @@ inline void mase_mxint_block(const MXIntSpec& s, float clip, std::span<const flo
   for (std::size_t i = 0; i < xs.size(); ++i) out[i] = mase_mxint_element(q, xs[i]);
 }
 
+/// MASE mxfp's view of an element: float32 subnormals flush to zero (also for the scale).
+QNUM_HD inline bool mase_mxfp_flushes(float x) { return (float_bits(x) & 0x7F800000u) == 0; }
+QNUM_HD inline float mase_mxfp_abs(float x) { return mase_mxfp_flushes(x) ? 0.0f : std::fabs(x); }
+
+/// MASE mxfp's shared exponent from the block's clip value amax (a quantile of mase_mxfp_abs).
+/// int32 arithmetic wraps as in torch (NaN/-inf -> INT32_MIN -> INT32_MIN - emax wraps high).
+QNUM_HD inline std::int32_t mase_mxfp_shared_exp(int ebits, float amax) {
+  std::int32_t shared = mx_to_int32_x86(std::floor(mx_mase_log2f(amax)));
+  shared =
+      static_cast<std::int32_t>(static_cast<std::uint32_t>(shared) - static_cast<std::uint32_t>(mase_mx_emax(ebits)));
+  return shared < -127 ? -127 : (shared > 128 ? 128 : shared);
+}
+
+/// The scale byte: shared + 127, or 0 when every element of the block flushes to zero.
+QNUM_HD inline std::uint8_t mase_mxfp_scale_byte(std::int32_t shared, bool all_flushed) {
+  return all_flushed ? 0 : static_cast<std::uint8_t>(shared + 127);
+}
+
+/// The code of element x in a block of shared exponent `shared` (low 8 bits of MASE's codec).
+/// x / 2^shared as x86 divides (NaN payloads reach the codec's mantissa bits).
+QNUM_HD inline std::uint16_t mase_mxfp_code(int ebits, int mbits, std::int32_t shared, float x) {
+  const float y = mase_mxfp_flushes(x) ? 0.0f : mase_x86_div(x, pow2f(shared));
+  return static_cast<std::uint16_t>(mase_mx_minifloat_encode(ebits, mbits, y) & 0xFFu);
+}
+
 /// MASE mxfp components of one block for a given quantile: the scale byte and the element codes.
 inline std::uint8_t mase_mxfp_extract(const MXFPSpec& s, float q, std::span<const float> xs, std::uint16_t* codes,
                                       std::vector<float>& scratch) {
-  const int E = s.exponent_width, M = s.frac_width;
   const std::size_t n = xs.size();
   scratch.resize(n);
   bool all_flushed = true;
   for (std::size_t i = 0; i < n; ++i) {
-    const bool flush = (float_bits(xs[i]) & 0x7F800000u) == 0;
-    all_flushed &= flush;
-    scratch[i] = flush ? 0.0f : std::fabs(xs[i]);
+    all_flushed &= mase_mxfp_flushes(xs[i]);
+    scratch[i] = mase_mxfp_abs(xs[i]);
   }
-  const float amax = mx_torch_quantile(scratch, q);
-  // int32 arithmetic wraps as in torch (NaN/-inf -> INT32_MIN -> INT32_MIN - emax wraps high)
-  std::int32_t shared = mx_to_int32_x86(std::floor(mx_mase_log2f(amax)));
-  shared = static_cast<std::int32_t>(static_cast<std::uint32_t>(shared) - static_cast<std::uint32_t>(mase_mx_emax(E)));
-  shared = std::clamp<std::int32_t>(shared, -127, 128);
-  const std::uint8_t S = all_flushed ? 0 : static_cast<std::uint8_t>(shared + 127);
-  const float scale = pow2f(shared);
-  for (std::size_t i = 0; i < n; ++i) {
-    const bool flush = (float_bits(xs[i]) & 0x7F800000u) == 0;
-    const float y = flush ? 0.0f : xs[i] / scale;
-    codes[i] = static_cast<std::uint16_t>(mase_mx_minifloat_encode(E, M, y) & 0xFFu);
-  }
-  return S;
+  const std::int32_t shared = mase_mxfp_shared_exp(s.exponent_width, mx_torch_quantile(scratch, q));
+  for (std::size_t i = 0; i < n; ++i) codes[i] = mase_mxfp_code(s.exponent_width, s.frac_width, shared, xs[i]);
+  return mase_mxfp_scale_byte(shared, all_flushed);
 }
 
 /// MASE mxfp compose: decode(code) * 2^(S - 127) in float32.
-inline float mase_mxfp_value(const MXFPSpec& s, std::uint8_t S, std::uint16_t code) {
+QNUM_HD inline float mase_mxfp_value(const MXFPSpec& s, std::uint8_t S, std::uint16_t code) {
   return mase_mx_minifloat_decode(s.exponent_width, s.frac_width, code) * pow2f(static_cast<int>(S) - 127);
 }
 
-/// MASE's block order and the divisibility assert (no padding; blocks may straddle rows).
-inline std::vector<std::int64_t> mase_mx_order(std::string_view family, int block_dim, int block_size,
-                                               const Shape& shape) {
+/// MASE's checks (rank >= 1, the divisibility assert: no padding, blocks may straddle rows);
+/// returns the normalised block axis.
+inline int mase_mx_axis(std::string_view family, int block_dim, int block_size, const Shape& shape) {
   require(!shape.empty(), family, ": mase_compat needs a tensor of rank >= 1 (MASE takes block_dim % rank)");
   const int axis = mx_axis(family, block_dim, shape.size());
   const auto n = numel(shape);
   require(n % block_size == 0, family, ": ", n, " elements are not divisible by block_size ", block_size,
           " (mase_compat blocks the flattened tensor without padding)");
-  return mx_axis_last_order(shape, axis);
+  return axis;
+}
+
+/// MASE's block order (blocks are runs of block_size positions of it).
+inline std::vector<std::int64_t> mase_mx_order(std::string_view family, int block_dim, int block_size,
+                                               const Shape& shape) {
+  return mx_axis_last_order(shape, mase_mx_axis(family, block_dim, block_size, shape));
 }
 
 inline void mase_mxint_quantize(const MXIntSpec& s, std::span<const float> in, std::span<float> out,

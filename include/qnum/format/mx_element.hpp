@@ -174,24 +174,37 @@ namespace detail {
 // ---- MASE's `_minifloat_mx` codec (finite mode, round-to-nearest), float32 faithfully -----
 
 /// MASE's exponent bias for the MX element codec: 2^(E-1) - 1 (0 for E1M2).
-constexpr int mase_mx_bias(int ebits) { return (1 << (ebits - 1)) - 1; }
+QNUM_HD constexpr int mase_mx_bias(int ebits) { return (1 << (ebits - 1)) - 1; }
+
+/// a / b as x86-64 SSE divides, NaN payloads included (a GPU's NaN results are canonical): a
+/// NaN operand comes back quieted (a's first); Inf / Inf and 0 / 0 give the default NaN
+/// 0xFFC00000. The MASE codec below reads a NaN's mantissa bits, so they must be the CPU's.
+QNUM_HD inline float mase_x86_div(float a, float b) {
+  if (is_nan(a)) return bits_float(float_bits(a) | 0x00400000u);
+  if (is_nan(b)) return bits_float(float_bits(b) | 0x00400000u);
+  if ((is_inf(a) && is_inf(b)) || (a == 0.0f && b == 0.0f)) return bits_float(0xFFC00000u);
+  return a / b;
+}
 
 /// MASE's `extract_minifloat_component` (is_finite, "rn"): code = (biased_exp << M) OR frac,
 /// with its carry-by-OR, one-binade truncated subnormals and float32 flush of subnormal inputs.
-/// NaN/Inf inputs follow the arithmetic (glibc frexp gives exponent 0 and keeps the payload).
-inline std::uint32_t mase_mx_minifloat_encode(int ebits, int mbits, float x) {
+/// NaN/Inf inputs follow the arithmetic on x86-64 / glibc: frexp gives exponent 0 and keeps
+/// the (quieted) payload, whose top mantissa bits become the fraction. Read from the bits,
+/// which is what frexp(|x|) * 2 computes for the zero, normal, Inf and NaN inputs reaching it.
+QNUM_HD inline std::uint32_t mase_mx_minifloat_encode(int ebits, int mbits, float x) {
   const int bias = mase_mx_bias(ebits);
   const int exp_max = (1 << ebits) - 1;
   const int exp_max_biased = exp_max - bias, exp_min_biased = -bias;
   const bool sign = x < 0;
-  const bool flush = (float_bits(std::fabs(x)) & 0x7F800000u) == 0;
-  const float xn = flush ? 0.0f : x;
-  int fe = 0;
-  const float frac2 = std::frexp(std::fabs(xn), &fe) * 2.0f;
-  const int xe = fe - 1;
+  const std::uint32_t b = float_bits(x) & 0x7FFFFFFFu;
+  const std::uint32_t biased = b >> 23;
+  const bool flush = biased == 0;  // zero and subnormal inputs
+  const bool special = biased == 0xFFu;
+  const int xe = flush || special ? -1 : static_cast<int>(biased) - 127;  // frexp's exponent - 1
+  const std::uint32_t mant = flush ? 0u : (is_nan(x) ? b | 0x00400000u : b) & 0x7FFFFFu;
   const bool underflow = xe<exp_min_biased, overflow = xe> exp_max_biased;
   int ye = xe + bias;
-  const std::int32_t top15 = static_cast<std::int32_t>(float_bits(frac2) & 0x7FFFFFu) >> 8;
+  const auto top15 = static_cast<std::int32_t>(mant >> 8);
   const float t = static_cast<float>(top15) / static_cast<float>(1 << (15 - mbits));  // exact
   auto yf = static_cast<std::int32_t>(std::nearbyint(t));                             // RNE, |t| < 2^15
   if (ye == 0 && yf != 0) yf = (yf | (1 << mbits)) >> 1;
@@ -204,7 +217,7 @@ inline std::uint32_t mase_mx_minifloat_encode(int ebits, int mbits, float x) {
 }
 
 /// MASE's `compose_minifloat_component` (finite): value of a code in float32.
-inline float mase_mx_minifloat_decode(int ebits, int mbits, std::uint32_t code) {
+QNUM_HD inline float mase_mx_minifloat_decode(int ebits, int mbits, std::uint32_t code) {
   const std::uint32_t sign_mask = 1u << (ebits + mbits);
   const bool neg = (code & sign_mask) != 0;
   const std::uint32_t c = code & 0x7FFFu;
@@ -219,7 +232,7 @@ inline float mase_mx_minifloat_decode(int ebits, int mbits, std::uint32_t code) 
 }
 
 /// MASE's finite-mode emax of an element: (2^E - 1) - bias (E4M3 8, E5M2 16, E2M1 2, E1M2 1).
-constexpr int mase_mx_emax(int ebits) { return (1 << ebits) - 1 - mase_mx_bias(ebits); }
+QNUM_HD constexpr int mase_mx_emax(int ebits) { return (1 << ebits) - 1 - mase_mx_bias(ebits); }
 
 }  // namespace detail
 }  // namespace qnum

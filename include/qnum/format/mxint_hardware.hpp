@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/spec_text.hpp"
@@ -52,11 +53,29 @@ struct MXIntHardwareSpec {
 // ---- tensor quantize and info ----------------------------------------------------------
 
 namespace detail {
-/// MASE's mxint_quant_block on one tile, in float32: e = clamp(ceil(log2 max|x|) - 2^(ew-1),
-/// -2^(ew-1), 2^ew - 1 - 2^(ew-1)); out = 2^e * clamp(floor(x / 2^e), -2^(W-1), 2^(W-1) - 1).
-/// A NaN anywhere makes the tile NaN; an all-zero tile takes the smallest exponent.
+/// The step 2^e of a tile whose max |x| is `amax` (NaN if the tile holds a NaN, as torch.max
+/// propagates it), in float32: e = clamp(ceil(log2 amax) - 2^(ew-1), -2^(ew-1), 2^ew - 1 -
+/// 2^(ew-1)); an all-zero tile takes the smallest exponent; NaN stays NaN.
+QNUM_HD inline float mxint_hardware_step(int exponent_width, float amax) {
+  const int bias = 1 << (exponent_width - 1);
+  float e = std::ceil(static_cast<float>(std::log2(static_cast<double>(amax)))) - static_cast<float>(bias);
+  const float emin = static_cast<float>(-bias), emax = static_cast<float>((1 << exponent_width) - 1 - bias);
+  if (e < emin) e = emin;
+  if (e > emax) e = emax;
+  return is_nan(e) ? e : pow2f(static_cast<int>(e));
+}
+
+/// One element of a tile with step p2: p2 * clamp(floor(x / p2), -2^(W-1), 2^(W-1) - 1).
+QNUM_HD inline float mxint_hardware_element(int width, float p2, float x) {
+  const float lo = -pow2f(width - 1), hi = pow2f(width - 1) - 1.0f;
+  float m = std::floor(x / p2);
+  if (m < lo) m = lo;
+  if (m > hi) m = hi;
+  return p2 * m;
+}
+
+/// MASE's mxint_quant_block on one tile (mxint_hardware_step, then each element).
 inline void mxint_hardware_tile(const MXIntHardwareSpec& s, std::span<float> tile) {
-  const int bias = 1 << (s.exponent_width - 1);
   float amax = 0.0f;
   bool nan = false;
   for (float x : tile) {
@@ -64,18 +83,8 @@ inline void mxint_hardware_tile(const MXIntHardwareSpec& s, std::span<float> til
     amax = std::max(amax, std::fabs(x));
   }
   if (nan) amax = kNaN;  // torch.max propagates NaN
-  float e = std::ceil(static_cast<float>(std::log2(static_cast<double>(amax)))) - static_cast<float>(bias);
-  const float emin = static_cast<float>(-bias), emax = static_cast<float>((1 << s.exponent_width) - 1 - bias);
-  if (e < emin) e = emin;
-  if (e > emax) e = emax;
-  const float p2 = is_nan(e) ? e : pow2f(static_cast<int>(e));
-  const float lo = -pow2f(s.width - 1), hi = pow2f(s.width - 1) - 1.0f;
-  for (float& x : tile) {
-    float m = std::floor(x / p2);
-    if (m < lo) m = lo;
-    if (m > hi) m = hi;
-    x = p2 * m;
-  }
+  const float p2 = mxint_hardware_step(s.exponent_width, amax);
+  for (float& x : tile) x = mxint_hardware_element(s.width, p2, x);
 }
 }  // namespace detail
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/spec_text.hpp"
@@ -68,7 +69,7 @@ struct ScaleIntegerRow {
 namespace detail {
 
 /// MASE's scale: `2 ** (W-1) / x_max` is Tensor.__rtruediv__ = reciprocal(x_max) * 2^(W-1).
-inline float scale_integer_mase_scale(const ScaleIntegerSpec& s, float row_max) {
+QNUM_HD inline float scale_integer_mase_scale(const ScaleIntegerSpec& s, float row_max) {
   const float x_max = row_max + 1e-9f;
   return (1.0f / x_max) * pow2f(s.is_signed ? s.width - 1 : s.width);
 }
@@ -84,7 +85,7 @@ inline float row_abs_max(std::span<const float> row) {
 }
 
 /// MASE: k = clamp(round(x * s), kmin, kmax) in float32 (NaN stays NaN, -0 stays -0).
-inline float scale_integer_code_mase(const ScaleIntegerSpec& s, float x, float scale) {
+QNUM_HD inline float scale_integer_code_mase(const ScaleIntegerSpec& s, float x, float scale) {
   const float v = x * scale;
   if (v != v) return v;
   float k = static_cast<float>(round_int(static_cast<double>(v), Rounding::nearest_even));
@@ -95,42 +96,50 @@ inline float scale_integer_code_mase(const ScaleIntegerSpec& s, float x, float s
 }
 
 /// exact: k = clamp(round(x * kmax / row_max)) under the policy's rounding; row_max > 0, finite.
-inline std::int64_t scale_integer_code_exact(const ScaleIntegerSpec& s, const Policy& p, float x, float row_max,
-                                             std::uint64_t index) {
+QNUM_HD inline std::int64_t scale_integer_code_exact(const ScaleIntegerSpec& s, const Policy& p, float x, float row_max,
+                                                     std::uint64_t index) {
   const double v = static_cast<double>(x) * static_cast<double>(s.kmax()) / static_cast<double>(row_max);
   const double k = round_int(v, p.rounding, stochastic_draw(p, index));
   return static_cast<std::int64_t>(std::clamp(k, static_cast<double>(s.kmin()), static_cast<double>(s.kmax())));
 }
 
 /// exact value of code k: k * row_max / kmax (row max lands exactly on itself).
-inline float scale_integer_value_exact(const ScaleIntegerSpec& s, std::int64_t k, float row_max) {
+QNUM_HD inline float scale_integer_value_exact(const ScaleIntegerSpec& s, std::int64_t k, float row_max) {
   return static_cast<float>(static_cast<double>(k) * static_cast<double>(row_max) / static_cast<double>(s.kmax()));
 }
 
 /// exact: one element of a row whose max |x| is m (finite); `index` keys stochastic rounding.
-inline float scale_integer_element_exact(const ScaleIntegerSpec& s, const Policy& p, float x, float m,
-                                         std::uint64_t index) {
+QNUM_HD inline float scale_integer_element_exact(const ScaleIntegerSpec& s, const Policy& p, float x, float m,
+                                                 std::uint64_t index) {
   if (m == 0.0f) return s.is_signed ? x : 0.0f;  // all-zero row stays zero (signed keeps -0)
   const auto k = scale_integer_code_exact(s, p, x, m, index);
   const float v = scale_integer_value_exact(s, k, m);
   return v == 0.0f && s.is_signed && sign_bit(x) ? -0.0f : v;
 }
 
+/// An order-independent key for row_abs_max (for parallel reductions): the bits of |x| order
+/// as the magnitudes do and every NaN's lie above +inf's, so the largest key is row_abs_max's
+/// value (NaN, of some payload, iff the row holds one).
+QNUM_HD constexpr std::uint32_t abs_max_key(float x) { return float_bits(x) & 0x7FFFFFFFu; }
+
+/// One element of a row whose max |x| is m (row_abs_max: NaN if the row holds one) under
+/// either bundle; `index` keys stochastic rounding. The CPU rows and the CUDA kernel share it.
+QNUM_HD inline float scale_integer_element(const ScaleIntegerSpec& s, const Policy& p, float x, float m,
+                                           std::uint64_t index) {
+  if (p.is_mase()) {
+    // NaN or inf in the row: s is NaN or 0, and k / s is NaN for every element.
+    const float scale = scale_integer_mase_scale(s, m);
+    return scale_integer_code_mase(s, x, scale) / scale;
+  }
+  if (!is_finite(m)) return kNaN;  // no finite scale
+  return scale_integer_element_exact(s, p, x, m, index);
+}
+
 /// Quantizes one row; `first_index` is the row's flat offset (keys stochastic rounding).
 inline void scale_integer_row(const ScaleIntegerSpec& s, const Policy& p, std::span<const float> row,
                               std::span<float> out, std::uint64_t first_index) {
   const float m = row_abs_max(row);
-  if (p.is_mase()) {
-    // NaN or inf in the row: s is NaN or 0, and k / s is NaN for every element.
-    const float scale = scale_integer_mase_scale(s, m);
-    for (std::size_t j = 0; j < row.size(); ++j) out[j] = scale_integer_code_mase(s, row[j], scale) / scale;
-    return;
-  }
-  if (!std::isfinite(m)) {
-    for (auto& o : out) o = kNaN;  // no finite scale
-    return;
-  }
-  for (std::size_t j = 0; j < row.size(); ++j) out[j] = scale_integer_element_exact(s, p, row[j], m, first_index + j);
+  for (std::size_t j = 0; j < row.size(); ++j) out[j] = scale_integer_element(s, p, row[j], m, first_index + j);
 }
 
 }  // namespace detail
