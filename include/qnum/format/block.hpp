@@ -24,6 +24,7 @@
 
 #include "qnum/core/bits.hpp"
 #include "qnum/core/error.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/core/shape.hpp"
@@ -207,13 +208,14 @@ namespace detail {
 
 // ---- MASE float32 primitives ---------------------------------------------------------------
 // torch evaluates every step on float32 tensors; these reproduce those steps one element at
-// a time (no FMA contraction: each op rounds to float like torch's kernels).
+// a time (no FMA contraction: each op rounds to float like torch's kernels). QNUM_HD: the CUDA
+// kernels (cuda/src/block_kernels.cu) run these very definitions.
 
 /// torch.log2 on float32, taken as correctly rounded (spec §0.3).
-inline float mase_log2(float v) { return static_cast<float>(std::log2(static_cast<double>(v))); }
+QNUM_HD inline float mase_log2(float v) { return static_cast<float>(std::log2(static_cast<double>(v))); }
 
 /// torch's `2 ** e` for an integral (or non-finite) float e: exact 2^e, inf above, 0 below.
-inline float mase_exp2(float e) {
+QNUM_HD inline float mase_exp2(float e) {
   if (e != e) return e;
   if (e >= 128.0f) return kInf;
   if (e <= -150.0f) return 0.0f;  // 2^-150 is a tie with 0 and rounds to even (0)
@@ -221,38 +223,56 @@ inline float mase_exp2(float e) {
 }
 
 /// torch.clamp: NaN in the value or in a (tensor) bound gives NaN.
-inline float mase_clamp(float x, float lo, float hi) {
+QNUM_HD inline float mase_clamp(float x, float lo, float hi) {
   if (x != x || lo != lo || hi != hi) return kNaN;
   return x < lo ? lo : (x > hi ? hi : x);
 }
 
 /// torch.round (half to even; keeps the sign of zero; NaN/inf unchanged).
 /// nearbyint in the default (to-nearest-even) mode is exactly that, and one instruction.
-inline float mase_round(float x) { return std::nearbyint(x); }
+QNUM_HD inline float mase_round(float x) { return std::nearbyint(x); }
 
 /// torch.sign (0 for +-0; NaN never reaches an output through it in these formulas).
-inline float mase_sign(float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f); }
+QNUM_HD inline float mase_sign(float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f); }
 
 /// torch.isclose(x, 0) with default tolerances: |x| <= 1e-8 (float32 compare).
-inline bool mase_close_to_zero(float x) { return x == 0.0f || std::fabs(x) <= 1e-8f; }
+QNUM_HD inline bool mase_close_to_zero(float x) { return x == 0.0f || std::fabs(x) <= 1e-8f; }
+
+/// torch's max |x| over a block, one element at a time: NaN anywhere -> NaN (sticky), so
+/// the merge is order-free (a warp reduction gets the CPU's value; only a NaN's payload may
+/// differ, and every formula after it turns NaN into the canonical kNaN through mase_clamp).
+QNUM_HD inline float mase_max_merge(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return b > a ? b : a;
+}
+
+/// MASE's zero-block rule as an unsigned min over the blocks: the key orders "smallest
+/// non-zero max" (a NaN max counts as the smallest: key 0; a zero max is ignored: key ~0;
+/// positive floats order like their bits).
+QNUM_HD inline std::uint32_t mase_zero_rule_key(float m) {
+  if (m != m) return 0u;
+  return m == 0.0f ? ~0u : float_bits(m);
+}
+
+/// A block max after the zero-block rule, given the min key over the tensor: all maxima 0 ->
+/// 1; a zero max takes the smallest non-zero max (NaN when some max is NaN).
+QNUM_HD inline float mase_zero_rule_apply(float m, std::uint32_t min_key) {
+  if (m != 0.0f) return m;
+  if (min_key == ~0u) return 1.0f;
+  return min_key == 0u ? kNaN : bits_float(min_key);
+}
 
 /// MASE's zero-block rule on per-block maxima: all 0 -> all 1; otherwise a 0 takes the
 /// smallest non-zero maximum (a NaN maximum counts as the smallest).
 inline void mase_fix_zero_blocks(std::vector<float>& m) {
-  bool all_zero = true, have = false;
-  float smallest = 0.0f;
-  for (float v : m) {
-    if (v == 0.0f) continue;
-    all_zero = false;
-    if (!have || v != v || (smallest == smallest && v < smallest)) smallest = v;
-    have = true;
-  }
-  for (float& v : m)
-    if (all_zero)
-      v = 1.0f;
-    else if (v == 0.0f)
-      v = smallest;
+  std::uint32_t key = ~0u;
+  for (float v : m) key = std::min(key, mase_zero_rule_key(v));
+  for (float& v : m) v = mase_zero_rule_apply(v, key);
 }
+
+/// MASE unblocks 2-D weights and 3-D activations with F.fold, whose `0 + v` turns -0 into +0.
+QNUM_HD inline float mase_fold_add(float q, bool fold) { return fold ? 0.0f + q : q; }
 
 /// Per-block max |x| as torch computes it (NaN anywhere in the block -> NaN), then MASE's
 /// zero-block rule: all maxima 0 -> all 1; otherwise a zero max takes the smallest non-zero
@@ -261,14 +281,7 @@ inline std::vector<float> mase_block_maxima(const BlockLayout& L, std::span<cons
   std::vector<float> m(static_cast<std::size_t>(L.num_blocks()), 0.0f);
   for_each_tile(L, [&](std::int64_t b, std::span<const std::int64_t> idx) {
     float mx = 0.0f;
-    for (auto i : idx) {
-      const float a = std::fabs(in[static_cast<std::size_t>(i)]);
-      if (a != a) {
-        mx = a;
-        break;
-      }
-      if (a > mx) mx = a;
-    }
+    for (auto i : idx) mx = mase_max_merge(mx, std::fabs(in[static_cast<std::size_t>(i)]));
     m[static_cast<std::size_t>(b)] = mx;
   });
   mase_fix_zero_blocks(m);
@@ -282,16 +295,24 @@ struct BlockScan {
   double max = 0;
   bool has_nan = false, has_inf = false;
 };
+/// Adds one element to a scan.
+QNUM_HD inline void scan_add(BlockScan& s, float v) {
+  if (v != v)
+    s.has_nan = true;
+  else if (is_inf(v))
+    s.has_inf = true;
+  else if (abs(static_cast<double>(v)) > s.max)
+    s.max = abs(static_cast<double>(v));
+}
+/// Merges two partial scans (order-free: the CUDA kernels reduce lane scans with it).
+QNUM_HD inline void scan_merge(BlockScan& s, const BlockScan& o) {
+  if (o.max > s.max) s.max = o.max;
+  s.has_nan = s.has_nan || o.has_nan;
+  s.has_inf = s.has_inf || o.has_inf;
+}
 inline BlockScan scan_block(std::span<const float> x) {
   BlockScan s;
-  for (float v : x) {
-    if (v != v)
-      s.has_nan = true;
-    else if (is_inf(v))
-      s.has_inf = true;
-    else if (std::fabs(static_cast<double>(v)) > s.max)
-      s.max = std::fabs(static_cast<double>(v));
-  }
+  for (float v : x) scan_add(s, v);
   return s;
 }
 

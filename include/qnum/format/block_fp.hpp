@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/block.hpp"
@@ -84,12 +85,12 @@ namespace detail {
 
 /// MASE block_fp's block scale 2^e, e = clamp(ceil(log2 max), emin, emax) in float32
 /// (2^128 = inf makes such blocks NaN, as in MASE).
-inline float mase_block_fp_scale(float block_max, float emin, float emax) {
+QNUM_HD inline float mase_block_fp_scale(float block_max, float emin, float emax) {
   return mase_exp2(mase_clamp(std::ceil(mase_log2(block_max)), emin, emax));
 }
 
 /// One element of a MASE block_fp block with scale p (shift = 2^M, kmax = 2^M - 1).
-inline float mase_block_fp_element(float x, float p, float shift, float kmax, bool fold) {
+QNUM_HD inline float mase_block_fp_element(float x, float p, float shift, float kmax, bool fold) {
   const float sign = mase_sign(x + 1e-9f);
   const float v = std::fabs(x) + 1e-9f;
   const float k = mase_clamp(mase_round(v / p * shift), 0.0f, kmax);
@@ -102,58 +103,94 @@ inline float mase_block_fp_element(float x, float p, float shift, float kmax, bo
 /// MASE's block_fp on a whole tensor, step for step in float32 (spec §2.6): shared
 /// e = clamp(ceil(log2 max)); s = sign(x+1e-9); k = clamp(round((|x|+1e-9)/2^e*2^M)); the
 /// fold paths add +0; finally |x| <= 1e-8 passes through as (1-c)*q + c*x.
+/// The float32 constants of MASE's block_fp (trivially copyable: the CUDA kernels take it by value).
+struct BlockFPMase {
+  float emin = 0, emax = 0, shift = 0, kmax = 0;
+};
+inline BlockFPMase block_fp_mase_params(const BlockFPSpec& s) {
+  const float shift = pow2f(s.mantissa_bits());
+  return {static_cast<float>(s.emin()), static_cast<float>(s.emax()), shift, shift - 1.0f};
+}
+
 inline void block_fp_quantize_mase(const BlockFPSpec& s, std::span<const float> in, std::span<float> out,
                                    const Shape& shape, Role role) {
   const auto L = mase_block_layout(s.name, shape, s.block_size, role);
   const auto maxima = mase_block_maxima(L, in);
-  const float emin = static_cast<float>(s.emin()), emax = static_cast<float>(s.emax());
-  const float shift = pow2f(s.mantissa_bits()), kmax = shift - 1.0f;
+  const auto k = block_fp_mase_params(s);
   for_each_tile(L, [&](std::int64_t b, std::span<const std::int64_t> idx) {
-    const float p = mase_block_fp_scale(maxima[static_cast<std::size_t>(b)], emin, emax);
+    const float p = mase_block_fp_scale(maxima[static_cast<std::size_t>(b)], k.emin, k.emax);
     for (auto i : idx)
       out[static_cast<std::size_t>(i)] =
-          mase_block_fp_element(in[static_cast<std::size_t>(i)], p, shift, kmax, L.mase_fold);
+          mase_block_fp_element(in[static_cast<std::size_t>(i)], p, k.shift, k.kmax, L.mase_fold);
   });
 }
 
 // ---- exact block codec -------------------------------------------------------------------
 
+// The per-block steps are QNUM_HD functions of a trivially copyable parameter struct, so the
+// CUDA kernels (one warp per block) run the same definitions as block_fp_encode_exact.
+
+/// What exact mode needs of a BlockFPSpec: mantissa bits and the shared exponent range.
+struct BlockFPExact {
+  int M = 0, emin = 0, emax = 0;
+};
+inline BlockFPExact block_fp_exact_params(const BlockFPSpec& s) {
+  return {s.mantissa_bits(), s.emin(), s.emax_exact()};
+}
+
+/// The shared exponent before any carry: max in [2^(e-1), 2^e), the top one for an Inf.
+QNUM_HD inline int block_fp_exponent_exact(const BlockFPExact& k, const BlockScan& scan) {
+  if (scan.has_inf) return k.emax;
+  if (scan.max > 0) return std::clamp(ilog2(scan.max) + 1, k.emin, k.emax);
+  return k.emin;
+}
+
+/// Code (sign << M | k) of one element at shared exponent e; sets `carry` when its magnitude
+/// rounded to 2^M (the code saturates at 2^M - 1).
+QNUM_HD inline std::uint32_t block_fp_code_exact(const BlockFPExact& k, int e, const Policy& p, float x,
+                                                 std::uint64_t index, bool& carry) {
+  const double kmax = pow2(k.M) - 1.0;
+  const bool neg = sign_bit(x);
+  double m = kmax + 1.0;
+  if (!is_inf(x))
+    m = round_magnitude(scale2(abs(static_cast<double>(x)), k.M - e), neg, p.rounding, stochastic_draw(p, index));
+  carry = carry || m > kmax;
+  return (static_cast<std::uint32_t>(neg) << k.M) | static_cast<std::uint32_t>(std::min(m, kmax));
+}
+
+/// The exponent after the first rounding pass: one binade up when some element carried (the
+/// coarser step cannot carry again), unless already at the top or the block holds an Inf.
+QNUM_HD inline int block_fp_carry_exponent(const BlockFPExact& k, int e, bool carry, const BlockScan& scan) {
+  return carry && e < k.emax && !scan.has_inf ? e + 1 : e;
+}
+
+/// Value of a sign-magnitude code with M mantissa bits at shared exponent e.
+QNUM_HD inline float block_fp_decode_exact(int M, int e, std::uint32_t code) {
+  const double k = static_cast<double>(code & ((1u << M) - 1u));
+  const double v = scale2(k, e - M);
+  return static_cast<float>((code >> M) & 1u ? -v : v);
+}
+inline float block_fp_decode_exact(const BlockFPSpec& s, int e, std::uint32_t code) {
+  return block_fp_decode_exact(s.mantissa_bits(), e, code);
+}
+
 /// Exact codes of one gathered block: returns the shared exponent e and writes sign-magnitude
 /// codes (sign << M | k). `index[j]` keys element j's stochastic draw. Requires no NaN.
 inline int block_fp_encode_exact(const BlockFPSpec& s, const Policy& p, std::span<const float> x,
                                  std::span<const std::int64_t> index, std::span<std::uint32_t> codes) {
-  const int M = s.mantissa_bits(), emin = s.emin(), emax = s.emax_exact();
-  const double kmax = pow2(M) - 1.0;
+  const auto k = block_fp_exact_params(s);
   const auto scan = scan_block(x);
-  int e = emin;
-  if (scan.has_inf)
-    e = emax;
-  else if (scan.max > 0)
-    e = std::clamp(ilog2(scan.max) + 1, emin, emax);
   // Rounds every element at step 2^(e-M); true when some magnitude reached 2^M (carry).
-  auto round_all = [&](int ee) {
+  auto round_all = [&](int e) {
     bool carry = false;
-    for (std::size_t j = 0; j < x.size(); ++j) {
-      const bool neg = sign_bit(x[j]);
-      double k = kmax + 1.0;
-      if (!is_inf(x[j]))
-        k = round_magnitude(scale2(std::fabs(static_cast<double>(x[j])), M - ee), neg, p.rounding,
-                            stochastic_draw(p, static_cast<std::uint64_t>(index[j])));
-      carry |= k > kmax;
-      codes[j] = (static_cast<std::uint32_t>(neg) << M) | static_cast<std::uint32_t>(std::min(k, kmax));
-    }
+    for (std::size_t j = 0; j < x.size(); ++j)
+      codes[j] = block_fp_code_exact(k, e, p, x[j], static_cast<std::uint64_t>(index[j]), carry);
     return carry;
   };
-  if (round_all(e) && e < emax && !scan.has_inf) round_all(++e);  // coarser step: no second carry
-  return e;
-}
-
-/// Value of a sign-magnitude code at shared exponent e.
-inline float block_fp_decode_exact(const BlockFPSpec& s, int e, std::uint32_t code) {
-  const int M = s.mantissa_bits();
-  const double k = static_cast<double>(code & ((1u << M) - 1u));
-  const double v = scale2(k, e - M);
-  return static_cast<float>((code >> M) & 1u ? -v : v);
+  const int e = block_fp_exponent_exact(k, scan);
+  const int e2 = block_fp_carry_exponent(k, e, round_all(e), scan);
+  if (e2 != e) round_all(e2);
+  return e2;
 }
 
 }  // namespace detail

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/block.hpp"
@@ -75,13 +76,18 @@ namespace detail {
 
 /// MASE's log element with a float32 (per-block) bias, step for step (spec §2.5):
 /// c = 2^-b * 0.1; sign(x + c) * 2^clamp(round(log2(|x| + c)), -b, 2^(W-1)-1-b).
-inline float log_mase_element(int W, float bias, float x) {
+QNUM_HD inline float log_mase_element(int W, float bias, float x) {
   const float emax = static_cast<float>((1 << (W - 1)) - 1) - bias, emin = -bias;
   const float c = mase_exp2(emin) * 0.1f;
   const float sign = mase_sign(x + c);
   const float value = std::fabs(x) + c;
   const float e = mase_clamp(mase_round(mase_log2(value)), emin, emax);
   return sign * mase_exp2(e);
+}
+
+/// MASE's shared bias of a block from its (zero-rule) max: clamp(top - ceil(log2 max), 0, bmax).
+QNUM_HD inline float mase_block_log_bias(float block_max, float top, float bmax) {
+  return mase_clamp(top - std::ceil(mase_log2(block_max)), 0.0f, bmax);
 }
 
 /// MASE's block_log on a whole tensor (spec §2.8).
@@ -91,12 +97,10 @@ inline void block_log_quantize_mase(const BlockLogSpec& s, std::span<const float
   const auto maxima = mase_block_maxima(L, in);
   const float top = static_cast<float>(s.top()), bmax = static_cast<float>(s.bias_max());
   for_each_tile(L, [&](std::int64_t b, std::span<const std::int64_t> idx) {
-    const float etop = std::ceil(mase_log2(maxima[static_cast<std::size_t>(b)]));
-    const float bias = mase_clamp(top - etop, 0.0f, bmax);
+    const float bias = mase_block_log_bias(maxima[static_cast<std::size_t>(b)], top, bmax);
     for (auto i : idx) {
-      float q = log_mase_element(s.width, bias, in[static_cast<std::size_t>(i)]);
-      if (L.mase_fold) q = 0.0f + q;
-      out[static_cast<std::size_t>(i)] = q;
+      const float q = log_mase_element(s.width, bias, in[static_cast<std::size_t>(i)]);
+      out[static_cast<std::size_t>(i)] = mase_fold_add(q, L.mase_fold);
     }
   });
 }
@@ -105,7 +109,7 @@ inline void block_log_quantize_mase(const BlockLogSpec& s, std::span<const float
 
 /// Exponent of a finite positive magnitude rounded in the log domain under `r` (directed
 /// modes act on the signed value; stochastic rounds up with probability m-1, unbiased).
-inline int log2_round(double mag, bool negative, Rounding r, float u = 0.0f) {
+QNUM_HD inline int log2_round(double mag, bool negative, Rounding r, float u = 0.0f) {
   const int k = ilog2(mag);
   const double m = scale2(mag, -k);  // [1, 2)
   if (m == 1.0) return k;
@@ -128,38 +132,56 @@ inline int log2_round(double mag, bool negative, Rounding r, float u = 0.0f) {
   return k;
 }
 
+// The per-block steps are QNUM_HD functions of a trivially copyable parameter struct, so the
+// CUDA kernels (one warp per block) run the same definitions as block_log_encode_exact.
+
+/// What exact mode needs of a BlockLogSpec: element width, top exponent field, largest bias.
+struct BlockLogExact {
+  int width = 0, top = 0, bias_max = 0;
+};
+inline BlockLogExact block_log_exact_params(const BlockLogSpec& s) { return {s.width, s.top(), s.bias_max()}; }
+
 /// The exact-mode shared bias of a block.
-inline int block_log_bias_exact(const BlockLogSpec& s, const BlockScan& scan) {
-  if (!scan.has_inf && scan.max == 0) return s.bias_max();
+QNUM_HD inline int block_log_bias_exact(const BlockLogExact& k, const BlockScan& scan) {
+  if (!scan.has_inf && scan.max == 0) return k.bias_max;
   const int etop = scan.has_inf ? 127 : std::min(log2_round(scan.max, false, Rounding::nearest_even), 127);
-  return std::clamp(s.top() - etop, 0, s.bias_max());
+  return std::clamp(k.top - etop, 0, k.bias_max);
+}
+inline int block_log_bias_exact(const BlockLogSpec& s, const BlockScan& scan) {
+  return block_log_bias_exact(block_log_exact_params(s), scan);
 }
 
-inline float block_log_decode_exact(const BlockLogSpec& s, int b, std::uint32_t code) {
-  const int e = static_cast<int>(code & ((1u << (s.width - 1)) - 1u)) - b;
+QNUM_HD inline float block_log_decode_exact(int width, int b, std::uint32_t code) {
+  const int e = static_cast<int>(code & ((1u << (width - 1)) - 1u)) - b;
   const auto v = static_cast<float>(pow2(e));
-  return (code >> (s.width - 1)) & 1u ? -v : v;
+  return (code >> (width - 1)) & 1u ? -v : v;
+}
+inline float block_log_decode_exact(const BlockLogSpec& s, int b, std::uint32_t code) {
+  return block_log_decode_exact(s.width, b, code);
+}
+
+/// Code sign << (W-1) | (e + b) of one element of a block with bias b.
+QNUM_HD inline std::uint32_t block_log_code_exact(const BlockLogExact& k, int b, const Policy& p, float v,
+                                                  std::uint64_t index) {
+  const int emin = -b, emax = k.top - b;
+  bool neg = sign_bit(v);
+  int e = emax;
+  if (v == 0.0f) {
+    e = emin;
+    neg = false;  // no zero code: +-0 -> +2^emin
+  } else if (!is_inf(v)) {
+    e = std::clamp(log2_round(abs(static_cast<double>(v)), neg, p.rounding, stochastic_draw(p, index)), emin, emax);
+  }
+  return (static_cast<std::uint32_t>(neg) << (k.width - 1)) | static_cast<std::uint32_t>(e - emin);
 }
 
 /// Exact codes of one gathered block (no NaN): sign << (W-1) | (e + b); returns the bias.
 inline int block_log_encode_exact(const BlockLogSpec& s, const Policy& p, std::span<const float> x,
                                   std::span<const std::int64_t> index, std::span<std::uint32_t> codes) {
-  const int b = block_log_bias_exact(s, scan_block(x));
-  const int emin = -b, emax = s.top() - b;
-  for (std::size_t j = 0; j < x.size(); ++j) {
-    const float v = x[j];
-    bool neg = sign_bit(v);
-    int e = emax;
-    if (v == 0.0f) {
-      e = emin;
-      neg = false;  // no zero code: +-0 -> +2^emin
-    } else if (!is_inf(v)) {
-      e = std::clamp(log2_round(std::fabs(static_cast<double>(v)), neg, p.rounding,
-                                stochastic_draw(p, static_cast<std::uint64_t>(index[j]))),
-                     emin, emax);
-    }
-    codes[j] = (static_cast<std::uint32_t>(neg) << (s.width - 1)) | static_cast<std::uint32_t>(e - emin);
-  }
+  const auto k = block_log_exact_params(s);
+  const int b = block_log_bias_exact(k, scan_block(x));
+  for (std::size_t j = 0; j < x.size(); ++j)
+    codes[j] = block_log_code_exact(k, b, p, x[j], static_cast<std::uint64_t>(index[j]));
   return b;
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/block.hpp"
@@ -85,7 +86,7 @@ namespace detail {
 /// MASE's minifloat_ieee element with a float32 (per-block) bias `bias`, step for step
 /// (spec §2.4): exponent from floor(log2(|x|+1e-9)) clamped to [-b, 2^E-1-b], no carry,
 /// subnormal slot at e = -b, |x| <= 1e-8 passed through.
-inline float minifloat_ieee_mase_element(int W, int E, float bias, float x) {
+QNUM_HD inline float minifloat_ieee_mase_element(int W, int E, float bias, float x) {
   const int M = W - E - 1;
   const float emax = static_cast<float>((1 << E) - 1) - bias, emin = -bias;
   const float shift = pow2f(M), kmax = shift - 1.0f;
@@ -102,6 +103,11 @@ inline float minifloat_ieee_mase_element(int W, int E, float bias, float x) {
   return (1.0f - c) * (sign * mase_exp2(e) * m) + c * x;
 }
 
+/// MASE's shared bias of a block from its (zero-rule) max: clamp(floor(log2 max), 0, bmax).
+QNUM_HD inline float mase_block_minifloat_bias(float block_max, float bmax) {
+  return mase_clamp(std::floor(mase_log2(block_max)), 0.0f, bmax);
+}
+
 /// MASE's block_minifloat on a whole tensor (spec §2.7).
 inline void block_minifloat_quantize_mase(const BlockMinifloatSpec& s, std::span<const float> in, std::span<float> out,
                                           const Shape& shape, Role role) {
@@ -109,43 +115,58 @@ inline void block_minifloat_quantize_mase(const BlockMinifloatSpec& s, std::span
   const auto maxima = mase_block_maxima(L, in);
   const float bmax = static_cast<float>(s.bias_max(true));
   for_each_tile(L, [&](std::int64_t b, std::span<const std::int64_t> idx) {
-    const float bias = mase_clamp(std::floor(mase_log2(maxima[static_cast<std::size_t>(b)])), 0.0f, bmax);
+    const float bias = mase_block_minifloat_bias(maxima[static_cast<std::size_t>(b)], bmax);
     for (auto i : idx) {
-      float q = minifloat_ieee_mase_element(s.width, s.exponent_width, bias, in[static_cast<std::size_t>(i)]);
-      if (L.mase_fold) q = 0.0f + q;
-      out[static_cast<std::size_t>(i)] = q;
+      const float q = minifloat_ieee_mase_element(s.width, s.exponent_width, bias, in[static_cast<std::size_t>(i)]);
+      out[static_cast<std::size_t>(i)] = mase_fold_add(q, L.mase_fold);
     }
   });
 }
 
 // ---- exact block codec -------------------------------------------------------------------
 
+// The per-block steps are QNUM_HD functions of a trivially copyable parameter struct, so the
+// CUDA kernels (one warp per block) run the same definitions as block_minifloat_encode_exact.
+
+/// What exact mode needs of a BlockMinifloatSpec: element widths and the signed bias range.
+struct BlockMinifloatExact {
+  int width = 0, exponent_width = 0, M = 0, bias_min = 0, bias_max = 0;
+};
+inline BlockMinifloatExact block_minifloat_exact_params(const BlockMinifloatSpec& s) {
+  return {s.width, s.exponent_width, s.mantissa_bits(), s.bias_min(false), s.bias_max(false)};
+}
+
 /// The grid of minifloat_ieee(W, E) with bias b: precision M+1, smallest normal binade 1-b,
 /// max 2^(2^E-1-b) * (2 - 2^-M).
-inline FloatGrid block_minifloat_grid(const BlockMinifloatSpec& s, int b, const Policy& p) {
-  const int M = s.mantissa_bits();
+QNUM_HD inline FloatGrid block_minifloat_grid(const BlockMinifloatExact& k, int b, const Policy& p) {
   FloatGrid g;
-  g.precision = M + 1;
+  g.precision = k.M + 1;
   g.emin = 1 - b;
-  g.max = (2.0 - pow2(-M)) * pow2((1 << s.exponent_width) - 1 - b);
+  g.max = (2.0 - pow2(-k.M)) * pow2((1 << k.exponent_width) - 1 - b);
   g.subnormals = p.subnormals == Subnormals::keep;
   return g;
 }
+inline FloatGrid block_minifloat_grid(const BlockMinifloatSpec& s, int b, const Policy& p) {
+  return block_minifloat_grid(block_minifloat_exact_params(s), b, p);
+}
 
 /// The paper-orientation shared bias of a block (exact mode), clamped to the signed field.
-inline int block_minifloat_bias_exact(const BlockMinifloatSpec& s, const BlockScan& scan) {
-  const int top = (1 << s.exponent_width) - 1;
-  int b = s.bias_max(false);  // all zeros: finest grid
+QNUM_HD inline int block_minifloat_bias_exact(const BlockMinifloatExact& k, const BlockScan& scan) {
+  const int top = (1 << k.exponent_width) - 1;
+  int b = k.bias_max;  // all zeros: finest grid
   if (scan.has_inf)
     b = top - 127;
   else if (scan.max > 0)
     b = top - ilog2(scan.max);
-  return std::clamp(b, s.bias_min(false), s.bias_max(false));
+  return std::clamp(b, k.bias_min, k.bias_max);
+}
+inline int block_minifloat_bias_exact(const BlockMinifloatSpec& s, const BlockScan& scan) {
+  return block_minifloat_bias_exact(block_minifloat_exact_params(s), scan);
 }
 
 /// Exact minifloat code (sign, exponent field, mantissa) of an on-grid magnitude q.
-inline std::uint32_t block_minifloat_code(const BlockMinifloatSpec& s, int b, bool neg, double q) {
-  const int M = s.mantissa_bits();
+QNUM_HD inline std::uint32_t block_minifloat_code(const BlockMinifloatExact& k, int b, bool neg, double q) {
+  const int M = k.M;
   std::uint32_t field = 0, mant = 0;
   if (q < pow2(1 - b)) {
     mant = static_cast<std::uint32_t>(scale2(q, b - 1 + M));
@@ -154,30 +175,38 @@ inline std::uint32_t block_minifloat_code(const BlockMinifloatSpec& s, int b, bo
     field = static_cast<std::uint32_t>(e + b);
     mant = static_cast<std::uint32_t>(scale2(q, M - e) - pow2(M));
   }
-  return (static_cast<std::uint32_t>(neg) << (s.width - 1)) | (field << M) | mant;
+  return (static_cast<std::uint32_t>(neg) << (k.width - 1)) | (field << M) | mant;
 }
 
-inline float block_minifloat_decode_exact(const BlockMinifloatSpec& s, int b, std::uint32_t code) {
-  const int M = s.mantissa_bits();
+/// Code of one element on the block's grid g (bias b): rounded under the policy, Inf and
+/// overflow saturating.
+QNUM_HD inline std::uint32_t block_minifloat_element_code(const BlockMinifloatExact& k, const FloatGrid& g, int b,
+                                                          const Policy& p, float x, std::uint64_t index) {
+  const bool neg = sign_bit(x);
+  double q = g.max;
+  if (!is_inf(x)) q = round_to_grid(g, abs(static_cast<double>(x)), neg, p.rounding, stochastic_draw(p, index));
+  return block_minifloat_code(k, b, neg, q < g.max ? q : g.max);
+}
+
+QNUM_HD inline float block_minifloat_decode_exact(const BlockMinifloatExact& k, int b, std::uint32_t code) {
+  const int M = k.M;
   const std::uint32_t mant = code & ((1u << M) - 1u);
-  const int field = static_cast<int>((code >> M) & ((1u << s.exponent_width) - 1u));
+  const int field = static_cast<int>((code >> M) & ((1u << k.exponent_width) - 1u));
   const double v = field == 0 ? scale2(mant, 1 - b - M) : scale2(pow2(M) + mant, field - b - M);
-  return static_cast<float>((code >> (s.width - 1)) & 1u ? -v : v);
+  return static_cast<float>((code >> (k.width - 1)) & 1u ? -v : v);
+}
+inline float block_minifloat_decode_exact(const BlockMinifloatSpec& s, int b, std::uint32_t code) {
+  return block_minifloat_decode_exact(block_minifloat_exact_params(s), b, code);
 }
 
 /// Exact codes of one gathered block (no NaN); returns the shared bias.
 inline int block_minifloat_encode_exact(const BlockMinifloatSpec& s, const Policy& p, std::span<const float> x,
                                         std::span<const std::int64_t> index, std::span<std::uint32_t> codes) {
-  const int b = block_minifloat_bias_exact(s, scan_block(x));
-  const auto g = block_minifloat_grid(s, b, p);
-  for (std::size_t j = 0; j < x.size(); ++j) {
-    const bool neg = sign_bit(x[j]);
-    double q = g.max;
-    if (!is_inf(x[j]))
-      q = round_to_grid(g, std::fabs(static_cast<double>(x[j])), neg, p.rounding,
-                        stochastic_draw(p, static_cast<std::uint64_t>(index[j])));
-    codes[j] = block_minifloat_code(s, b, neg, std::min(q, g.max));
-  }
+  const auto k = block_minifloat_exact_params(s);
+  const int b = block_minifloat_bias_exact(k, scan_block(x));
+  const auto g = block_minifloat_grid(k, b, p);
+  for (std::size_t j = 0; j < x.size(); ++j)
+    codes[j] = block_minifloat_element_code(k, g, b, p, x[j], static_cast<std::uint64_t>(index[j]));
   return b;
 }
 
