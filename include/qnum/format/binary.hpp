@@ -113,7 +113,8 @@ inline constexpr int kTorchSumLanes = 8;
 /// torch's cascade_sum core (aten/src/ATen/native/cpu/SumKernel.cpp, multi_row_sum): 4 rows
 /// of accumulators, partial sums promoted through 4 levels every 2^level_power loads.
 template <class Acc, class Load>
-QNUM_HD std::array<Acc, 4> torch_multi_row_sum(Load load, std::int64_t size, const Acc& zero) {
+[[gnu::always_inline]] QNUM_HD inline std::array<Acc, 4> torch_multi_row_sum(Load load, std::int64_t size,
+                                                                             const Acc& zero) {
   constexpr int num_levels = 4;
   std::int64_t ceil_log2 = 1;
   if (size > 2) ceil_log2 = 64 - std::countl_zero(static_cast<std::uint64_t>(size - 1));
@@ -145,7 +146,7 @@ QNUM_HD std::array<Acc, 4> torch_multi_row_sum(Load load, std::int64_t size, con
 /// torch's row_sum: the row viewed as (-1, 4), summed by torch_multi_row_sum, tail added to
 /// the first partial, then the four partials folded.
 template <class Acc, class Elem>
-QNUM_HD Acc torch_row_sum(Elem elem, std::int64_t size, const Acc& zero) {
+[[gnu::always_inline]] QNUM_HD inline Acc torch_row_sum(Elem elem, std::int64_t size, const Acc& zero) {
   const std::int64_t size_ilp = size / 4;
   auto partial = torch_multi_row_sum<Acc>([&](std::int64_t i, int k) { return elem(i * 4 + k); }, size_ilp, zero);
   for (std::int64_t i = size_ilp * 4; i < size; ++i) partial[0] += elem(i);
@@ -168,7 +169,7 @@ struct FloatLanes {
 /// for bit: vectorized cascade over `lanes`-wide registers, scalar tail, then the lanes added
 /// left to right. One thread runs it on the GPU too (cuda/src/binary_kernels.cu).
 template <class Elem>
-QNUM_HD float torch_sum_f32_of(Elem elem, std::int64_t n, int lanes = kTorchSumLanes) {
+[[gnu::always_inline]] QNUM_HD inline float torch_sum_f32_of(Elem elem, std::int64_t n, int lanes = kTorchSumLanes) {
   if (n < lanes) return 0.0f + torch_row_sum<float>([&](std::int64_t i) { return elem(i); }, n, 0.0f);
   FloatLanes zero;
   zero.n = lanes;
