@@ -4,6 +4,8 @@
 // every element then runs the CPU's QNUM_HD definition (compiled with --fmad=false).
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <optional>
 
 #include "qnum/cuda/check.hpp"
 #include "qnum/cuda/scaled.hpp"
@@ -68,6 +70,53 @@ __device__ inline qnum::detail::MxTop warp_merge(qnum::detail::MxTop t) {
   }
   return t;
 }
+
+/// The k-th smallest (0-based) of v(0) .. v(n-1), values without NaN, on every lane: the value
+/// with at most k smaller ones and more than k smaller-or-equal ones (tied values are equal,
+/// so any order statistic is one value: what the CPU's sort puts at k). O(n^2 / 32) compares,
+/// no scratch memory: the clip search's quantiles of one block.
+template <class T, class V>
+__device__ T warp_kth(const V& v, std::int64_t n, std::int64_t k) {
+  T found = -std::numeric_limits<T>::infinity();
+  for (std::int64_t j = lane_id(); j < n; j += 32) {
+    const T x = v(j);
+    std::int64_t less = 0, leq = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T y = v(i);
+      less += y < x;
+      leq += y <= x;
+    }
+    if (less <= k && k < leq) found = x;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const T o = __shfl_xor_sync(kFull, found, off);
+    found = o > found ? o : found;
+  }
+  return found;
+}
+
+/// torch.quantile(v, q) of the block's magnitudes v (as detail::mx_torch_quantile), given
+/// their MxTop: q = 1 from the reduction, NaN if any is NaN, else the lerp of two ranks.
+template <class V>
+__device__ float warp_torch_quantile(const V& v, std::int64_t n, float q, const qnum::detail::MxTop& top) {
+  if (q == 1.0f) return top.quantile();
+  if (top.has_nan) return qnum::detail::kNaN;  // rank n-1: the NaN the CPU's sort puts last
+  const auto r = qnum::detail::mx_torch_quantile_rank(static_cast<std::size_t>(n), q, false);
+  const float a = warp_kth<float>(v, n, static_cast<std::int64_t>(r.below));
+  const float b = r.above == r.below ? a : warp_kth<float>(v, n, static_cast<std::int64_t>(r.above));
+  return qnum::detail::mx_torch_lerp(a, b, r.w);
+}
+
+/// MASE's clip candidates, in its order (a device-side copy of detail::mx_clip_quantiles).
+struct ClipQuantiles {
+  double q[qnum::detail::mx_clip_quantiles.size()];
+};
+constexpr ClipQuantiles clip_quantiles() {
+  ClipQuantiles c{};
+  for (std::size_t i = 0; i < qnum::detail::mx_clip_quantiles.size(); ++i) c.q[i] = qnum::detail::mx_clip_quantiles[i];
+  return c;
+}
+constexpr int kClipCandidates = static_cast<int>(qnum::detail::mx_clip_quantiles.size());
 
 /// Owns a transient device allocation made in stream order.
 class StreamBuffer {
@@ -160,15 +209,35 @@ struct AxisLast {
   }
 };
 
-/// MASE mxint: blocks of B consecutive positions (they may straddle fibers).
+/// MASE mxint: blocks of B consecutive positions (they may straddle fibers). The clip search
+/// scores each candidate against the *unpermuted* block in[first + j] (as MASE does): every
+/// lane sums the whole block in element order, the CPU's order.
 __global__ void mase_mxint_kernel(MXIntSpec s, AxisLast a, const float* in, float* out, std::size_t nblocks) {
   const int lane = lane_id();
   const std::int64_t B = s.block_size;
+  constexpr ClipQuantiles cq = clip_quantiles();
   for (std::size_t b = warp_id(); b < nblocks; b += warp_count()) {
     const std::int64_t first = static_cast<std::int64_t>(b) * B;
+    const auto mag = [&](std::int64_t j) { return std::fabs(in[a.flat(first + j)]); };
     qnum::detail::MxTop top;
-    for (std::int64_t j = lane; j < B; j += 32) top.add(std::fabs(in[a.flat(first + j)]));
-    const auto q = qnum::detail::mase_mxint_params(s, warp_merge(top).quantile());
+    for (std::int64_t j = lane; j < B; j += 32) top.add(mag(j));
+    top = warp_merge(top);
+    auto q = qnum::detail::mase_mxint_params(s, top.quantile());
+    if (s.quantile_search) {
+      float best = 0;
+      bool have = false;
+      for (int qi = 0; qi < kClipCandidates; ++qi) {
+        const auto cand =
+            qnum::detail::mase_mxint_params(s, warp_torch_quantile(mag, B, static_cast<float>(cq.q[qi]), top));
+        double acc = 0;
+        for (std::int64_t j = 0; j < B; ++j)
+          acc += qnum::detail::mase_mxint_sq_err(qnum::detail::mase_mxint_element(cand, in[a.flat(first + j)]),
+                                                 in[static_cast<std::size_t>(first + j)]);
+        const float err = std::sqrt(static_cast<float>(acc));
+        if (qnum::detail::mase_argmin_takes(have, best, err)) best = err, have = true, q = cand;
+      }
+      __syncwarp();  // every lane has read the block before any lane writes (in == out)
+    }
     for (std::int64_t j = lane; j < B; j += 32) {
       const std::size_t k = a.flat(first + j);
       out[k] = qnum::detail::mase_mxint_element(q, in[k]);
@@ -181,8 +250,10 @@ __global__ void mase_mxfp_kernel(MXFPSpec s, AxisLast a, const float* in, float*
   const int lane = lane_id();
   const std::int64_t B = s.block_size;
   const int E = s.exponent_width, M = s.frac_width;
+  constexpr ClipQuantiles cq = clip_quantiles();
   for (std::size_t b = warp_id(); b < nblocks; b += warp_count()) {
     const std::int64_t first = static_cast<std::int64_t>(b) * B;
+    const auto mag = [&](std::int64_t j) { return qnum::detail::mase_mxfp_abs(in[a.flat(first + j)]); };
     qnum::detail::MxTop top;
     int flushed = 1;
     for (std::int64_t j = lane; j < B; j += 32) {
@@ -190,8 +261,24 @@ __global__ void mase_mxfp_kernel(MXFPSpec s, AxisLast a, const float* in, float*
       top.add(qnum::detail::mase_mxfp_abs(x));
       flushed &= static_cast<int>(qnum::detail::mase_mxfp_flushes(x));
     }
-    const std::int32_t shared = qnum::detail::mase_mxfp_shared_exp(E, warp_merge(top).quantile());
-    const std::uint8_t S = qnum::detail::mase_mxfp_scale_byte(shared, warp_and(flushed) != 0);
+    top = warp_merge(top);
+    const bool all_flushed = warp_and(flushed) != 0;
+    std::int32_t shared = qnum::detail::mase_mxfp_shared_exp(E, top.quantile());
+    std::uint8_t S = qnum::detail::mase_mxfp_scale_byte(shared, all_flushed);
+    if (s.quantile_search) {  // as mase_mxint_kernel; scored by mase_mxfp_sq_err
+      float best = qnum::detail::kInf;
+      for (int qi = 0; qi < kClipCandidates; ++qi) {
+        const std::int32_t sh =
+            qnum::detail::mase_mxfp_shared_exp(E, warp_torch_quantile(mag, B, static_cast<float>(cq.q[qi]), top));
+        const std::uint8_t Sq = qnum::detail::mase_mxfp_scale_byte(sh, all_flushed);
+        float err = 0.0f;
+        for (std::int64_t j = 0; j < B; ++j)
+          err += qnum::detail::mase_mxfp_sq_err(M, Sq, qnum::detail::mase_mxfp_code(E, M, sh, in[a.flat(first + j)]),
+                                                in[static_cast<std::size_t>(first + j)]);
+        if (err < best) best = err, S = Sq, shared = sh;
+      }
+      __syncwarp();  // every lane has read the block before any lane writes (in == out)
+    }
     for (std::int64_t j = lane; j < B; j += 32) {
       const std::size_t k = a.flat(first + j);
       out[k] = qnum::detail::mase_mxfp_value(s, S, qnum::detail::mase_mxfp_code(E, M, shared, in[k]));
@@ -200,10 +287,11 @@ __global__ void mase_mxfp_kernel(MXFPSpec s, AxisLast a, const float* in, float*
 }
 
 /// OCP MX: blocks of bs along each fiber (the last one of a fiber may be short), as
-/// detail::mx_exact_block without the clip search.
-__global__ void mx_exact_kernel(MXElement e, int scale_bits, Policy p, AxisLast a, int bs, std::size_t per_fiber,
-                                const float* in, float* out, std::size_t nblocks) {
+/// detail::mx_exact_block (`search`: its clip search, errors summed in element order by every lane).
+__global__ void mx_exact_kernel(MXElement e, int scale_bits, bool search, Policy p, AxisLast a, int bs,
+                                std::size_t per_fiber, const float* in, float* out, std::size_t nblocks) {
   const int lane = lane_id();
+  constexpr ClipQuantiles cq = clip_quantiles();
   for (std::size_t g = warp_id(); g < nblocks; g += warp_count()) {
     const auto f = static_cast<std::int64_t>(g / per_fiber), c = static_cast<std::int64_t>(g % per_fiber);
     const std::int64_t first = f * a.n + c * bs;
@@ -220,7 +308,27 @@ __global__ void mx_exact_kernel(MXElement e, int scale_bits, Policy p, AxisLast 
       for (std::int64_t j = lane; j < len; j += 32) out[a.flat(first + j)] = qnum::detail::kNaN;
       continue;
     }
-    const int sexp = qnum::detail::mx_exact_scale_exp(e, scale_bits, amax);
+    int sexp = qnum::detail::mx_exact_scale_exp(e, scale_bits, amax);
+    if (search && len > 1) {
+      const auto mag = [&](std::int64_t j) { return qnum::detail::abs(static_cast<double>(in[a.flat(first + j)])); };
+      double best = std::numeric_limits<double>::infinity();
+      int tried = std::numeric_limits<int>::min();
+      for (int qi = 0; qi < kClipCandidates; ++qi) {
+        const auto r = qnum::detail::mx_exact_clip_rank(static_cast<std::size_t>(len), cq.q[qi]);
+        const double lo = warp_kth<double>(mag, len, static_cast<std::int64_t>(r.lo));
+        const double hi = r.hi == r.lo ? lo : warp_kth<double>(mag, len, static_cast<std::int64_t>(r.hi));
+        const int cand = qnum::detail::mx_exact_scale_exp(e, scale_bits, qnum::detail::mx_exact_clip(lo, hi, r.frac));
+        if (cand == tried) continue;  // same scale, same result
+        tried = cand;
+        double err = 0;
+        for (std::int64_t j = 0; j < len; ++j) {
+          const std::size_t k = a.flat(first + j);
+          err += qnum::detail::mx_exact_sq_err(e, p, cand, in[k], k);
+        }
+        if (err < best) best = err, sexp = cand;
+      }
+      __syncwarp();  // every lane has read the block before any lane writes (in == out)
+    }
     for (std::int64_t j = lane; j < len; j += 32) {
       const std::size_t k = a.flat(first + j);
       out[k] = qnum::detail::mx_exact_value(sexp, qnum::detail::mx_block_element(e, p, sexp, in[k], k));
@@ -238,6 +346,13 @@ void launch_mase_mx(const Spec& s, const float* in, float* out, const Shape& sha
   const auto n = static_cast<std::size_t>(numel(shape));
   if (n == 0) return;
   const std::size_t nblocks = n / static_cast<std::size_t>(s.block_size);
+  // The clip search reads other blocks' inputs (the unpermuted block): in place, from a copy.
+  std::optional<StreamBuffer> copy;
+  if (s.quantile_search && in == out) {
+    copy.emplace(n * sizeof(float), stream);
+    QNUM_CUDA_CHECK(cudaMemcpyAsync(copy->get(), in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    in = static_cast<const float*>(copy->get());
+  }
   if constexpr (std::is_same_v<Spec, MXIntSpec>) {
     mase_mxint_kernel<<<grid_for(nblocks * 32), kThreads, 0, stream>>>(s, axis_last(shape, axis), in, out, nblocks);
     check_launch("mase_mxint_kernel");
@@ -248,7 +363,8 @@ void launch_mase_mx(const Spec& s, const float* in, float* out, const Shape& sha
 }
 
 void launch_mx_exact(std::string_view family, const MXElement& e, int scale_bits, int block_size, int block_dim,
-                     const Policy& p, const float* in, float* out, const Shape& shape, cudaStream_t stream) {
+                     bool search, const Policy& p, const float* in, float* out, const Shape& shape,
+                     cudaStream_t stream) {
   const Shape sh = shape.empty() ? Shape{1} : shape;
   const int axis = qnum::detail::mx_axis(family, block_dim, sh.size());
   const auto n = static_cast<std::size_t>(numel(sh));
@@ -256,14 +372,9 @@ void launch_mx_exact(std::string_view family, const MXElement& e, int scale_bits
   const AxisLast a = axis_last(sh, axis);
   const std::size_t per_fiber = (static_cast<std::size_t>(a.n) + block_size - 1) / static_cast<std::size_t>(block_size);
   const std::size_t nblocks = n / static_cast<std::size_t>(a.n) * per_fiber;
-  mx_exact_kernel<<<grid_for(nblocks * 32), kThreads, 0, stream>>>(e, scale_bits, p, a, block_size, per_fiber, in, out,
-                                                                   nblocks);
+  mx_exact_kernel<<<grid_for(nblocks * 32), kThreads, 0, stream>>>(e, scale_bits, search, p, a, block_size, per_fiber,
+                                                                   in, out, nblocks);
   check_launch("mx_exact_kernel");
-}
-
-void require_no_clip_search(std::string_view family, bool quantile_search) {
-  qnum::detail::require(!quantile_search, family,
-                        ": quantile_search is not implemented on the device (qnum::cuda); quantize on the CPU");
 }
 
 }  // namespace
@@ -304,19 +415,19 @@ void quantize(const MXIntSpec& s, const Policy& p, const float* in, float* out, 
               cudaStream_t stream) {
   check_io(s.name, in, out, shape);
   s.validate();
-  require_no_clip_search(s.name, s.quantile_search);
   if (p.is_mase()) return launch_mase_mx(s, in, out, shape, stream);
-  launch_mx_exact(s.name, s.element(), s.scale_bits, s.block_size, s.block_dim, p, in, out, shape, stream);
+  launch_mx_exact(s.name, s.element(), s.scale_bits, s.block_size, s.block_dim, s.quantile_search, p, in, out, shape,
+                  stream);
 }
 
 void quantize(const MXFPSpec& s, const Policy& p, const float* in, float* out, const Shape& shape, Role,
               cudaStream_t stream) {
   check_io(s.name, in, out, shape);
   s.validate();
-  require_no_clip_search(s.name, s.quantile_search);
   if (p.is_mase()) return launch_mase_mx(s, in, out, shape, stream);
   qnum::detail::require_exact_mxfp(s);
-  launch_mx_exact(s.name, s.element(), s.scale_exp_bits, s.block_size, s.block_dim, p, in, out, shape, stream);
+  launch_mx_exact(s.name, s.element(), s.scale_exp_bits, s.block_size, s.block_dim, s.quantile_search, p, in, out,
+                  shape, stream);
 }
 
 }  // namespace qnum::cuda

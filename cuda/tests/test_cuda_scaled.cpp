@@ -46,7 +46,8 @@ void require_same_bits(const std::vector<float>& gpu, const std::vector<float>& 
 
 /// n inputs in runs of 16 (so rows, tiles and blocks see every kind): normals at scales
 /// 2^-40..2^40 (most runs), all zeros (+0 and -0), one NaN of several payloads, one +-Inf,
-/// huge and tiny (subnormal) magnitudes, random float32 bit patterns, flushed subnormals only.
+/// huge and tiny (subnormal) magnitudes, random float32 bit patterns, flushed subnormals only,
+/// one outlier among normals.
 std::vector<float> mixed_inputs(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
@@ -67,6 +68,7 @@ std::vector<float> mixed_inputs(std::size_t n, std::uint32_t seed) {
     }
     if (kind == 5) x[start + rng() % (end - start)] = nans[rng() % 4];
     if (kind == 6) x[start + rng() % (end - start)] = (rng() % 2) ? qnum::detail::kInf : -qnum::detail::kInf;
+    if (kind == 7) x[start + rng() % (end - start)] *= 1024.0f;  // an outlier: the clip search clips it
   }
   return x;
 }
@@ -233,6 +235,39 @@ TEST_CASE("cuda: OCP MX tensors (exact bundle) along any block_dim equal mx_exac
     }
 }
 
+TEST_CASE("cuda: MX clip search (quantile_search) equals the CPU under mase_compat and exact") {
+  std::uint32_t seed = 500;
+  const std::vector<qnum::Shape> mase_shapes = {{128}, {4, 96}, {6, 7, 16}, {2, 3, 32}};
+  const std::vector<qnum::Shape> exact_shapes = {{100}, {3, 45}, {2, 5, 37}, {1}};
+  for (const int dim : {-1, 0, 1})
+    for (const auto& s : {qnum::MXIntSpec{8, 32, dim, 8, true}, qnum::MXIntSpec{4, 16, dim, 8, true},
+                          qnum::MXIntSpec{6, 8, dim, 5, true}}) {
+      const std::string what = "mxint search W" + std::to_string(s.width) + " B" + std::to_string(s.block_size) +
+                               " dim " + std::to_string(dim);
+      std::vector<qnum::Shape> ms, es;  // block_dim 1 needs rank >= 2; mase needs numel % B == 0
+      for (const auto& sh : mase_shapes)
+        if ((dim < 1 || sh.size() >= 2) && qnum::numel(sh) % s.block_size == 0) ms.push_back(sh);
+      for (const auto& sh : exact_shapes)
+        if (dim < 1 || sh.size() >= 2) es.push_back(sh);
+      check_shapes(s, qnum::mase_compat, ms, what, seed++);
+      check_shapes(s, qnum::exact, es, what, seed++);
+      check_shapes(s, qnum::exact.with(qnum::Rounding::stochastic).with_seed(3), es, what + " stochastic", seed++);
+    }
+  const int em[][2] = {{4, 3}, {5, 2}, {2, 1}, {1, 2}};
+  for (const auto& [E, M] : em)
+    for (const int B : {32, 16}) {
+      qnum::MXFPSpec s;
+      s.exponent_width = E;
+      s.frac_width = M;
+      s.block_size = B;
+      s.block_dim = E == 2 ? 0 : -1;
+      s.quantile_search = true;
+      const std::string what = "mxfp search E" + std::to_string(E) + "M" + std::to_string(M) + " B" + std::to_string(B);
+      check_shapes(s, qnum::mase_compat, {{128}, {4, 96}, {2, 3, 32}}, what, seed++);
+      if (E != 1) check_shapes(s, qnum::exact, {{100}, {3, 45}, {2, 5, 37}}, what, seed++);
+    }
+}
+
 TEST_CASE("cuda: mxint_hardware tiles equal the CPU reference") {
   std::uint32_t seed = 400;
   const auto check = [&](int width, int ew, std::vector<int> parallelism, const std::vector<qnum::Shape>& shapes) {
@@ -282,10 +317,5 @@ TEST_CASE("cuda: scaled formats' bad arguments are qnum::Error") {
   CHECK_THROWS_AS(quantize(qnum::MXIntSpec{}, qnum::exact, nullptr, nullptr, {16}), qnum::Error);
   CHECK_NOTHROW(quantize(qnum::ScaleIntegerSpec{}, qnum::exact, nullptr, nullptr, {0, 8}));
   CHECK_NOTHROW(quantize(qnum::MXIntSpec{}, qnum::exact, nullptr, nullptr, {0}));
-  // the clip search is CPU-only
-  qnum::MXIntSpec qs;
-  qs.quantile_search = true;
-  CHECK_THROWS_AS(quantize(qs, qnum::mase_compat, p, p, {64}), qnum::Error);
-  CHECK_THROWS_AS(quantize(qs, qnum::exact, p, p, {64}), qnum::Error);
   QNUM_CUDA_CHECK(cudaDeviceSynchronize());  // nothing above left a failed launch behind
 }

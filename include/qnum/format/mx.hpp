@@ -207,6 +207,26 @@ QNUM_HD inline float mx_exact_value(int sexp, float q) {
   return static_cast<float>(scale2(static_cast<double>(q), sexp));
 }
 
+/// The exact clip search's neighbours in the sorted magnitudes for quantile q of n values
+/// and the weight of the upper one (rank = q * (n - 1) in double).
+struct MxClipRank {
+  std::size_t lo, hi;
+  double frac;
+};
+QNUM_HD inline MxClipRank mx_exact_clip_rank(std::size_t n, double q) {
+  const double rank = q * static_cast<double>(n - 1);
+  const auto lo = static_cast<std::size_t>(rank);
+  return {lo, lo + 1 < n ? lo + 1 : n - 1, rank - static_cast<double>(lo)};
+}
+/// The clip value between the neighbours a = sorted[lo] and b = sorted[hi].
+QNUM_HD inline double mx_exact_clip(double a, double b, double frac) { return a + frac * (b - a); }
+
+/// One element's squared error under the candidate exponent `sexp` (summed in element order).
+QNUM_HD inline double mx_exact_sq_err(const MXElement& e, const Policy& p, int sexp, float x, std::uint64_t index) {
+  const double d = scale2(static_cast<double>(mx_block_element(e, p, sexp, x, index)), sexp) - static_cast<double>(x);
+  return d * d;
+}
+
 /// Quantizes one block under OCP semantics; writes values (may be null) and codes (may be
 /// null); returns the scale code. `idx` holds each element's flat index (stochastic draws).
 /// quantile_search: the clip value is chosen among quantiles of |x| by least L2 error.
@@ -238,18 +258,12 @@ inline std::uint8_t mx_exact_block(const MXElement& e, int scale_bits, bool quan
     double best = std::numeric_limits<double>::infinity();
     int tried = std::numeric_limits<int>::min();
     for (double q : mx_clip_quantiles) {
-      const double rank = q * static_cast<double>(n - 1);
-      const auto lo = static_cast<std::size_t>(rank);
-      const std::size_t hi = std::min(lo + 1, n - 1);
-      const double clip = sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-      const int cand = mx_exact_scale_exp(e, scale_bits, clip);
+      const MxClipRank r = mx_exact_clip_rank(n, q);
+      const int cand = mx_exact_scale_exp(e, scale_bits, mx_exact_clip(sorted[r.lo], sorted[r.hi], r.frac));
       if (cand == tried) continue;  // same scale, same result
       tried = cand;
       double err = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        const double d = scale2(static_cast<double>(element_of(cand, i)), cand) - static_cast<double>(xs[i]);
-        err += d * d;
-      }
+      for (std::size_t i = 0; i < n; ++i) err += mx_exact_sq_err(e, p, cand, xs[i], static_cast<std::uint64_t>(idx[i]));
       if (err < best) best = err, sexp = cand;
     }
   }
@@ -303,7 +317,7 @@ QNUM_HD inline std::int32_t mx_to_int32_x86(float v) {
 }
 
 /// torch.lerp on float32 (its two-branch formula, no fused multiply-add).
-inline float mx_torch_lerp(float a, float b, float w) {
+QNUM_HD inline float mx_torch_lerp(float a, float b, float w) {
   return std::fabs(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }
 
@@ -324,6 +338,19 @@ struct MxTop {
   QNUM_HD float quantile() const { return has_nan || is_inf(top) ? kNaN : top; }
 };
 
+/// torch.quantile's float32 rank for q of n values (rank n - 1 when a NaN is among them): the
+/// two neighbours in sorted order and the lerp weight.
+struct MxQuantileRank {
+  std::size_t below, above;
+  float w;
+};
+QNUM_HD inline MxQuantileRank mx_torch_quantile_rank(std::size_t n, float q, bool has_nan) {
+  const float last = static_cast<float>(n - 1);
+  const float rank = has_nan ? last : q * last;
+  const auto below = static_cast<std::size_t>(rank);
+  return {below, static_cast<std::size_t>(std::ceil(rank)), rank - static_cast<float>(below)};
+}
+
 /// torch.quantile(v, q) (linear interpolation) in float32 as torch 1.13 computes it: rank =
 /// q * (n-1) in float32, NaN anywhere -> rank n-1 -> NaN; lerp of the two neighbours (so an
 /// Inf at the top gives NaN even for q = 1: inf + 0 * (inf - inf)). Sorts `v` in place.
@@ -337,12 +364,8 @@ inline float mx_torch_quantile(std::vector<float>& v, float q) {
   bool has_nan = false;
   for (float x : v) has_nan |= is_nan(x);
   std::sort(v.begin(), v.end(), [](float a, float b) { return is_nan(b) ? !is_nan(a) : a < b; });
-  const float last = static_cast<float>(n - 1);
-  const float rank = has_nan ? last : q * last;
-  const auto below = static_cast<std::size_t>(rank);
-  const float w = rank - static_cast<float>(below);
-  const auto above = static_cast<std::size_t>(std::ceil(rank));
-  return mx_torch_lerp(v[below], v[above], w);
+  const MxQuantileRank r = mx_torch_quantile_rank(n, q, has_nan);
+  return mx_torch_lerp(v[r.below], v[r.above], r.w);
 }
 
 /// MASE mxint's per-block constants (extract_mxint_components) for a clip value: the divisor
@@ -375,6 +398,18 @@ QNUM_HD inline float mase_mxint_element(const MaseMXIntParams& q, float x) {
   if (m < q.lo) m = q.lo;
   if (m > q.hi) m = q.hi;
   return m / q.mul * q.outscale;
+}
+
+/// MASE mxint's search term of one element: the float32 difference to the *unpermuted*
+/// flattened block's element, squared in double (summed in element order).
+QNUM_HD inline double mase_mxint_sq_err(float cand, float ref) {
+  const double d = static_cast<double>(cand - ref);
+  return d * d;
+}
+
+/// torch.argmin over the candidates' norms in order: NaN counts as the minimum, the first wins.
+QNUM_HD inline bool mase_argmin_takes(bool have, float best, float err) {
+  return !have || (!is_nan(best) && (is_nan(err) || err < best));
 }
 
 /// MASE mxint candidate for one block (extract_mxint_components + compose) given the clip value.
@@ -423,6 +458,17 @@ inline std::uint8_t mase_mxfp_extract(const MXFPSpec& s, float q, std::span<cons
   return mase_mxfp_scale_byte(shared, all_flushed);
 }
 
+/// MASE mxfp's search term of one element: MASE scores a candidate on q = code / 2^(M-1) *
+/// (2^((S - 127) mod 256) mod 256) - x (the raw codes in uint8 arithmetic, not the dequantized
+/// values; x from the unpermuted flattened block), reproduced as is; q^2 in float32.
+QNUM_HD inline float mase_mxfp_sq_err(int frac_width, std::uint8_t S, std::uint16_t code, float ref) {
+  const float div = static_cast<float>(1 << (frac_width - 1));
+  const auto d = static_cast<std::uint8_t>(S - 127);
+  const float pw = d < 8 ? static_cast<float>(1u << d) : 0.0f;  // uint8 pow wraps
+  const float q = static_cast<float>(code) / div * pw - ref;
+  return q * q;
+}
+
 /// MASE mxfp compose: decode(code) * 2^(S - 127) in float32.
 QNUM_HD inline float mase_mxfp_value(const MXFPSpec& s, std::uint8_t S, std::uint16_t code) {
   return mase_mx_minifloat_decode(s.exponent_width, s.frac_width, code) * pow2f(static_cast<int>(S) - 127);
@@ -466,13 +512,9 @@ inline void mase_mxint_quantize(const MXIntSpec& s, std::span<const float> in, s
       for (double qd : mx_clip_quantiles) {
         mase_mxint_block(s, clip_at(static_cast<float>(qd)), xs, cand.data());
         double acc = 0;
-        for (std::size_t j = 0; j < B; ++j) {
-          const double d = static_cast<double>(cand[j] - in[b * B + j]);
-          acc += d * d;
-        }
+        for (std::size_t j = 0; j < B; ++j) acc += mase_mxint_sq_err(cand[j], in[b * B + j]);
         const float err = std::sqrt(static_cast<float>(acc));
-        const bool take = !have || (!is_nan(best) && (is_nan(err) || err < best));
-        if (take) best = err, have = true, best_vals = cand;
+        if (mase_argmin_takes(have, best, err)) best = err, have = true, best_vals = cand;
       }
     }
     for (std::size_t j = 0; j < B; ++j) out[static_cast<std::size_t>(order[b * B + j])] = best_vals[j];
@@ -496,19 +538,11 @@ inline void mase_mxfp_block(const MXFPSpec& s, std::span<const float> in, std::s
   for (std::size_t j = 0; j < B; ++j) xs[j] = in[static_cast<std::size_t>(order[b * B + j])];
   std::uint8_t S = mase_mxfp_extract(s, 1.0f, xs, best_codes.data(), scratch);
   if (s.quantile_search) {
-    // MASE scores each candidate on q = code / 2^(M-1) * (2^((S - 127) mod 256) mod 256): the
-    // raw codes in uint8 arithmetic, not the dequantized values. Reproduced as is.
-    float best = kInf;
-    const float div = static_cast<float>(1 << (s.frac_width - 1));
+    float best = kInf;  // scored as mase_mxfp_sq_err says
     for (double qd : mx_clip_quantiles) {
       const std::uint8_t Sq = mase_mxfp_extract(s, static_cast<float>(qd), xs, codes.data(), scratch);
-      const auto d = static_cast<std::uint8_t>(Sq - 127);
-      const float pw = d < 8 ? static_cast<float>(1u << d) : 0.0f;  // uint8 pow wraps
       float err = 0.0f;
-      for (std::size_t j = 0; j < B; ++j) {
-        const float q = static_cast<float>(codes[j]) / div * pw - in[b * B + j];
-        err += q * q;
-      }
+      for (std::size_t j = 0; j < B; ++j) err += mase_mxfp_sq_err(s.frac_width, Sq, codes[j], in[b * B + j]);
       if (err < best) best = err, S = Sq, best_codes = codes;
     }
   }
