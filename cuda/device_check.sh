@@ -23,6 +23,11 @@ if command -v compute-sanitizer > /dev/null; then  # memcheck on the GEMM, atten
   timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/qnum-cuda-tests" \
     -tc='*GEMM*,*attention*,*OCP MX*' > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?" >> "$OUT/summary.txt"
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/qnum-cuda-tests" \
+    -tc='cuda: block*,cuda: bin*,cuda: ternary*,cuda: residual*,cuda: scale_integer*,cuda: MASE mx*,cuda: OCP MX tensors*,cuda: mxint_hardware*' \
+    > "$OUT/memcheck_families.log" 2>&1
+  echo "memcheck families rc=$?" >> "$OUT/summary.txt"
 fi
 cat "$OUT/machine.txt"; tail -25 "$OUT/tests.log"; cat "$OUT/bench.json" "$OUT/bench.err" "$OUT/memory.json"
-tail -5 "$OUT/memcheck.log" 2>/dev/null; cat "$OUT/summary.txt"
+tail -5 "$OUT/memcheck.log" "$OUT/memcheck_families.log" 2>/dev/null
+grep -B2 -A14 "ERROR:\|FAILED" "$OUT/tests.log" | head -120; cat "$OUT/summary.txt"
