@@ -23,8 +23,8 @@ if command -v compute-sanitizer > /dev/null; then  # memcheck on the GEMM, atten
   timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/qnum-cuda-tests" \
     -tc='*GEMM*,*attention*,*OCP MX*' > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?" >> "$OUT/summary.txt"
-  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/qnum-cuda-tests" \
-    -tc='cuda: block*,cuda: bin*,cuda: ternary*,cuda: residual*,cuda: scale_integer*,cuda: MASE mx*,cuda: OCP MX tensors*,cuda: mxint_hardware*' \
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/qnum-cuda-tests" \
+    -tc="${MEMCHECK_FAMILIES:-cuda: block*,cuda: bin*,cuda: ternary*,cuda: residual*,cuda: scale_integer*,cuda: MASE mx*,cuda: OCP MX tensors*,cuda: mxint_hardware*}" \
     > "$OUT/memcheck_families.log" 2>&1
   echo "memcheck families rc=$?" >> "$OUT/summary.txt"
 fi

@@ -8,10 +8,14 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../tests/device_buffer.hpp"
+#include "qnum/cuda/binary.hpp"
+#include "qnum/cuda/block.hpp"
 #include "qnum/cuda/kernels.hpp"
+#include "qnum/cuda/scaled.hpp"
 
 using qnum::cuda::DeviceBuffer;
 
@@ -153,6 +157,41 @@ int main(int argc, char** argv) try {
       rows.push_back({"fake_quantize log W8 (mase, reference kernel)", t2, 8.0 * nf / t2 / 1e6, peak_gbs, "GB/s"});
     }
     row("integer 8/4 stochastic", qnum::FixedSpec{8, 4, true}, qnum::exact.with(qnum::Rounding::stochastic));
+  }
+  {  // the other families on a [rows, 4096] weight-like tensor of `mb` MB (untuned kernels; block tiles 1 x 16)
+    const std::int64_t cols = 4096, rows_n = static_cast<std::int64_t>(mb * (1u << 20) / 4 / cols);
+    const std::size_t nf = static_cast<std::size_t>(rows_n * cols);
+    const qnum::Shape shape{rows_n, cols};
+    std::vector<float> x(nf);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd;
+    for (auto& v : x) v = nd(rng);
+    DeviceBuffer<float> in(x), out(nf);
+    const auto row = [&](const std::string& name, const std::function<void()>& f) {
+      const double t = time_ms(f, reps);
+      rows.push_back({name, t, 8.0 * nf / t / 1e6, peak_gbs, "GB/s"});
+    };
+    for (const auto& [p, tag] : {std::pair{qnum::exact, " (exact)"}, std::pair{qnum::mase_compat, " (mase)"}}) {
+      row(std::string("block_fp W8 E8 block 16") + tag, [&, p = p] {
+        qnum::cuda::quantize(qnum::BlockFPSpec{8, 8, std::nullopt, {1, 16}}, p, in.get(), out.get(), nf, shape);
+      });
+      row(std::string("block_minifloat W8 E4 bw8 block 16") + tag, [&, p = p] {
+        qnum::cuda::quantize(qnum::BlockMinifloatSpec{8, 4, 8, {1, 16}}, p, in.get(), out.get(), nf, shape);
+      });
+      row(std::string("block_log W8 bw8 block 16") + tag, [&, p = p] {
+        qnum::cuda::quantize(qnum::BlockLogSpec{8, 8, {1, 16}}, p, in.get(), out.get(), nf, shape);
+      });
+      row(std::string("mxint8 block 32") + tag, [&, p = p] {
+        qnum::cuda::quantize(qnum::MXIntSpec{8, 32, -1, 8, false}, p, in.get(), out.get(), shape);
+      });
+      row(std::string("scale_integer 8") + tag, [&, p = p] {
+        qnum::cuda::quantize(qnum::ScaleIntegerSpec{8, true, std::nullopt}, p, in.get(), out.get(), shape);
+      });
+    }
+    row("binary bipolar (exact)",
+        [&] { qnum::cuda::quantize(qnum::BinarySpec{}, qnum::exact, in.get(), out.get(), shape); });
+    row("ternary per channel (exact)",
+        [&] { qnum::cuda::quantize(qnum::TernarySpec{}, qnum::exact, in.get(), out.get(), shape); });
   }
   {  // GEMM M = N = K = gemm: MXINT8 dequantize-on-load vs cuBLAS bf16 (W already bf16)
     const int M = gemm, N = gemm, K = gemm;

@@ -165,7 +165,7 @@ void check_family(const Spec& s, const std::string& what) {
 TEST_CASE("cuda: block_fp equals the CPU's tensor quantize (exact roundings, mase_compat, all layouts)") {
   using qnum::BlockFPSpec;
   for (const auto& s : {BlockFPSpec{8, 8, std::nullopt, {16}}, BlockFPSpec{4, 5, std::nullopt, {4, 4}},
-                        BlockFPSpec{6, 4, std::nullopt, {2, 3, 5}}, BlockFPSpec{24, 8, std::nullopt, {-1}},
+                        BlockFPSpec{6, 4, std::nullopt, {2, 3, 5}}, BlockFPSpec{24, 8, 100, {-1}},
                         BlockFPSpec{3, 8, 140, {8}}, BlockFPSpec{2, 1, std::nullopt, {1, 7}}})
     check_family(s, "block_fp W" + std::to_string(s.width) + " E" + std::to_string(s.exponent_width) + " bias " +
                         std::to_string(s.bias()));
