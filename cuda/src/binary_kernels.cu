@@ -8,29 +8,22 @@
 #include <string_view>
 #include <vector>
 
+#include "launch.cuh"
 #include "qnum/cuda/binary.hpp"
 #include "qnum/cuda/check.hpp"
 
 namespace qnum::cuda {
 
+using detail::check_launch;
+using detail::grid_for;
+using detail::kThreads;
+using detail::StreamScratch;
+
 namespace {
 
-constexpr int kThreads = 256;
 // Channel statistics run one long serial sum per thread (with torch's 16 lane registers in
 // local memory): small CTAs spread few channels over more SMs.
 constexpr int kStatThreads = 64;
-
-/// Grid for a grid-stride loop over `work` items: enough CTAs to fill the device, capped.
-unsigned grid_for(std::size_t work, int per_cta = kThreads) {
-  const std::size_t ctas = (work + static_cast<std::size_t>(per_cta) - 1) / static_cast<std::size_t>(per_cta);
-  return static_cast<unsigned>(std::clamp<std::size_t>(ctas, 1, 1u << 16));
-}
-
-void check_launch(const char* kernel) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    qnum::detail::fail("CUDA: launch of ", kernel, " failed with ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
-}
 
 /// numel(shape) after the CPU's shape check (no negative dimension).
 std::size_t checked_numel(std::string_view family, const Shape& shape) {
@@ -42,25 +35,6 @@ void require_pointers(std::string_view family, std::size_t n, const float* in, c
   qnum::detail::require(n == 0 || (in != nullptr && out != nullptr), "qnum::cuda::quantize(", family,
                         "): null device pointer with ", n, " elements to process");
 }
-
-/// A device array allocated and freed in stream order (per-channel statistics, uploaded draws).
-template <class T>
-class StreamScratch {
- public:
-  StreamScratch(std::size_t n, cudaStream_t stream) : stream_(stream) {
-    QNUM_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p_), std::max<std::size_t>(n, 1) * sizeof(T), stream));
-  }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  ~StreamScratch() {
-    if (p_) (void)cudaFreeAsync(p_, stream_);
-  }
-  T* get() const { return p_; }
-
- private:
-  T* p_ = nullptr;
-  cudaStream_t stream_;
-};
 
 // ---- kernels ---------------------------------------------------------------------------
 

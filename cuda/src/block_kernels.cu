@@ -8,33 +8,26 @@
 #include <utility>
 #include <vector>
 
+#include "launch.cuh"
 #include "qnum/cuda/block.hpp"
 #include "qnum/cuda/check.hpp"
 
 namespace qnum::cuda {
 
+using detail::check_launch;
+using detail::grid_for;
+using detail::kThreads;
+using detail::StreamScratch;
+
 namespace {
 
 namespace qd = qnum::detail;
 
-constexpr int kThreads = 256;  // a multiple of the warp size: every warp is whole
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 /// Dims a device layout holds after merging runs of tile-1 dims: an exact layout has one such
 /// run in front of at most 3 block_size dims, MASE's layouts have rank <= 3.
 constexpr int kMaxRank = 4;
-
-/// Grid for a grid-stride loop over `threads` threads: enough CTAs to fill the device, capped.
-unsigned grid_for(std::size_t threads) {
-  const std::size_t ctas = (threads + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<std::size_t>(ctas, 1, 1u << 16));
-}
-
-void check_launch(const char* kernel) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    qd::fail("CUDA: launch of ", kernel, " failed with ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
-}
 
 // ---- layout on the device -----------------------------------------------------------------
 
@@ -258,25 +251,6 @@ __global__ void mase_blocks_kernel(Op op, DeviceLayout L, const float* in, float
     }
   });
 }
-
-/// Stream-ordered scratch (cudaMallocAsync / cudaFreeAsync), freed on every exit path.
-template <class T>
-class StreamScratch {
- public:
-  StreamScratch(std::size_t n, cudaStream_t s) : s_(s) {
-    QNUM_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p_), n * sizeof(T), s));
-  }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  ~StreamScratch() {
-    if (p_) (void)cudaFreeAsync(p_, s_);
-  }
-  T* get() const { return p_; }
-
- private:
-  T* p_ = nullptr;
-  cudaStream_t s_;
-};
 
 // ---- launchers ----------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "launch.cuh"
 #include "qnum/cuda/check.hpp"
 #include "qnum/cuda/kernels.hpp"
 #include "qnum/kernel/exact_float32.hpp"
@@ -13,21 +14,11 @@
 
 namespace qnum::cuda {
 
+using detail::check_launch;
+using detail::grid_for;
+using detail::kThreads;
+
 namespace {
-
-constexpr int kThreads = 256;
-
-/// Grid for a grid-stride loop over `work` items: enough CTAs to fill the device, capped.
-unsigned grid_for(std::size_t work, int per_cta = kThreads) {
-  const std::size_t ctas = (work + static_cast<std::size_t>(per_cta) - 1) / static_cast<std::size_t>(per_cta);
-  return static_cast<unsigned>(std::clamp<std::size_t>(ctas, 1, 1u << 16));
-}
-
-void check_launch(const char* kernel) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    qnum::detail::fail("CUDA: launch of ", kernel, " failed with ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
-}
 
 // The policy reaches the kernel as a type: the two bundles as compile-time constants, so the
 // reference's branches on rounding / overflow / semantics fold away after inlining (the

@@ -7,27 +7,20 @@
 #include <limits>
 #include <optional>
 
+#include "launch.cuh"
 #include "qnum/cuda/check.hpp"
 #include "qnum/cuda/scaled.hpp"
 
 namespace qnum::cuda {
 
+using detail::check_launch;
+using detail::grid_for;
+using detail::kThreads;
+using detail::StreamScratch;
+
 namespace {
 
-constexpr int kThreads = 256;  // a multiple of 32: every warp is whole
 constexpr unsigned kFull = 0xFFFFFFFFu;
-
-/// Grid for a grid-stride loop over `work` threads: enough CTAs to fill the device, capped.
-unsigned grid_for(std::size_t work) {
-  const std::size_t ctas = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<std::size_t>(ctas, 1, 1u << 16));
-}
-
-void check_launch(const char* kernel) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    qnum::detail::fail("CUDA: launch of ", kernel, " failed with ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
-}
 
 /// Shape checks shared by every entry point (the CPU's check_tensor_io, for device pointers);
 /// returns numel.
@@ -117,24 +110,6 @@ constexpr ClipQuantiles clip_quantiles() {
   return c;
 }
 constexpr int kClipCandidates = static_cast<int>(qnum::detail::mx_clip_quantiles.size());
-
-/// Owns a transient device allocation made in stream order.
-class StreamBuffer {
- public:
-  StreamBuffer(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
-    QNUM_CUDA_CHECK(cudaMallocAsync(&p_, bytes, stream));
-  }
-  StreamBuffer(const StreamBuffer&) = delete;
-  StreamBuffer& operator=(const StreamBuffer&) = delete;
-  ~StreamBuffer() {
-    if (p_) (void)cudaFreeAsync(p_, stream_);
-  }
-  void* get() const { return p_; }
-
- private:
-  void* p_ = nullptr;
-  cudaStream_t stream_;
-};
 
 // ---- scale_integer ----------------------------------------------------------------------
 
@@ -347,11 +322,11 @@ void launch_mase_mx(const Spec& s, const float* in, float* out, const Shape& sha
   if (n == 0) return;
   const std::size_t nblocks = n / static_cast<std::size_t>(s.block_size);
   // The clip search reads other blocks' inputs (the unpermuted block): in place, from a copy.
-  std::optional<StreamBuffer> copy;
+  std::optional<StreamScratch<float>> copy;
   if (s.quantile_search && in == out) {
-    copy.emplace(n * sizeof(float), stream);
+    copy.emplace(n, stream);
     QNUM_CUDA_CHECK(cudaMemcpyAsync(copy->get(), in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    in = static_cast<const float*>(copy->get());
+    in = copy->get();
   }
   if constexpr (std::is_same_v<Spec, MXIntSpec>) {
     mase_mxint_kernel<<<grid_for(nblocks * 32), kThreads, 0, stream>>>(s, axis_last(shape, axis), in, out, nblocks);
@@ -386,8 +361,8 @@ void quantize(const ScaleIntegerSpec& s, const Policy& p, const float* in, float
   const auto len = static_cast<std::size_t>(shape.empty() ? 1 : shape.back());
   if (n == 0 || len == 0) return;
   const std::size_t rows = n / len, chunks = (len + kRowChunk - 1) / kRowChunk;
-  StreamBuffer keys(rows * sizeof(std::uint32_t), stream);
-  auto* k = static_cast<std::uint32_t*>(keys.get());
+  StreamScratch<std::uint32_t> keys(rows, stream);
+  auto* k = keys.get();
   if (chunks > 1) QNUM_CUDA_CHECK(cudaMemsetAsync(k, 0, rows * sizeof(std::uint32_t), stream));
   row_abs_max_kernel<<<grid_for(rows * chunks * 32), kThreads, 0, stream>>>(in, rows, len, chunks, k);
   check_launch("row_abs_max_kernel");

@@ -13,24 +13,16 @@
 #include <utility>
 #include <vector>
 
+#include "compare.hpp"
 #include "device_buffer.hpp"
 #include "qnum/cuda/kernels.hpp"
 #include "qnum/kernel/attention.hpp"
 
 using qnum::cuda::DeviceBuffer;
 
-namespace {
+using namespace qnum::cuda::test;
 
-std::uint32_t bits(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float from_bits(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+namespace {
 
 /// Inputs that reach every branch: all 2^16 bfloat16 bit patterns (every sign, exponent,
 /// NaN, Inf, subnormal), random float32 bit patterns, and normals at scales 2^-20 .. 2^20.
@@ -42,18 +34,6 @@ std::vector<float> test_inputs(std::uint32_t seed, std::size_t random_count = 1 
   std::normal_distribution<float> nd;
   for (std::size_t i = 0; i < random_count; ++i) x.push_back(std::ldexp(nd(rng), static_cast<int>(i % 41) - 20));
   return x;
-}
-
-/// Bitwise equality (NaN payloads included), reporting the first few mismatches.
-void require_same_bits(const std::vector<float>& gpu, const std::vector<float>& cpu, const std::vector<float>& in,
-                       const std::string& what) {
-  REQUIRE(gpu.size() == cpu.size());
-  int bad = 0;
-  for (std::size_t i = 0; i < gpu.size(); ++i)
-    if (bits(gpu[i]) != bits(cpu[i]) && !(std::isnan(gpu[i]) && std::isnan(cpu[i])) && bad++ < 5)
-      FAIL_CHECK(what << ": element " << i << " input " << in[i] << " (0x" << std::hex << bits(in[i]) << ") gpu 0x"
-                      << bits(gpu[i]) << " cpu 0x" << bits(cpu[i]) << std::dec);
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " mismatches of " << gpu.size());
 }
 
 template <class Spec>

@@ -12,27 +12,19 @@
 #include <type_traits>
 #include <vector>
 
+#include "compare.hpp"
 #include "device_buffer.hpp"
 #include "qnum/cuda/binary.hpp"
 
 using qnum::cuda::DeviceBuffer;
+
+using namespace qnum::cuda::test;
 
 namespace {
 
 constexpr std::size_t kGuard = 7;     // floats past the output that must stay untouched
 constexpr float kPoison = -12345.0f;  // what they hold
 constexpr int kModes = 8;             // input kinds per channel (channel_values)
-
-std::uint32_t bits(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float from_bits(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
 
 std::string shape_text(const qnum::Shape& shape) { return qnum::to_string(shape); }
 
@@ -111,22 +103,6 @@ std::vector<float> make_uniforms(std::size_t n, std::uint32_t seed) {
   std::vector<float> u(n);
   for (std::size_t i = 0; i < n; ++i) u[i] = i % 7 == 3 ? edge[(i / 7) % 5] : ud(rng);
   return u;
-}
-
-/// Bitwise equality (NaN == NaN), reporting the first mismatches with their inputs.
-void require_same_bits(const std::vector<float>& gpu, const std::vector<float>& cpu, const std::vector<float>& in,
-                       const std::string& what) {
-  REQUIRE(gpu.size() == cpu.size());
-  int bad = 0;
-  for (std::size_t i = 0; i < gpu.size(); ++i) {
-    if (bits(gpu[i]) == bits(cpu[i]) || (std::isnan(gpu[i]) && std::isnan(cpu[i]))) continue;
-    if (bad++ < 5) {
-      const float x = in.empty() ? 0.0f : in[i % in.size()];
-      FAIL_CHECK(what << ": element " << i << " input " << x << " (0x" << std::hex << bits(x) << ") gpu " << gpu[i]
-                      << " (0x" << bits(gpu[i]) << ") cpu " << cpu[i] << " (0x" << bits(cpu[i]) << ")" << std::dec);
-    }
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " mismatches of " << gpu.size());
 }
 
 std::size_t output_count(const qnum::ResidualSignSpec& s, const qnum::Policy& p, const qnum::Shape& shape) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "compare.hpp"
 #include "device_buffer.hpp"
 #include "qnum/cuda/block.hpp"
 
@@ -23,30 +24,9 @@ using qnum::Rounding;
 using qnum::Shape;
 using qnum::cuda::DeviceBuffer;
 
+using namespace qnum::cuda::test;
+
 namespace {
-
-std::uint32_t bits(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float from_bits(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-
-/// Bitwise equality (any two NaNs equal), reporting the first few mismatches.
-void require_same_bits(const std::vector<float>& gpu, const std::vector<float>& cpu, const std::vector<float>& in,
-                       const std::string& what) {
-  REQUIRE(gpu.size() == cpu.size());
-  int bad = 0;
-  for (std::size_t i = 0; i < gpu.size(); ++i)
-    if (bits(gpu[i]) != bits(cpu[i]) && !(std::isnan(gpu[i]) && std::isnan(cpu[i])) && bad++ < 5)
-      FAIL_CHECK(what << ": element " << i << " input " << in[i] << " (0x" << std::hex << bits(in[i]) << ") gpu 0x"
-                      << bits(gpu[i]) << " cpu 0x" << bits(cpu[i]) << std::dec);
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " mismatches of " << gpu.size());
-}
 
 /// Inputs shaped like tensors (runs of 16 share a magnitude, 2^-30..2^30) with every hard
 /// case mixed in: +-0 and runs of zeros (whole zero blocks), magnitudes over all of float32

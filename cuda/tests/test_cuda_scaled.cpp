@@ -14,35 +14,15 @@
 #include <utility>
 #include <vector>
 
+#include "compare.hpp"
 #include "device_buffer.hpp"
 #include "qnum/cuda/scaled.hpp"
 
 using qnum::cuda::DeviceBuffer;
 
+using namespace qnum::cuda::test;
+
 namespace {
-
-std::uint32_t bits_of(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float float_of(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-
-/// Bitwise equality (NaN == NaN whatever the payload), reporting the first few mismatches.
-void require_same_bits(const std::vector<float>& gpu, const std::vector<float>& cpu, const std::vector<float>& in,
-                       const std::string& what) {
-  REQUIRE(gpu.size() == cpu.size());
-  int bad = 0;
-  for (std::size_t i = 0; i < gpu.size(); ++i)
-    if (bits_of(gpu[i]) != bits_of(cpu[i]) && !(std::isnan(gpu[i]) && std::isnan(cpu[i])) && bad++ < 5)
-      FAIL_CHECK(what << ": element " << i << " input " << in[i] << " (0x" << std::hex << bits_of(in[i]) << ") gpu 0x"
-                      << bits_of(gpu[i]) << " cpu 0x" << bits_of(cpu[i]) << std::dec);
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " mismatches of " << gpu.size());
-}
 
 /// n inputs in runs of 16 (so rows, tiles and blocks see every kind): normals at scales
 /// 2^-40..2^40 (most runs), all zeros (+0 and -0), one NaN of several payloads, one +-Inf,
@@ -51,7 +31,7 @@ void require_same_bits(const std::vector<float>& gpu, const std::vector<float>& 
 std::vector<float> mixed_inputs(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
-  const float nans[] = {float_of(0x7FC00000u), float_of(0xFFC00000u), float_of(0x7FA12345u), float_of(0xFFFFFFFFu)};
+  const float nans[] = {from_bits(0x7FC00000u), from_bits(0xFFC00000u), from_bits(0x7FA12345u), from_bits(0xFFFFFFFFu)};
   std::vector<float> x(n);
   for (std::size_t start = 0; start < n; start += 16) {
     const std::size_t end = std::min(n, start + 16);
@@ -60,9 +40,9 @@ std::vector<float> mixed_inputs(std::size_t n, std::uint32_t seed) {
     for (std::size_t i = start; i < end; ++i) {
       float v = std::ldexp(nd(rng), scale);
       if (kind == 0) v = (rng() % 2) ? 0.0f : -0.0f;
-      if (kind == 1) v = std::ldexp(nd(rng), 100 + static_cast<int>(rng() % 28));    // near float max
-      if (kind == 2) v = float_of(static_cast<std::uint32_t>(rng()) & 0x807FFFFFu);  // subnormal or zero
-      if (kind == 3) v = float_of(static_cast<std::uint32_t>(rng()));
+      if (kind == 1) v = std::ldexp(nd(rng), 100 + static_cast<int>(rng() % 28));     // near float max
+      if (kind == 2) v = from_bits(static_cast<std::uint32_t>(rng()) & 0x807FFFFFu);  // subnormal or zero
+      if (kind == 3) v = from_bits(static_cast<std::uint32_t>(rng()));
       if (kind == 4) v = std::ldexp(nd(rng), -140);
       x[i] = v;
     }
@@ -183,8 +163,9 @@ TEST_CASE("cuda: MASE mxfp blocks equal mase_mxfp_quantize for every element typ
 
 TEST_CASE("cuda: MASE mxfp blocks holding Inf or NaN payloads equal the CPU (x86 NaN division)") {
   // Inf / 2^128 and NaN inputs reach MASE's codec, which reads the NaN's mantissa bits.
-  const float specials[] = {qnum::detail::kInf,    -qnum::detail::kInf,   float_of(0x7FC00000u), float_of(0xFFC00000u),
-                            float_of(0x7FA12345u), float_of(0xFF800001u), float_of(0x7FFFFFFFu), float_of(0x7FE00000u)};
+  const float specials[] = {qnum::detail::kInf,     -qnum::detail::kInf,    from_bits(0x7FC00000u),
+                            from_bits(0xFFC00000u), from_bits(0x7FA12345u), from_bits(0xFF800001u),
+                            from_bits(0x7FFFFFFFu), from_bits(0x7FE00000u)};
   std::vector<float> in;
   for (const float sp : specials)
     for (int b = 0; b < 4; ++b) {  // each special among zeros, among normals, alone, twice
