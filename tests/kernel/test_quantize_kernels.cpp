@@ -796,6 +796,7 @@ TEST_CASE("kernel quantize: block_minifloat and block_log, exact and mase, threa
     nb.resize(nb.size() / 16 * 16);
     check_shaped(f, nb, {static_cast<std::int64_t>(nb.size()) / 16, 16}, Role::weight, true);
     check_shaped(f, std::vector<float>(64, 0.0f), {8, 8}, Role::weight, true);  // every block max 1
+    check_shaped(f, std::vector<float>(64, -0.0f), {64}, Role::weight, true);   // the same, one pass
     // log2 decision points, tiny blocks (biases above 126: the element function's tail)
     auto lp = log2_points();
     lp.resize(lp.size() / 16 * 16);
