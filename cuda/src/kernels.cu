@@ -56,20 +56,15 @@ struct PlainOp {
 struct Log2Lookup {
   const std::int32_t* floor_t = nullptr;    // 256 entries, Log2Op::floor
   const std::int32_t* nearest_t = nullptr;  // Log2Op::nearest
-  /// k or k + 1 for a positive normal float in [2^k, 2^(k+1)): the table holds the first bit
-  /// pattern of the binade whose decision is k + 1.
-  __device__ static float from_table(const std::int32_t* t, std::uint32_t b) {
-    const std::uint32_t f = b >> 23;
-    return static_cast<float>(static_cast<int>(f) - 127 + (static_cast<std::int32_t>(b) >= __ldg(t + f) ? 1 : 0));
-  }
-  __device__ static bool positive_normal(std::uint32_t b) { return (b >> 23) >= 1 && (b >> 23) <= 254; }
   __device__ float floor_log2(float v) const {
     const std::uint32_t b = __float_as_uint(v);
-    return positive_normal(b) ? from_table(floor_t, b) : qnum::detail::torchf::Log2Direct{}.floor_log2(v);
+    return qnum::detail::log2_positive_normal(b) ? qnum::detail::log2_op_from_table(floor_t, b)
+                                                 : qnum::detail::torchf::Log2Direct{}.floor_log2(v);
   }
   __device__ float round_log2(float v) const {
     const std::uint32_t b = __float_as_uint(v);
-    return positive_normal(b) ? from_table(nearest_t, b) : qnum::detail::torchf::Log2Direct{}.round_log2(v);
+    return qnum::detail::log2_positive_normal(b) ? qnum::detail::log2_op_from_table(nearest_t, b)
+                                                 : qnum::detail::torchf::Log2Direct{}.round_log2(v);
   }
 };
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "qnum/core/policy.hpp"
+
 namespace qnum::cuda::test {
 
 inline std::uint32_t bits(float x) {
@@ -39,6 +41,17 @@ inline void require_same_bits(const std::vector<float>& gpu, const std::vector<f
     }
   }
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " mismatches of " << gpu.size());
+}
+
+/// The exact bundle under every rounding (stochastic with a fixed seed).
+inline std::vector<qnum::Policy> exact_roundings() {
+  using qnum::Rounding;
+  return {qnum::exact,
+          qnum::exact.with(Rounding::floor),
+          qnum::exact.with(Rounding::nearest_away),
+          qnum::exact.with(Rounding::toward_zero),
+          qnum::exact.with(Rounding::ceil),
+          qnum::exact.with(Rounding::stochastic).with_seed(42)};
 }
 
 }  // namespace qnum::cuda::test

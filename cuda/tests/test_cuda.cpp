@@ -58,14 +58,9 @@ void check_elementwise(const Spec& s, const qnum::Policy& p, const std::string& 
 }
 
 std::vector<qnum::Policy> policies() {
-  using qnum::Rounding;
-  return {qnum::exact,
-          qnum::exact.with(Rounding::floor),
-          qnum::exact.with(Rounding::nearest_away),
-          qnum::exact.with(Rounding::toward_zero),
-          qnum::exact.with(Rounding::ceil),
-          qnum::exact.with(Rounding::stochastic).with_seed(42),
-          qnum::mase_compat};
+  auto p = exact_roundings();
+  p.push_back(qnum::mase_compat);
+  return p;
 }
 
 }  // namespace

@@ -89,13 +89,9 @@ void check_blocks(const Spec& s, const Policy& p, const Shape& shape, Role role,
 std::vector<Policy> exact_policies() {
   Policy flush = qnum::exact;
   flush.subnormals = qnum::Subnormals::flush;
-  return {qnum::exact,
-          qnum::exact.with(Rounding::floor),
-          qnum::exact.with(Rounding::nearest_away),
-          qnum::exact.with(Rounding::toward_zero),
-          qnum::exact.with(Rounding::ceil),
-          qnum::exact.with(Rounding::stochastic).with_seed(42),
-          flush};
+  auto p = exact_roundings();
+  p.push_back(flush);
+  return p;
 }
 
 /// Exact layouts: rank 0..5, partial last tiles, size-1 and leading untiled dims, empty.

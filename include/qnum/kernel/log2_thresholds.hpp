@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "qnum/core/bits.hpp"
+#include "qnum/core/hd.hpp"
 #include "qnum/format/minifloat.hpp"
 
 namespace qnum::detail {
@@ -24,6 +25,15 @@ enum class Log2Op : std::uint8_t { floor, ceil, nearest };
 struct Log2Thresholds {
   std::array<std::int32_t, 256> t{};
 };
+
+/// Whether the bits are a positive normal float (the values the tables decide).
+QNUM_HD constexpr bool log2_positive_normal(std::uint32_t b) { return (b >> 23) >= 1 && (b >> 23) <= 254; }
+/// op(log2 v) for a positive normal float's bits b in [2^k, 2^(k+1)): k, or k + 1 from the
+/// binade's threshold in table t (256 entries; host or device memory).
+QNUM_HD inline float log2_op_from_table(const std::int32_t* t, std::uint32_t b) {
+  const std::uint32_t f = b >> 23;
+  return static_cast<float>(static_cast<std::int32_t>(f) - 127 + (static_cast<std::int32_t>(b) >= t[f] ? 1 : 0));
+}
 
 inline float log2_op(Log2Op op, float v) {
   const float l = torchf::log2(v);
@@ -67,11 +77,8 @@ inline const Log2Thresholds& log2_thresholds(Log2Op op) {
 /// op(float32 log2(v)) for one float, as log2_op computes it: from the thresholds for positive
 /// normal v (no libm call: the MASE block kernels take one per block of 16), else libm.
 inline float log2_op_scalar(Log2Op op, float v) {
-  const std::uint32_t b = float_bits(v), f = b >> 23;
-  if (f >= 1 && f <= 254)
-    return static_cast<float>(static_cast<std::int32_t>(f) - 127 +
-                              (static_cast<std::int32_t>(b) >= log2_thresholds(op).t[f] ? 1 : 0));
-  return log2_op(op, v);
+  const std::uint32_t b = float_bits(v);
+  return log2_positive_normal(b) ? log2_op_from_table(log2_thresholds(op).t.data(), b) : log2_op(op, v);
 }
 
 }  // namespace qnum::detail

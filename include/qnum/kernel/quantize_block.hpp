@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -311,11 +312,62 @@ inline void mase_block_fp_run(const float* x, float* y, std::int64_t len, float 
   for (; i < len; ++i) y[i] = qnum::detail::mase_block_fp_element(x[i], p, shift, kmax, fold);
 }
 
-/// MASE block_fp. Tiles inside one row (bias, activations) take one pass with the grouped
-/// row-block loop: an all-zero block's outputs are +0 whatever its borrowed scale (0 * q + x)
-/// unless that scale is NaN or Inf (a NaN block exists, or the smallest block max maps to
-/// 2^128), which is known only at the end and then fixed in a second look at the zero blocks.
-/// Tiles spanning rows (2-D weights) take two passes: block maxima, then the elements.
+/// MASE's blocked formats in one pass when every tile lies inside one row (1-D tensors, activations,
+/// biases): each block's max as it is read (for_each_row_block), then run(x, y, len, max).
+/// MASE's zero-block rule needs the whole tensor's smallest non-zero max, known only at the
+/// end; an all-zero block gives +0 under almost any borrowed max (0 * q + x, then F.fold's
+/// 0 + v), so zero blocks are written +0 first and run again with the borrowed max only if a
+/// probe of +0 and -0 says otherwise (a NaN block poisons them, for one). False (nothing
+/// done) for tiles spanning rows.
+template <class A, class Run>
+bool mase_row_local_runs(const BlockLayout& L, std::span<const float> in, std::span<float> out, Run&& run) {
+  for (std::size_t d = 0; d + 1 < L.rank(); ++d)
+    if (L.tile[d] != 1) return false;
+  const std::int64_t n = numel(L.shape);
+  if (n == 0) return true;
+  const std::int64_t C = L.shape.back(), rows = n / C, tc = std::max<std::int64_t>(L.tile.back(), 1);
+  const std::int64_t per_row = (C + tc - 1) / tc;
+  std::atomic<std::uint32_t> min_key{~0u};
+  std::atomic<bool> saw_zero{false};
+  auto prep = [&](std::int32_t mb) -> BlockParams {
+    if (mb == 0) {
+      if (!saw_zero.load(std::memory_order_relaxed)) saw_zero.store(true, std::memory_order_relaxed);
+      return {3, 0.0f, 0.0f};
+    }
+    const float mx = bits_float(static_cast<std::uint32_t>(mb));
+    const std::uint32_t key = qnum::detail::mase_zero_rule_key(mx);
+    for (std::uint32_t m = min_key.load(std::memory_order_relaxed);
+         key < m && !min_key.compare_exchange_weak(m, key, std::memory_order_relaxed);) {
+    }
+    return {0, mx, 0.0f};
+  };
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+    if (bp.kind == 3) return std::fill(y, y + len, 0.0f);
+    run(x, y, len, bp.a);
+  };
+  for_each_row_block<A>(in, out, C, tc, prep, apply);
+  if (!saw_zero) return true;
+  const float borrowed = qnum::detail::mase_zero_rule_apply(0.0f, min_key.load());
+  constexpr std::int64_t N = bf<A>::size;
+  std::array<float, 2 * N> probe{}, probe_out{};
+  for (std::int64_t i = 0; i < 2 * N; i += 2) probe[static_cast<std::size_t>(i + 1)] = -0.0f;
+  run(probe.data(), probe_out.data(), 2 * N, borrowed);
+  bool plus_zero = true;
+  for (const float v : probe_out) plus_zero &= qnum::detail::float_bits(v) == 0u;
+  if (plus_zero) return true;
+  const float* src = in.data();
+  float* dst = out.data();
+  for (std::int64_t r = 0; r < rows; ++r)  // rare: the zero blocks with their borrowed max
+    for (std::int64_t j = 0; j < per_row; ++j) {
+      const std::int64_t off = r * C + j * tc, len = std::min(tc, C - j * tc);
+      if (max_abs_bits<A>(src + off, len) == 0) run(src + off, dst + off, len, borrowed);
+    }
+  return true;
+}
+
+/// MASE block_fp. Tiles inside one row (bias, activations) take one pass
+/// (mase_row_local_runs); tiles spanning rows (2-D weights) two: block maxima, then the
+/// elements.
 template <class A>
 void block_fp_mase_simd(const BlockFPSpec& s, std::span<const float> in, std::span<float> out, const Shape& shape,
                         Role role) {
@@ -336,46 +388,11 @@ void block_fp_mase_simd(const BlockFPSpec& s, std::span<const float> in, std::sp
     return scale_of(bits_float(static_cast<std::uint32_t>(mb)));
   };
 
-  bool row_local = true;
-  for (std::size_t d = 0; d + 1 < L.rank(); ++d) row_local &= L.tile[d] == 1;
-  if (row_local) {
-    std::atomic<std::int32_t> min_bits{INT32_MAX};  // smallest non-zero block max (bits)
-    std::atomic<bool> saw_nan{false}, saw_zero{false};
-    auto prep = [&](std::int32_t mb) -> BlockParams {
-      if (mb == 0) {
-        if (!saw_zero.load(std::memory_order_relaxed)) saw_zero.store(true, std::memory_order_relaxed);
-        return {3, 0.0f, 0.0f};
-      }
-      if (mb > 0x7f800000) {
-        saw_nan.store(true, std::memory_order_relaxed);
-        return {1, 0.0f, 0.0f};
-      }
-      for (std::int32_t m = min_bits.load(std::memory_order_relaxed);
-           mb < m && !min_bits.compare_exchange_weak(m, mb, std::memory_order_relaxed);) {
-      }
-      return {0, scale_of_bits(mb), 0.0f};
-    };
-    auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
-      if (bp.kind == 1) return fill_nan(y, len);
-      if (bp.kind == 3) return std::fill(y, y + len, 0.0f);
-      mase_block_fp_run<A>(x, y, len, bp.a, shift, kmax, fold);
-    };
-    for_each_row_block<A>(in, out, C, tc, prep, apply);
-    if (saw_zero && min_bits != INT32_MAX) {
-      const float p_zero =
-          saw_nan ? qnum::detail::kNaN : scale_of(bits_float(static_cast<std::uint32_t>(min_bits.load())));
-      if (!std::isfinite(p_zero)) {
-        // rare: recompute those blocks with their real (NaN or Inf) scale
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (std::int64_t j = 0; j < per_row; ++j) {
-            const std::int64_t off = r * C + j * tc, len = std::min(tc, C - j * tc);
-            if (max_abs_bits<A>(src + off, len) == 0)
-              mase_block_fp_run<A>(src + off, dst + off, len, p_zero, shift, kmax, fold);
-          }
-      }
-    }
-    return;
-  }
+  auto run = [&](const float* x, float* y, std::int64_t len, float block_max) {
+    const auto mb = static_cast<std::int32_t>(qnum::detail::float_bits(block_max) & 0x7fffffffu);
+    mase_block_fp_run<A>(x, y, len, scale_of_bits(mb), shift, kmax, fold);
+  };
+  if (mase_row_local_runs<A>(L, in, out, run)) return;
 
   const std::int64_t grain = std::max<std::int64_t>(1, kQuantizeGrain / C);
   std::vector<std::int32_t> run_max(static_cast<std::size_t>(rows * per_row));

@@ -350,59 +350,6 @@ void mase_tile_runs(const BlockLayout& L, std::span<const float> in, std::span<f
   });
 }
 
-/// mase_tile_runs in one pass when every tile lies inside one row (1-D tensors, activations,
-/// biases): each block's max as it is read (for_each_row_block), then run(x, y, len, max).
-/// MASE's zero-block rule needs the whole tensor's smallest non-zero max, known only at the
-/// end; an all-zero block gives +0 under almost any borrowed max (0 * q + x, then F.fold's
-/// 0 + v), so zero blocks are written +0 first and run again with the borrowed max only if a
-/// probe of +0 and -0 says otherwise (a NaN block poisons them, for one). False (nothing
-/// done) for tiles spanning rows.
-template <class A, class Run>
-bool mase_row_local_runs(const BlockLayout& L, std::span<const float> in, std::span<float> out, Run&& run) {
-  for (std::size_t d = 0; d + 1 < L.rank(); ++d)
-    if (L.tile[d] != 1) return false;
-  const std::int64_t n = numel(L.shape);
-  if (n == 0) return true;
-  const std::int64_t C = L.shape.back(), rows = n / C, tc = std::max<std::int64_t>(L.tile.back(), 1);
-  const std::int64_t per_row = (C + tc - 1) / tc;
-  std::atomic<std::uint32_t> min_key{~0u};
-  std::atomic<bool> saw_zero{false};
-  auto prep = [&](std::int32_t mb) -> BlockParams {
-    if (mb == 0) {
-      if (!saw_zero.load(std::memory_order_relaxed)) saw_zero.store(true, std::memory_order_relaxed);
-      return {3, 0.0f, 0.0f};
-    }
-    const float mx = bits_float(static_cast<std::uint32_t>(mb));
-    const std::uint32_t key = qnum::detail::mase_zero_rule_key(mx);
-    for (std::uint32_t m = min_key.load(std::memory_order_relaxed);
-         key < m && !min_key.compare_exchange_weak(m, key, std::memory_order_relaxed);) {
-    }
-    return {0, mx, 0.0f};
-  };
-  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
-    if (bp.kind == 3) return std::fill(y, y + len, 0.0f);
-    run(x, y, len, bp.a);
-  };
-  for_each_row_block<A>(in, out, C, tc, prep, apply);
-  if (!saw_zero) return true;
-  const float borrowed = qnum::detail::mase_zero_rule_apply(0.0f, min_key.load());
-  constexpr std::int64_t N = bf<A>::size;
-  std::array<float, 2 * N> probe{}, probe_out{};
-  for (std::int64_t i = 0; i < 2 * N; i += 2) probe[static_cast<std::size_t>(i + 1)] = -0.0f;
-  run(probe.data(), probe_out.data(), 2 * N, borrowed);
-  bool plus_zero = true;
-  for (const float v : probe_out) plus_zero &= qnum::detail::float_bits(v) == 0u;
-  if (plus_zero) return true;
-  const float* src = in.data();
-  float* dst = out.data();
-  for (std::int64_t r = 0; r < rows; ++r)  // rare: the zero blocks with their borrowed max
-    for (std::int64_t j = 0; j < per_row; ++j) {
-      const std::int64_t off = r * C + j * tc, len = std::min(tc, C - j * tc);
-      if (max_abs_bits<A>(src + off, len) == 0) run(src + off, dst + off, len, borrowed);
-    }
-  return true;
-}
-
 /// MASE block_minifloat: the bias as block_minifloat_quantize_mase computes it; elements by
 /// MinifloatMaseKernel for minifloat_ieee(W, E) with that bias (bias <= 126).
 template <class A>
