@@ -243,6 +243,11 @@ struct Log2Lookup {
   /// threshold, so an index clamped into the window gives the same result.
   std::int32_t tables = 0;
   bool small = false;  // one table: hi - lo <= 30
+  /// The thresholds' mantissas over the fields that decide a result (k in [lo, hi - 1]) lie
+  /// in [m_lo, m_hi] (a field without a threshold counts as 2^23): a mantissa >= m_hi is
+  /// "up" and one < m_lo is not, whatever its field. log2's rounding spreads them over a few
+  /// dozen units (log W8, round: 31 of 2^23), so only inputs in that sliver need the lookup.
+  std::int32_t m_lo = 0, m_hi = 0;
   alignas(64) std::array<std::int32_t, 256> window{};
 
   Log2Lookup() = default;
@@ -257,13 +262,22 @@ struct Log2Lookup {
       const std::int32_t f = std::clamp(f0 + i, 0, 255);
       window[static_cast<std::size_t>(i)] = t->t[static_cast<std::size_t>(f)];
     }
+    m_lo = 1 << 23;
+    m_hi = 0;
+    for (std::int32_t k = lo; k < hi; ++k) {
+      const std::int32_t f = k + 127, thr = t->t[static_cast<std::size_t>(f)];
+      const std::int32_t m = thr == INT32_MAX ? (1 << 23) : thr - (f << 23);
+      m_lo = std::min(m_lo, m);
+      m_hi = std::max(m_hi, m);
+    }
+    if (m_lo > m_hi) m_lo = m_hi = 1 << 23;  // lo == hi: the result is lo whatever the input
   }
 };
 
-/// exponent op(float32 log2(w)) for non-negative w (not NaN), from the bits and the
-/// thresholds, clamped to [lk.lo, lk.hi] (lo >= -126).
+/// The same from the per-field thresholds (log2_exponent's path for the rare vectors with a
+/// mantissa in [m_lo, m_hi)); out of line so that the common path stays small and inlined.
 template <class A>
-inline bi<A> log2_exponent(const bf<A>& w, const Log2Lookup& lk) {
+[[gnu::noinline]] bi<A> log2_exponent_lookup(const bf<A>& w, const Log2Lookup& lk) {
   const bi<A> a = as_int<A>(w);
   const bi<A> field = a >> 23;
   bi<A> thr;
@@ -316,6 +330,19 @@ inline bi<A> log2_exponent(const bf<A>& w, const Log2Lookup& lk) {
   }
   const bi<A> up = select_i<A>(a >= thr, bi<A>(1), bi<A>(0));
   return clamp_i<A>(field - bi<A>(127) + up, lk.lo, lk.hi);
+}
+
+/// exponent op(float32 log2(w)) for non-negative w (not NaN), from the bits and the
+/// thresholds, clamped to [lk.lo, lk.hi] (lo >= -126): one compare with m_hi unless a lane's
+/// mantissa lies in the sliver [m_lo, m_hi) where the field's own threshold decides.
+template <class A>
+[[gnu::always_inline]] inline bi<A> log2_exponent(const bf<A>& w, const Log2Lookup& lk) {
+  const bi<A> a = as_int<A>(w);
+  const bi<A> mant = a & bi<A>(0x7fffff);
+  if (xsimd::any(mant >= bi<A>(lk.m_lo) && mant < bi<A>(lk.m_hi))) [[unlikely]]
+    return log2_exponent_lookup<A>(w, lk);
+  const bi<A> up = select_i<A>(mant >= bi<A>(lk.m_hi), bi<A>(1), bi<A>(0));
+  return clamp_i<A>((a >> 23) - bi<A>(127) + up, lk.lo, lk.hi);
 }
 
 // ---- per-family kernels ----------------------------------------------------------------
