@@ -409,7 +409,7 @@ struct FixedKernel {
   }
 
   template <class A>
-  bf<A> apply(const bf<A>& x) const {
+  [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
     const bf<A> v = x * bf<A>(scale);
     const bf<A> k = round<A>(v);
     if (mase) {
@@ -456,7 +456,7 @@ struct GridKernel {
   }
 
   template <class A>
-  bf<A> apply(const bf<A>& x) const {
+  [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
     const bi<A> bits = as_int<A>(x);
     const bi<A> a = bits & bi<A>(0x7fffffff);
     const bi<A> sgn = bits & bi<A>(static_cast<std::int32_t>(0x80000000u));
@@ -498,23 +498,27 @@ struct MinifloatMaseKernel {
         kmax(shift - 1.0f) {}
   static bool supported(const MinifloatSpec& s) { return -s.bias() >= -126; }
 
+  // MASE: q = sign(x + 1e-9) * 2^e * mant with mant = 1 + kn / 2^M, or 2 ks / 2^M where
+  // 2^e == 2^emin, blended with x as (1 - c) q + c x, c = |x| <= 1e-8. The same floats in
+  // fewer operations: every product below is exact (powers of two, integers k < 2^M);
+  // c lanes give 0 * q + x = x + 0 (q is finite there); other lanes q + 0 * x, where sign(x)
+  // is sign(x + 1e-9) (|x| > 1e-8) and 0 * x is NaN only for infinite or NaN x.
   template <class A>
-  bf<A> apply(const bf<A>& x) const {
-    const bf<A> sign = sign_t<A>(x + bf<A>(1e-9f));
+  [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
     const bf<A> value = xsimd::abs(x);
     const bi<A> e = log2_exponent<A>(value + bf<A>(1e-9f), lk);
     const bf<A> p2e = pow2_i<A>(e);
-    const bf<A> m = value * pow2_neg_i<A>(e);  // == value / 2^e
-    const bf<A> ms = m * bf<A>(shift);
-    const bf<A> kn = clamp_t<A>(xsimd::nearbyint(ms - bf<A>(shift)), 0.0f, kmax);
-    const bf<A> ks = clamp_t<A>(xsimd::nearbyint(ms * bf<A>(0.5f)), 0.0f, kmax);
-    // MASE blends both branches with 0/1 factors; a select gives the same value: the other
-    // branch only adds a +-0 (finite, clamped) and NaN reaches both branches alike.
-    const bf<A> mant = xsimd::select(p2e == bf<A>(qnum::detail::pow2f(emin)), (ks * bf<A>(inv_shift)) * bf<A>(2.0f),
-                                     bf<A>(1.0f) + kn * bf<A>(inv_shift));
-    const bf<A> q = sign * p2e * mant;
-    const bf<A> c = xsimd::select(value <= bf<A>(1e-8f), bf<A>(1.0f), bf<A>(0.0f));
-    return (bf<A>(1.0f) - c) * q + c * x;
+    const bf<A> ms = (value * pow2_neg_i<A>(e)) * bf<A>(shift);  // m * 2^M, m = value / 2^e
+    const auto sub = p2e == bf<A>(qnum::detail::pow2f(emin));
+    // min/max instead of MASE's NaN-keeping clamp: k is NaN only for NaN x, whose lanes the
+    // last line makes NaN again
+    const bf<A> k =
+        xsimd::max(xsimd::min(xsimd::nearbyint(xsimd::select(sub, ms * bf<A>(0.5f), ms - bf<A>(shift))), bf<A>(kmax)),
+                   bf<A>(0.0f));
+    const bf<A> mant = xsimd::fma(k, xsimd::select(sub, bf<A>(2.0f * inv_shift), bf<A>(inv_shift)),
+                                  xsimd::select(sub, bf<A>(0.0f), bf<A>(1.0f)));
+    const bf<A> q = as_float<A>(as_int<A>(p2e * mant) | (as_int<A>(x) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
+    return xsimd::select(value <= bf<A>(1e-8f), x + bf<A>(0.0f), q + x * bf<A>(0.0f));
   }
   float scalar(float x, std::uint64_t i) const { return qnum::quantize(spec, policy, x, i); }
 };
@@ -538,7 +542,7 @@ struct DenormMaseKernel {
   static bool supported(const MinifloatDenormSpec& s) { return s.emin() >= -126; }
 
   template <class A>
-  bf<A> apply(const bf<A>& x) const {
+  [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
     const bf<A> sign = sign_t<A>(x + bf<A>(1e-9f));
     const bf<A> value = xsimd::abs(x);
     const bi<A> e = log2_exponent<A>(value + bf<A>(1e-9f), lk);
@@ -575,7 +579,7 @@ struct LogKernel {
   }
 
   template <class A>
-  bf<A> apply(const bf<A>& x) const {
+  [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
     if (mase) {
       const bi<A> e = log2_exponent<A>(xsimd::abs(x) + bf<A>(eps), lk);
       return xsimd::select(xsimd::isnan(x), x, signed_pow2_i<A>(x + bf<A>(eps), e));
@@ -600,7 +604,7 @@ struct BinaryKernel {
   static bool supported(const BinarySpec& s) { return s.bipolar && !s.stochastic; }
 
   template <class A>
-  bf<A> apply(const bf<A>& x) const {
+  [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
     const bf<A> r = xsimd::select(x >= bf<A>(0.0f), bf<A>(1.0f), bf<A>(-1.0f));
     return mase ? r : xsimd::select(xsimd::isnan(x), x, r);
   }

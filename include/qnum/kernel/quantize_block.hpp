@@ -99,7 +99,7 @@ template <class A, class Prep, class Apply>
 void for_each_row_block(std::span<const float> in, std::span<float> out, std::int64_t row, std::int64_t bs, Prep&& prep,
                         Apply&& apply) {
   constexpr std::int64_t N = bf<A>::size;
-  constexpr std::int64_t G = 8;
+  constexpr std::int64_t G = 16;
   if (row <= 0 || in.empty()) return;
   const std::int64_t rows = static_cast<std::int64_t>(in.size()) / row;
   const std::int64_t per_row = (row + bs - 1) / bs;      // blocks per row
@@ -120,6 +120,12 @@ void for_each_row_block(std::span<const float> in, std::span<float> out, std::in
         const std::int64_t n = std::min(G, j1 - g);
         const float* xg = xr + g * bs;
         for (std::int64_t k = 0; k < n * bs; k += 16) __builtin_prefetch(xg + G * bs + k);
+        if (bs == N && n == G) {  // one vector per block (MASE's 16 on AVX-512): constant trip counts
+          for (std::int64_t k = 0; k < G; ++k) maxbits[k] = block_max_bits<A>(xg + k * N, N);
+          for (std::int64_t k = 0; k < G; ++k) params[k] = prep(maxbits[k]);
+          for (std::int64_t k = 0; k < G; ++k) apply(xg + k * N, yr + g * N + k * N, N, params[k]);
+          continue;
+        }
         for (std::int64_t k = 0; k < n; ++k) maxbits[k] = block_max_bits<A>(xg + k * bs, bs);
         for (std::int64_t k = 0; k < n; ++k) params[k] = prep(maxbits[k]);
         for (std::int64_t k = 0; k < n; ++k) apply(xr + (g + k) * bs, yr + (g + k) * bs, bs, params[k]);
@@ -319,8 +325,12 @@ inline void mase_block_fp_run(const float* x, float* y, std::int64_t len, float 
 /// 0 + v), so zero blocks are written +0 first and run again with the borrowed max only if a
 /// probe of +0 and -0 says otherwise (a NaN block poisons them, for one). False (nothing
 /// done) for tiles spanning rows.
-template <class A, class Run>
-bool mase_row_local_runs(const BlockLayout& L, std::span<const float> in, std::span<float> out, Run&& run) {
+/// `prepare(max) -> float` turns a block max into what `run` takes (a scale, a bias); it runs
+/// in the grouped pass over a few blocks' maxima, so its latency (libm-free log2 lookups,
+/// conversions) overlaps instead of sitting between a block's loads and its elements.
+template <class A, class Prepare, class Run>
+bool mase_row_local_runs(const BlockLayout& L, std::span<const float> in, std::span<float> out, Prepare&& prepare,
+                         Run&& run) {
   for (std::size_t d = 0; d + 1 < L.rank(); ++d)
     if (L.tile[d] != 1) return false;
   const std::int64_t n = numel(L.shape);
@@ -339,15 +349,15 @@ bool mase_row_local_runs(const BlockLayout& L, std::span<const float> in, std::s
     for (std::uint32_t m = min_key.load(std::memory_order_relaxed);
          key < m && !min_key.compare_exchange_weak(m, key, std::memory_order_relaxed);) {
     }
-    return {0, mx, 0.0f};
+    return {0, prepare(mx), 0.0f};
   };
-  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) __attribute__((always_inline)) {
     if (bp.kind == 3) return std::fill(y, y + len, 0.0f);
     run(x, y, len, bp.a);
   };
   for_each_row_block<A>(in, out, C, tc, prep, apply);
   if (!saw_zero) return true;
-  const float borrowed = qnum::detail::mase_zero_rule_apply(0.0f, min_key.load());
+  const float borrowed = prepare(qnum::detail::mase_zero_rule_apply(0.0f, min_key.load()));
   constexpr std::int64_t N = bf<A>::size;
   std::array<float, 2 * N> probe{}, probe_out{};
   for (std::int64_t i = 0; i < 2 * N; i += 2) probe[static_cast<std::size_t>(i + 1)] = -0.0f;
@@ -388,11 +398,13 @@ void block_fp_mase_simd(const BlockFPSpec& s, std::span<const float> in, std::sp
     return scale_of(bits_float(static_cast<std::uint32_t>(mb)));
   };
 
-  auto run = [&](const float* x, float* y, std::int64_t len, float block_max) {
-    const auto mb = static_cast<std::int32_t>(qnum::detail::float_bits(block_max) & 0x7fffffffu);
-    mase_block_fp_run<A>(x, y, len, scale_of_bits(mb), shift, kmax, fold);
+  auto scale_of_bits_f = [&](float block_max) {
+    return scale_of_bits(static_cast<std::int32_t>(qnum::detail::float_bits(block_max) & 0x7fffffffu));
   };
-  if (mase_row_local_runs<A>(L, in, out, run)) return;
+  auto run_scaled = [&](const float* x, float* y, std::int64_t len, float scale) {
+    mase_block_fp_run<A>(x, y, len, scale, shift, kmax, fold);
+  };
+  if (mase_row_local_runs<A>(L, in, out, scale_of_bits_f, run_scaled)) return;
 
   const std::int64_t grain = std::max<std::int64_t>(1, kQuantizeGrain / C);
   std::vector<std::int32_t> run_max(static_cast<std::size_t>(rows * per_row));

@@ -364,26 +364,43 @@ void block_minifloat_mase_simd(const BlockMinifloatSpec& s, std::span<const floa
   for (int b = 0; b <= std::min(126, s.bias_max(true)); ++b)
     k.emplace_back(MinifloatSpec{s.width, s.exponent_width, b, Specials::none}, mp);
   const bool fold = L.mase_fold;
-  auto run = [&](const float* x, float* y, std::int64_t len, float block_max) {
-    const float bias = qd::mase_clamp(log2_op_scalar(Log2Op::floor, block_max), 0.0f, bmax);
-    std::int64_t i = 0;
-    if (bias <= 126.0f) {  // false for NaN
-      // by reference: a copy (its 128-byte threshold window included) per block of 16
-      // elements was 30% of the kernel's time
-      const MinifloatMaseKernel& kk = k[static_cast<std::size_t>(bias)];
-      for (; i + N <= len; i += N) {
-        bf<A> q = kk.template apply<A>(bf<A>::load_unaligned(x + i));
-        if (fold) q = bf<A>(0.0f) + q;
-        q.store_unaligned(y + i);
-      }
+  const std::int32_t* floor_t = log2_thresholds(Log2Op::floor).t.data();  // looked up per block
+  const std::int32_t ibmax = s.bias_max(true);
+  auto bias_of = [&](float block_max) {  // clamp(floor(log2 max), 0, bmax), integers on the bits
+    const std::uint32_t mb = float_bits(block_max);
+    if (qd::log2_positive_normal(mb)) [[likely]] {
+      const auto f = static_cast<std::int32_t>(mb >> 23);
+      const std::int32_t lg = f - 127 + (static_cast<std::int32_t>(mb) >= floor_t[f] ? 1 : 0);
+      return static_cast<float>(std::clamp(lg, 0, ibmax));
     }
-    for (; i < len; ++i) {
-      float q = qd::minifloat_ieee_mase_element(s.width, s.exponent_width, bias, x[i]);
-      if (fold) q = 0.0f + q;
-      y[i] = q;
-    }
+    return qd::mase_clamp(log2_op(Log2Op::floor, block_max), 0.0f, bmax);
   };
-  if (!mase_row_local_runs<A>(L, in, out, run)) mase_tile_runs<A>(L, in, out, run);
+  // Elements the vector kernel does not take (a tail shorter than a vector, a bias above 126
+  // or NaN) through the reference's element function; kept out of the hot loop.
+  auto run_reference = [&](const float* x, float* y, std::int64_t len, float bias) {
+    for (std::int64_t i = 0; i < len; ++i)
+      y[i] = qd::mase_fold_add(qd::minifloat_ieee_mase_element(s.width, s.exponent_width, bias, x[i]), fold);
+  };
+  auto run_biased = [&](const float* x, float* y, std::int64_t len, float bias) __attribute__((always_inline)) {
+    if (!(bias <= 126.0f)) [[unlikely]]  // NaN too
+      return run_reference(x, y, len, bias);
+    // by reference: a copy (its 128-byte threshold window included) per block of 16
+    // elements was 30% of the kernel's time
+    const MinifloatMaseKernel& kk = k[static_cast<std::size_t>(bias)];
+    const std::int64_t full = len - len % N;
+    if (fold)
+      for (std::int64_t i = 0; i < full; i += N)
+        (bf<A>(0.0f) + kk.template apply<A>(bf<A>::load_unaligned(x + i))).store_unaligned(y + i);
+    else
+      for (std::int64_t i = 0; i < full; i += N)
+        kk.template apply<A>(bf<A>::load_unaligned(x + i)).store_unaligned(y + i);
+    if (full < len) [[unlikely]]
+      run_reference(x + full, y + full, len - full, bias);
+  };
+  if (mase_row_local_runs<A>(L, in, out, bias_of, run_biased)) return;
+  mase_tile_runs<A>(L, in, out, [&](const float* x, float* y, std::int64_t len, float block_max) {
+    run_biased(x, y, len, bias_of(block_max));
+  });
 }
 
 /// MASE block_log: the bias as block_log_quantize_mase computes it; elements by MASE's log rule
@@ -405,9 +422,10 @@ void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::
     offset[static_cast<std::size_t>(b)] = qd::mase_exp2(static_cast<float>(-b)) * 0.1f;
   }
   const bool fold = L.mase_fold;
-  auto run = [&](const float* x, float* y, std::int64_t len, float block_max) {
-    const float etop = log2_op_scalar(Log2Op::ceil, block_max);
-    const float bias = qd::mase_clamp(top - etop, 0.0f, bmax);
+  auto bias_of = [&](float block_max) {
+    return qd::mase_clamp(top - log2_op_scalar(Log2Op::ceil, block_max), 0.0f, bmax);
+  };
+  auto run_biased = [&](const float* x, float* y, std::int64_t len, float bias) __attribute__((always_inline)) {
     std::int64_t i = 0;
     if (bias == bias && lk[static_cast<std::size_t>(bias)].t != nullptr) {
       const Log2Lookup& l = lk[static_cast<std::size_t>(bias)];
@@ -426,7 +444,10 @@ void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::
       y[i] = q;
     }
   };
-  if (!mase_row_local_runs<A>(L, in, out, run)) mase_tile_runs<A>(L, in, out, run);
+  if (mase_row_local_runs<A>(L, in, out, bias_of, run_biased)) return;
+  mase_tile_runs<A>(L, in, out, [&](const float* x, float* y, std::int64_t len, float block_max) {
+    run_biased(x, y, len, bias_of(block_max));
+  });
 }
 
 // ---- mase mxfp ----------------------------------------------------------------------------
