@@ -580,9 +580,11 @@ struct LogKernel {
 
   template <class A>
   [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
-    if (mase) {
+    if (mase) {  // signed_pow2_i without its NaN test: NaN lanes take x below
+      const bf<A> t = x + bf<A>(eps);
       const bi<A> e = log2_exponent<A>(xsimd::abs(x) + bf<A>(eps), lk);
-      return xsimd::select(xsimd::isnan(x), x, signed_pow2_i<A>(x + bf<A>(eps), e));
+      const bf<A> p = as_float<A>(((e + bi<A>(127)) << 23) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
+      return xsimd::select(xsimd::isnan(x), x, xsimd::select(t != bf<A>(0.0f), p, bf<A>(0.0f)));
     }
     const bi<A> bits = as_int<A>(x);
     const bi<A> a = bits & bi<A>(0x7fffffff);
