@@ -277,7 +277,9 @@ struct Log2Lookup {
 /// The same from the per-field thresholds (log2_exponent's path for the rare vectors with a
 /// mantissa in [m_lo, m_hi)); out of line so that the common path stays small and inlined.
 template <class A>
-[[gnu::noinline]] bi<A> log2_exponent_lookup(const bf<A>& w, const Log2Lookup& lk) {
+[[gnu::noinline]] bi<A> log2_exponent_lookup(typename bf<A>::register_type wr, const Log2Lookup& lk) {
+  // w by value in its vector register: by reference, every caller's loop spilled w to memory
+  const bf<A> w(wr);
   const bi<A> a = as_int<A>(w);
   const bi<A> field = a >> 23;
   bi<A> thr;
@@ -340,7 +342,7 @@ template <class A>
   const bi<A> a = as_int<A>(w);
   const bi<A> mant = a & bi<A>(0x7fffff);
   if (xsimd::any(mant >= bi<A>(lk.m_lo) && mant < bi<A>(lk.m_hi))) [[unlikely]]
-    return log2_exponent_lookup<A>(w, lk);
+    return log2_exponent_lookup<A>(static_cast<typename bf<A>::register_type>(w), lk);
   const bi<A> up = select_i<A>(mant >= bi<A>(lk.m_hi), bi<A>(1), bi<A>(0));
   return clamp_i<A>((a >> 23) - bi<A>(127) + up, lk.lo, lk.hi);
 }
@@ -485,7 +487,7 @@ struct MinifloatMaseKernel {
   Policy policy;
   std::int32_t emin, emax;
   Log2Lookup lk;
-  float shift, inv_shift, kmax;
+  float shift, inv_shift, kmax, p2emin;
 
   MinifloatMaseKernel(const MinifloatSpec& s, const Policy& p)
       : spec(s),
@@ -495,7 +497,8 @@ struct MinifloatMaseKernel {
         lk(Log2Op::floor, emin, emax),
         shift(qnum::detail::pow2f(s.mantissa_bits())),
         inv_shift(qnum::detail::pow2f(-s.mantissa_bits())),
-        kmax(shift - 1.0f) {}
+        kmax(shift - 1.0f),
+        p2emin(qnum::detail::pow2f(emin)) {}
   static bool supported(const MinifloatSpec& s) { return -s.bias() >= -126; }
 
   // MASE: q = sign(x + 1e-9) * 2^e * mant with mant = 1 + kn / 2^M, or 2 ks / 2^M where
@@ -509,7 +512,7 @@ struct MinifloatMaseKernel {
     const bi<A> e = log2_exponent<A>(value + bf<A>(1e-9f), lk);
     const bf<A> p2e = pow2_i<A>(e);
     const bf<A> ms = (value * pow2_neg_i<A>(e)) * bf<A>(shift);  // m * 2^M, m = value / 2^e
-    const auto sub = p2e == bf<A>(qnum::detail::pow2f(emin));
+    const auto sub = p2e == bf<A>(p2emin);
     // min/max instead of MASE's NaN-keeping clamp: k is NaN only for NaN x, whose lanes the
     // last line makes NaN again
     const bf<A> k =
@@ -555,22 +558,23 @@ struct DenormMaseKernel {
   float scalar(float x, std::uint64_t i) const { return qnum::quantize(spec, policy, x, i); }
 };
 
-/// log, both semantics.
+/// log, both semantics (Mase = p.is_mase(): a compile-time choice, so that the vector loop
+/// holds one of them with its constants in registers).
+template <bool Mase>
 struct LogKernel {
+  static constexpr bool mase = Mase;
   LogSpec spec;
   Policy policy;
   std::int32_t emin, emax;
   Log2Lookup lk;
   float eps;
-  bool mase;
 
   LogKernel(const LogSpec& s, const Policy& p)
       : spec(s),
         policy(p),
         emin(s.emin()),
         emax(s.emax()),
-        eps(static_cast<float>(qnum::detail::pow2(s.emin()) * 0.1)),
-        mase(p.is_mase()) {
+        eps(static_cast<float>(qnum::detail::pow2(s.emin()) * 0.1)) {
     if (mase) lk = Log2Lookup(Log2Op::nearest, emin, emax);
   }
   static bool supported(const LogSpec& s, const Policy& p) {
@@ -580,10 +584,11 @@ struct LogKernel {
 
   template <class A>
   [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
-    if (mase) {  // signed_pow2_i without its NaN test: NaN lanes take x below
+    if constexpr (mase) {  // signed_pow2_i without its NaN test: NaN lanes take x below
       const bf<A> t = x + bf<A>(eps);
       const bi<A> e = log2_exponent<A>(xsimd::abs(x) + bf<A>(eps), lk);
-      const bf<A> p = as_float<A>(((e + bi<A>(127)) << 23) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
+      const bf<A> p =
+          as_float<A>(((e + bi<A>(127)) << 23) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
       return xsimd::select(xsimd::isnan(x), x, xsimd::select(t != bf<A>(0.0f), p, bf<A>(0.0f)));
     }
     const bi<A> bits = as_int<A>(x);
@@ -676,7 +681,8 @@ void plan(const Format& f, OnSimd&& simd, OnScalar&& scalar, OnRef&& reference) 
     return scalar(*s);
   }
   if (const auto* s = std::get_if<LogSpec>(&f.spec)) {
-    if (LogKernel::supported(*s, p)) return simd(LogKernel(*s, p));
+    if (LogKernel<true>::supported(*s, p))
+      return p.is_mase() ? simd(LogKernel<true>(*s, p)) : simd(LogKernel<false>(*s, p));
     return scalar(*s);
   }
   if (const auto* s = std::get_if<BinarySpec>(&f.spec)) {
