@@ -44,7 +44,9 @@
 //  - log: the log-domain midpoint test r*r >= 2 is a mantissa threshold (r >= sqrt 2).
 // mase mode needs floor/ceil/round of float32 log2(w); that is ilog2(w) or one more, decided
 // by comparing w's bits with a per-binade threshold found once by bisection over the same
-// scalar log2 the reference uses (exact, since log2 is monotone), then gathered per lane.
+// scalar log2 the reference uses (exact, since log2 is monotone). Those thresholds' mantissas
+// lie in a sliver a few dozen units wide, so one compare decides every lane outside it; a
+// vector with a lane inside looks the thresholds up per lane (log2_exponent).
 //
 // Dispatch: `quantize` uses xsimd::default_arch, the widest instruction set the translation
 // unit is compiled for (QNUM_NATIVE=ON: -march=native); `quantize_arch<Arch>` runs any
