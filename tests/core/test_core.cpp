@@ -43,6 +43,30 @@ TEST_CASE("core: CounterRng::uniform_n gives uniform(first + i), code for code")
     }
 }
 
+TEST_CASE("core: CounterRng::uniform4_n gives uniform4(first + i), and uniform4 uses every word once") {
+  std::vector<float> out(1000 + 13);
+  for (const std::uint64_t seed : {0ull, 0x123456789abcdefull, ~0ull})
+    for (const std::uint64_t first : {0ull, 7ull, 64ull, 0xfffffff0ull, ~0ull - 2000}) {
+      const CounterRng rng(seed);
+      rng.uniform4_n(first, out.size(), out.data());
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) bad += out[i] != rng.uniform4(first + i);
+      CHECK_MESSAGE(bad == 0, "seed ", seed, " first ", first);
+    }
+  // element 64 c + 16 w + l is word w of draw 16 c + l
+  const CounterRng rng(99);
+  for (const std::uint64_t i : {0ull, 5ull, 17ull, 63ull, 64ull, 1000ull, 123456789ull}) {
+    const auto d = rng.draw(16 * (i / 64) + i % 16);
+    CHECK(rng.uniform4(i) == static_cast<float>(d[(i % 64) / 16] >> 8) * (1.0f / 16777216.0f));
+  }
+  CHECK(rng.uniform4(0) == rng.uniform(0));  // word 0 of draw 0
+  double sum = 0;
+  std::vector<float> many(1 << 16);
+  rng.uniform4_n(0, many.size(), many.data());
+  for (const float v : many) sum += v;
+  CHECK(sum / static_cast<double>(many.size()) == doctest::Approx(0.5).epsilon(0.01));
+}
+
 TEST_CASE("core: round_int under every mode") {
   using detail::round_int;
   struct Row {

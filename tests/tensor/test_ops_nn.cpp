@@ -207,7 +207,7 @@ TEST_CASE("ops_nn: dropout mask, scaling, identity modes and gradient") {
   const qnum::CounterRng rng(42);
   int dropped = 0;
   for (std::int64_t i = 0; i < x.numel(); ++i) {
-    const bool keep = rng.uniform(static_cast<std::uint64_t>(i)) >= p;
+    const bool keep = rng.uniform4(static_cast<std::uint64_t>(i)) >= p;
     dropped += keep ? 0 : 1;
     CHECK(y.values()[i] == (keep ? x.values()[i] * static_cast<float>(1.0 / (1.0 - p)) : 0.0f));
   }

@@ -151,6 +151,23 @@ class CounterRng {
     for (; i < n; ++i) out[i] = uniform(first + i);
   }
 
+  /// Uniform float in [0, 1) with 24 random bits for element i of the four-words-per-draw
+  /// stream (dropout masks): element i takes word (i mod 64) / 16 of draw(16 (i / 64) + i mod
+  /// 16), so 64 consecutive elements use all four words of 16 draws — a quarter of uniform()'s
+  /// Philox rounds — laid out so that 16-lane vectors store each word without a shuffle.
+  QNUM_HD constexpr float uniform4(std::uint64_t i) const {
+    return static_cast<float>(draw(16 * (i / 64) + i % 16)[(i % 64) / 16] >> 8) * (1.0f / 16777216.0f);
+  }
+
+  /// uniform4(first + i) into out[i] for i < n: the same values, 64 at a time in vectors.
+  void uniform4_n(std::uint64_t first, std::size_t n, float* out) const {
+    std::size_t i = 0;
+    for (; i < n && (first + i) % 64 != 0; ++i) out[i] = uniform4(first + i);
+    for (; i + 128 <= n; i += 128) words16<2>(16 * ((first + i) / 64), out + i);
+    for (; i + 64 <= n; i += 64) words16<1>(16 * ((first + i) / 64), out + i);
+    for (; i < n; ++i) out[i] = uniform4(first + i);
+  }
+
   /// Standard normal float for element `counter` (Box-Muller on two words of its draw, in
   /// double; the same on every thread count).
   float normal(std::uint64_t counter) const {
@@ -161,6 +178,73 @@ class CounterRng {
   }
 
  private:
+  /// The four words of draws c0 + j (j < 16 G) as uniforms: out[64 g + 16 w + l] = word w of
+  /// draw(c0 + 16 g + l) >> 8, times 2^-24 (uniform4's layout; G groups in flight).
+  template <int G>
+  void words16(std::uint64_t c0, float* out) const {
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i m0 = _mm512_set1_epi64(0xD2511F53), m1 = _mm512_set1_epi64(0xCD9E8D57);
+    __m512i c[4][G];
+    for (int g = 0; g < G; ++g) {
+      const std::uint64_t base = c0 + static_cast<std::uint64_t>(16 * g);
+      const __m512i blo = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base)));
+      c[0][g] = _mm512_add_epi32(blo, iota);
+      const __mmask16 carry = _mm512_cmplt_epu32_mask(c[0][g], blo);
+      const __m512i bhi = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base >> 32)));
+      c[1][g] = _mm512_mask_add_epi32(bhi, carry, bhi, _mm512_set1_epi32(1));
+      c[2][g] = c[3][g] = _mm512_setzero_si512();
+    }
+    std::uint32_t k0 = static_cast<std::uint32_t>(seed_), k1 = static_cast<std::uint32_t>(seed_ >> 32);
+    for (int round = 0; round < 10; ++round) {  // draw()'s round on 16 lanes (uniform_n's scheme)
+      const __m512i vk0 = _mm512_set1_epi32(static_cast<int>(k0)), vk1 = _mm512_set1_epi32(static_cast<int>(k1));
+      for (int g = 0; g < G; ++g) {
+        const __m512i e0 = _mm512_mul_epu32(c[0][g], m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c[0][g], 32), m0);
+        const __m512i e1 = _mm512_mul_epu32(c[2][g], m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c[2][g], 32), m1);
+        const __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
+        const __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
+        const __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
+        const __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
+        c[0][g] = _mm512_ternarylogic_epi32(hi1, c[1][g], vk0, 0x96);
+        c[2][g] = _mm512_ternarylogic_epi32(hi0, c[3][g], vk1, 0x96);
+        c[1][g] = lo1;
+        c[3][g] = lo0;
+      }
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    const __m512 scale = _mm512_set1_ps(1.0f / 16777216.0f);
+    for (int g = 0; g < G; ++g)
+      for (int w = 0; w < 4; ++w)
+        _mm512_storeu_ps(out + 64 * g + 16 * w,
+                         _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(c[w][g], 8)), scale));
+#else
+    for (int g = 0; g < G; ++g) {  // lane arrays the compiler vectorises (AVX2: 8 lanes)
+      std::uint32_t c[4][16];
+      for (int l = 0; l < 16; ++l) {
+        const std::uint64_t ctr = c0 + static_cast<std::uint64_t>(16 * g + l);
+        c[0][l] = static_cast<std::uint32_t>(ctr), c[1][l] = static_cast<std::uint32_t>(ctr >> 32), c[2][l] = 0,
+        c[3][l] = 0;
+      }
+      std::uint32_t k0 = static_cast<std::uint32_t>(seed_), k1 = static_cast<std::uint32_t>(seed_ >> 32);
+      for (int round = 0; round < 10; ++round) {
+        for (int l = 0; l < 16; ++l) {
+          const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c[0][l];
+          const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * c[2][l];
+          const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c[1][l] ^ k0;
+          const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c[3][l] ^ k1;
+          c[1][l] = static_cast<std::uint32_t>(p1), c[3][l] = static_cast<std::uint32_t>(p0), c[0][l] = n0,
+          c[2][l] = n2;
+        }
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+      }
+      for (int w = 0; w < 4; ++w)
+        for (int l = 0; l < 16; ++l) out[64 * g + 16 * w + l] = static_cast<float>(c[w][l] >> 8) * (1.0f / 16777216.0f);
+    }
+#endif
+  }
+
   std::uint64_t seed_;
 };
 

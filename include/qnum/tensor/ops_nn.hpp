@@ -456,7 +456,7 @@ inline Tensor embedding(std::span<const std::int64_t> indices, const Shape& inde
                                });
 }
 
-/// Inverted dropout: element i is kept when CounterRng(seed).uniform(i) >= p and scaled by
+/// Inverted dropout: element i is kept when CounterRng(seed).uniform4(i) >= p and scaled by
 /// 1 / (1 - p), else zeroed (so the same seed gives the same mask on every machine). Returns
 /// x itself when !training or p == 0; p outside [0, 1) is an error.
 inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
@@ -469,11 +469,13 @@ inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t see
   FloatBuffer y(keep->size());
   const float* px = x.data();
   std::uint8_t* pk = keep->data();
-  constexpr std::size_t kChunk = 1024;  // uniforms drawn a chunk at a time (CounterRng::uniform_n)
+  // Uniforms drawn a chunk at a time, four per Philox draw (CounterRng::uniform4_n): element
+  // i is kept when uniform4(i) >= p.
+  constexpr std::size_t kChunk = 1024;
   float u[kChunk];
   for (std::size_t i0 = 0; i0 < y.size(); i0 += kChunk) {
     const std::size_t n = std::min(kChunk, y.size() - i0);
-    rng.uniform_n(i0, n, u);
+    rng.uniform4_n(i0, n, u);
     for (std::size_t i = 0; i < n; ++i) {
       pk[i0 + i] = u[i] >= p;
       y[i0 + i] = px[i0 + i] * (u[i] >= p ? scale : 0.0f);
