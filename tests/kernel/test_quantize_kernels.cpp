@@ -578,6 +578,16 @@ void check_shaped(const Format& f, const std::vector<float>& x, const qnum::Shap
   CHECK(bad == 0);
 }
 
+/// quantize(f, x, x) (in place) against the reference out of place.
+void check_in_place(const Format& f, const std::vector<float>& x, const qnum::Shape& shape, qnum::Role role) {
+  CAPTURE(f.to_string());
+  CAPTURE(qnum::to_string(shape));
+  const auto ref = f.quantize(x, shape, role);
+  std::vector<float> y = x;
+  qnum::kernel::quantize(f, y, y, shape, role);
+  CHECK(count_mismatch(f, x, ref, y, "in place") == 0);
+}
+
 /// Inputs for MASE's blocked formats: random values with specials, whole zero blocks (MASE's
 /// zero-block rule), values at and below its 1e-8 pass-through, and exact ties of the element
 /// grid 2^(e-M) (k + 1/2) for a spread of block scales.
@@ -622,6 +632,8 @@ TEST_CASE("kernel quantize: mase block_fp and mxint in vector registers, every M
       check_shaped(f, mase_block_inputs(37 * 50, 2, specials), {37, 50}, Role::weight, true);
       check_shaped(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation, true);
       check_shaped(f, mase_block_inputs(3 * 20 * 33, 4, specials), {3, 20, 33}, Role::activation, true);
+      check_in_place(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight);
+      check_in_place(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation);
     }
     // all-zero tensor (every block takes max 1) and MASE's errors through the reference
     check_shaped(f, std::vector<float>(64, 0.0f), {8, 8}, Role::weight, true);
@@ -791,6 +803,9 @@ TEST_CASE("kernel quantize: block_minifloat and block_log, exact and mase, threa
       check_shaped(f, mase_block_inputs(3 * 20 * 33, 4, specials), {3, 20, 33}, Role::activation, true);
       check_threads(f, mase_block_inputs(301 * 77, 5, specials), {301, 77}, Role::weight);
       check_threads(f, mase_block_inputs(20 * 30 * 41, 6, specials), {20, 30, 41}, Role::activation);
+      // in place: the zero-block rule's smallest max cannot be re-read from the input then
+      check_in_place(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight);
+      check_in_place(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation);
     }
     auto nb = shared_bias_neighbourhood(fmt(spec), 16);
     nb.resize(nb.size() / 16 * 16);
