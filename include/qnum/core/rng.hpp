@@ -46,45 +46,11 @@ class CounterRng {
     constexpr int kL = 16;
     std::size_t i = 0;
 #if defined(__AVX512F__) && !defined(__CUDACC__)
-    // AVX-512: the AVX2 scheme below on 16-lane vectors, two in flight (32 counters a step);
-    // counters built in lanes (low word + lane index, carry into the high word).
-    {
-      const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-      const __m512i m0 = _mm512_set1_epi64(0xD2511F53), m1 = _mm512_set1_epi64(0xCD9E8D57);
-      const __m512 scale = _mm512_set1_ps(1.0f / 16777216.0f);
-      for (; i + 2 * kL <= n; i += 2 * kL) {
-        __m512i c0[2], c1[2], c2[2], c3[2];
-        for (int h = 0; h < 2; ++h) {
-          const std::uint64_t base = first + i + static_cast<std::uint64_t>(kL * h);
-          const __m512i blo = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base)));
-          c0[h] = _mm512_add_epi32(blo, iota);
-          const __mmask16 carry = _mm512_cmplt_epu32_mask(c0[h], blo);
-          const __m512i bhi = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base >> 32)));
-          c1[h] = _mm512_mask_add_epi32(bhi, carry, bhi, _mm512_set1_epi32(1));
-          c2[h] = c3[h] = _mm512_setzero_si512();
-        }
-        std::uint32_t k0 = static_cast<std::uint32_t>(seed_), k1 = static_cast<std::uint32_t>(seed_ >> 32);
-        for (int round = 0; round < 10; ++round) {
-          const __m512i vk0 = _mm512_set1_epi32(static_cast<int>(k0)), vk1 = _mm512_set1_epi32(static_cast<int>(k1));
-          for (int h = 0; h < 2; ++h) {
-            const __m512i e0 = _mm512_mul_epu32(c0[h], m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c0[h], 32), m0);
-            const __m512i e1 = _mm512_mul_epu32(c2[h], m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(c2[h], 32), m1);
-            const __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
-            const __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
-            const __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
-            const __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
-            c0[h] = _mm512_ternarylogic_epi32(hi1, c1[h], vk0, 0x96);  // three-way xor
-            c2[h] = _mm512_ternarylogic_epi32(hi0, c3[h], vk1, 0x96);
-            c1[h] = lo1;
-            c3[h] = lo0;
-          }
-          k0 += 0x9E3779B9u;
-          k1 += 0xBB67AE85u;
-        }
-        for (int h = 0; h < 2; ++h)
-          _mm512_storeu_ps(out + i + static_cast<std::size_t>(kL * h),
-                           _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(c0[h], 8)), scale));
-      }
+    // AVX-512: 16-lane vectors, two groups in flight (philox16_avx512)
+    for (; i + 2 * kL <= n; i += 2 * kL) {
+      __m512i c[4][2];
+      philox16_avx512<2>(first + i, c);
+      for (int h = 0; h < 2; ++h) _mm512_storeu_ps(out + i + static_cast<std::size_t>(kL * h), to_uniform(c[0][h]));
     }
 #endif
 #if defined(__AVX2__) && !defined(__CUDACC__)
@@ -128,25 +94,9 @@ class CounterRng {
     }
 #endif
     for (; i + kL <= n; i += kL) {
-      std::uint32_t c0[kL], c1[kL], c2[kL], c3[kL];
-      for (int l = 0; l < kL; ++l) {
-        const std::uint64_t ctr = first + i + static_cast<std::uint64_t>(l);
-        c0[l] = static_cast<std::uint32_t>(ctr), c1[l] = static_cast<std::uint32_t>(ctr >> 32), c2[l] = 0, c3[l] = 0;
-      }
-      std::uint32_t k0 = static_cast<std::uint32_t>(seed_), k1 = static_cast<std::uint32_t>(seed_ >> 32);
-      for (int round = 0; round < 10; ++round) {
-        for (int l = 0; l < kL; ++l) {
-          const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c0[l];
-          const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * c2[l];
-          const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
-          const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
-          c1[l] = static_cast<std::uint32_t>(p1), c3[l] = static_cast<std::uint32_t>(p0), c0[l] = n0, c2[l] = n2;
-        }
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-      }
-      for (int l = 0; l < kL; ++l)
-        out[i + static_cast<std::size_t>(l)] = static_cast<float>(c0[l] >> 8) * (1.0f / 16777216.0f);
+      std::uint32_t c[4][16];
+      philox16_lanes(first + i, c);
+      for (int l = 0; l < kL; ++l) out[i + static_cast<std::size_t>(l)] = to_uniform(c[0][l]);
     }
     for (; i < n; ++i) out[i] = uniform(first + i);
   }
@@ -183,9 +133,56 @@ class CounterRng {
   template <int G>
   void words16(std::uint64_t c0, float* out) const {
 #if defined(__AVX512F__) && !defined(__CUDACC__)
+    __m512i c[4][G];
+    philox16_avx512<G>(c0, c);
+    for (int g = 0; g < G; ++g)
+      for (int w = 0; w < 4; ++w) _mm512_storeu_ps(out + 64 * g + 16 * w, to_uniform(c[w][g]));
+#else
+    for (int g = 0; g < G; ++g) {
+      std::uint32_t c[4][16];
+      philox16_lanes(c0 + static_cast<std::uint64_t>(16 * g), c);
+      for (int w = 0; w < 4; ++w)
+        for (int l = 0; l < 16; ++l) out[64 * g + 16 * w + l] = to_uniform(c[w][l]);
+    }
+#endif
+  }
+
+  /// A 32-bit word as uniform()'s float: its top 24 bits times 2^-24.
+  static float to_uniform(std::uint32_t w) { return static_cast<float>(w >> 8) * (1.0f / 16777216.0f); }
+
+  /// draw(c0 + l) for the 16 lanes l, word w in c[w][l]: arrays the compiler vectorises.
+  void philox16_lanes(std::uint64_t c0, std::uint32_t (&c)[4][16]) const {
+    for (int l = 0; l < 16; ++l) {
+      const std::uint64_t ctr = c0 + static_cast<std::uint64_t>(l);
+      c[0][l] = static_cast<std::uint32_t>(ctr), c[1][l] = static_cast<std::uint32_t>(ctr >> 32), c[2][l] = 0,
+      c[3][l] = 0;
+    }
+    std::uint32_t k0 = static_cast<std::uint32_t>(seed_), k1 = static_cast<std::uint32_t>(seed_ >> 32);
+    for (int round = 0; round < 10; ++round) {
+      for (int l = 0; l < 16; ++l) {
+        const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c[0][l];
+        const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * c[2][l];
+        const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c[1][l] ^ k0;
+        const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c[3][l] ^ k1;
+        c[1][l] = static_cast<std::uint32_t>(p1), c[3][l] = static_cast<std::uint32_t>(p0), c[0][l] = n0, c[2][l] = n2;
+      }
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+  }
+
+#if defined(__AVX512F__) && !defined(__CUDACC__)
+  static __m512 to_uniform(__m512i w) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 8)), _mm512_set1_ps(1.0f / 16777216.0f));
+  }
+
+  /// draw(c0 + 16 g + l) for G groups of 16 lanes l, word w in lane l of c[w][g]: the AVX2
+  /// scheme of uniform_n on 16-lane vectors, G groups in flight; counters built in lanes
+  /// (low word + lane index, carry into the high word).
+  template <int G>
+  void philox16_avx512(std::uint64_t c0, __m512i (&c)[4][G]) const {
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i m0 = _mm512_set1_epi64(0xD2511F53), m1 = _mm512_set1_epi64(0xCD9E8D57);
-    __m512i c[4][G];
     for (int g = 0; g < G; ++g) {
       const std::uint64_t base = c0 + static_cast<std::uint64_t>(16 * g);
       const __m512i blo = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base)));
@@ -196,7 +193,7 @@ class CounterRng {
       c[2][g] = c[3][g] = _mm512_setzero_si512();
     }
     std::uint32_t k0 = static_cast<std::uint32_t>(seed_), k1 = static_cast<std::uint32_t>(seed_ >> 32);
-    for (int round = 0; round < 10; ++round) {  // draw()'s round on 16 lanes (uniform_n's scheme)
+    for (int round = 0; round < 10; ++round) {  // draw()'s round
       const __m512i vk0 = _mm512_set1_epi32(static_cast<int>(k0)), vk1 = _mm512_set1_epi32(static_cast<int>(k1));
       for (int g = 0; g < G; ++g) {
         const __m512i e0 = _mm512_mul_epu32(c[0][g], m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(c[0][g], 32), m0);
@@ -205,7 +202,7 @@ class CounterRng {
         const __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
         const __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
         const __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
-        c[0][g] = _mm512_ternarylogic_epi32(hi1, c[1][g], vk0, 0x96);
+        c[0][g] = _mm512_ternarylogic_epi32(hi1, c[1][g], vk0, 0x96);  // three-way xor
         c[2][g] = _mm512_ternarylogic_epi32(hi0, c[3][g], vk1, 0x96);
         c[1][g] = lo1;
         c[3][g] = lo0;
@@ -213,37 +210,8 @@ class CounterRng {
       k0 += 0x9E3779B9u;
       k1 += 0xBB67AE85u;
     }
-    const __m512 scale = _mm512_set1_ps(1.0f / 16777216.0f);
-    for (int g = 0; g < G; ++g)
-      for (int w = 0; w < 4; ++w)
-        _mm512_storeu_ps(out + 64 * g + 16 * w,
-                         _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(c[w][g], 8)), scale));
-#else
-    for (int g = 0; g < G; ++g) {  // lane arrays the compiler vectorises (AVX2: 8 lanes)
-      std::uint32_t c[4][16];
-      for (int l = 0; l < 16; ++l) {
-        const std::uint64_t ctr = c0 + static_cast<std::uint64_t>(16 * g + l);
-        c[0][l] = static_cast<std::uint32_t>(ctr), c[1][l] = static_cast<std::uint32_t>(ctr >> 32), c[2][l] = 0,
-        c[3][l] = 0;
-      }
-      std::uint32_t k0 = static_cast<std::uint32_t>(seed_), k1 = static_cast<std::uint32_t>(seed_ >> 32);
-      for (int round = 0; round < 10; ++round) {
-        for (int l = 0; l < 16; ++l) {
-          const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c[0][l];
-          const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * c[2][l];
-          const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c[1][l] ^ k0;
-          const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c[3][l] ^ k1;
-          c[1][l] = static_cast<std::uint32_t>(p1), c[3][l] = static_cast<std::uint32_t>(p0), c[0][l] = n0,
-          c[2][l] = n2;
-        }
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-      }
-      for (int w = 0; w < 4; ++w)
-        for (int l = 0; l < 16; ++l) out[64 * g + 16 * w + l] = static_cast<float>(c[w][l] >> 8) * (1.0f / 16777216.0f);
-    }
-#endif
   }
+#endif
 
   std::uint64_t seed_;
 };

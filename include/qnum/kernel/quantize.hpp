@@ -198,12 +198,13 @@ inline bf<A> pow2_i(const bi<A>& e) {
   return as_float<A>((e + bi<A>(127)) << 23);
 }
 /// sign_t(t) · 2^e (e in [-126, 127]) from the bits: 2^e with t's sign bit, +0 where t is ±0
-/// or NaN — the same values as the product, in fewer operations.
+/// — the same values as the product, in fewer operations. NaN lanes are unspecified (the
+/// product is +0 there): every caller replaces them by the NaN input.
 template <class A>
 inline bf<A> signed_pow2_i(const bf<A>& t, const bi<A>& e) {
   const bf<A> p =
       as_float<A>(((e + bi<A>(127)) << 23) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
-  return xsimd::select(t != bf<A>(0.0f) && t == t, p, bf<A>(0.0f));
+  return xsimd::select(t != bf<A>(0.0f), p, bf<A>(0.0f));
 }
 /// 2^-e for e in [-126, 127] (2^-127 is the subnormal 0x00400000).
 template <class A>
@@ -586,12 +587,9 @@ struct LogKernel {
 
   template <class A>
   [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
-    if constexpr (mase) {  // signed_pow2_i without its NaN test: NaN lanes take x below
-      const bf<A> t = x + bf<A>(eps);
+    if constexpr (mase) {
       const bi<A> e = log2_exponent<A>(xsimd::abs(x) + bf<A>(eps), lk);
-      const bf<A> p =
-          as_float<A>(((e + bi<A>(127)) << 23) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
-      return xsimd::select(xsimd::isnan(x), x, xsimd::select(t != bf<A>(0.0f), p, bf<A>(0.0f)));
+      return xsimd::select(xsimd::isnan(x), x, signed_pow2_i<A>(x + bf<A>(eps), e));
     }
     const bi<A> bits = as_int<A>(x);
     const bi<A> a = bits & bi<A>(0x7fffffff);
