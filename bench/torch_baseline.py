@@ -13,7 +13,7 @@ Prints one JSON object per line:
   {"bench": "attention", "seq": .., "fused_ms": .., "naive_ms": ..}        SDPA vs explicit softmax(QK^T)V
 
 Usage: python3 bench/torch_baseline.py [--threads 1] [--size 4194304] [--quick]
-                                      [--only quantize,gemm,attention]
+                                      [--only quantize,gemm,attention] [--sigma 1] [--formats block_log,...]
 """
 import argparse
 import json
@@ -300,14 +300,17 @@ QUANTIZERS = {
 }
 
 
-def bench_quantize(size):
-    x = torch.randn(size, dtype=torch.float32)
+def bench_quantize(size, sigma, formats):
+    x = torch.randn(size, dtype=torch.float32) * sigma
     memcpy = best_time(lambda: x.clone())
     for name, fn in QUANTIZERS.items():
+        if formats and not any(name.startswith(f) for f in formats):
+            continue
         xin = x.view(ternary_shape(size)) if fn is mase_ternary else x
         t = best_time(lambda: fn(xin))
         print(json.dumps({"bench": "quantize", "format": name, "size": size, "threads": torch.get_num_threads(),
-                          "gbps": 8 * size / t / 1e9, "memcpy_gbps": 8 * size / memcpy / 1e9}), flush=True)
+                          "sigma": sigma, "gbps": 8 * size / t / 1e9,
+                          "memcpy_gbps": 8 * size / memcpy / 1e9}), flush=True)
 
 
 def bench_gemm(shapes):
@@ -339,6 +342,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--size", type=int, default=4 * 1024 * 1024)
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
+    ap.add_argument("--sigma", type=float, default=1.0,
+                    help="quantize input: N(0, sigma^2) (0.02: BERT's weight scale; qnum bench quantize --sigma)")
+    ap.add_argument("--formats", default="", help="quantize: comma-separated format name prefixes (default all)")
     ap.add_argument("--only", default="quantize,gemm,attention", help="comma-separated subset of the benchmarks")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -346,7 +352,7 @@ def main():
     print(json.dumps({"bench": "info", "torch": torch.__version__, "threads": args.threads,
                       "mkldnn": torch.backends.mkldnn.is_available()}), flush=True)
     if "quantize" in only:
-        bench_quantize(args.size)
+        bench_quantize(args.size, args.sigma, [f for f in args.formats.split(",") if f])
     if "gemm" in only:
         bench_gemm([(1024, 1024, 1024)] if args.quick else [(256, 256, 256), (1024, 1024, 1024), (512, 768, 3072)])
     if "attention" in only:

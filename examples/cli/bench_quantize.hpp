@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,14 +20,17 @@
 namespace qnum::cli {
 
 /// Runs `f` through the run-time dispatched kernels (kernel::dispatch::quantize) on `size` normally distributed floats
-/// (sigma 2) with `threads` threads, alternating with memcpy of the same buffer: 7 rounds, each timing enough
-/// repetitions for >= 20 ms, and reports the best round of each (best = least disturbed by the other tenants of the
-/// machine). GB/s count 4 bytes per element read and per element written (a format with L
-/// output levels writes L floats per input). Returns one JSON object:
-/// {"format", "mode", "path", "isa", "arch", "size", "threads", "gbps", "memcpy_gbps", "ratio"}.
-/// Throws qnum::Error for size < 1 or threads < 1.
-inline std::string bench_quantize_json(const Format& f, std::int64_t size, int threads) {
+/// (standard deviation `sigma`: 2 by default; 0.02 is BERT's weight scale, where block formats' shared exponents
+/// reach float's subnormals) with `threads` threads, alternating with memcpy of the same buffer: 7 rounds, each timing
+/// enough repetitions for >= 20 ms, and reports the best round of each (best = least disturbed by the other tenants of
+/// the machine). GB/s count 4 bytes per element read and per element written (a format with L output levels writes L
+/// floats per input). Returns one JSON object:
+/// {"format", "mode", "path", "isa", "arch", "size", "sigma", "threads", "gbps", "memcpy_gbps", "ratio"}.
+/// Throws qnum::Error for size < 1, threads < 1 or a sigma that is not a positive finite number.
+inline std::string bench_quantize_json(const Format& f, std::int64_t size, int threads, float sigma = 2.0f) {
   detail::require(size >= 1, "bench quantize: --size ", size, " must be >= 1");
+  detail::require(sigma > 0.0f && sigma < std::numeric_limits<float>::infinity(), "bench quantize: --sigma ", sigma,
+                  " must be a positive finite number");
   detail::require(threads >= 1, "bench quantize: --threads ", threads, " must be >= 1");
   const int saved_threads = num_threads();
   set_num_threads(threads);
@@ -37,7 +41,7 @@ inline std::string bench_quantize_json(const Format& f, std::int64_t size, int t
   for (auto d : f.output_shape(shape)) out_size *= d;
   std::vector<float> in(static_cast<std::size_t>(size)), out(static_cast<std::size_t>(out_size));
   std::mt19937 gen(1);
-  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::normal_distribution<float> d(0.0f, sigma);
   for (auto& x : in) x = d(gen);
   const double bytes = 4.0 * static_cast<double>(size + out_size), copy_bytes = 8.0 * static_cast<double>(size);
 
@@ -88,6 +92,9 @@ inline std::string bench_quantize_json(const Format& f, std::int64_t size, int t
   json += kernel::dispatch::simd_arch_name(kernel::dispatch::selected_isa());
   json += "\", \"size\": ";
   json += std::to_string(size);
+  char sig[32];
+  std::snprintf(sig, sizeof sig, ", \"sigma\": %g", static_cast<double>(sigma));
+  json += sig;
   json += ", \"threads\": ";
   json += std::to_string(threads);
   json += ", ";

@@ -212,6 +212,9 @@ int main(int argc, char** argv) {
   bq->add_option("--format,-f", bq_spec, "format SPEC")->required();
   bq->add_option("--mode", bq_mode, "exact or mase")->capture_default_str();
   bq->add_option("--size", bq_size, "number of floats")->capture_default_str();
+  float bq_sigma = 2.0f;
+  bq->add_option("--sigma", bq_sigma, "standard deviation of the normal test data (0.02: BERT's weight scale)")
+      ->capture_default_str();
   auto* bg = bench->add_subcommand("gemm", "GEMM GFLOP/s vs fp32 GEMM of the same shape");
   std::int64_t gm = 1024, gn = 1024, gk = 1024;
   std::string gkind = "fp32";
@@ -267,9 +270,9 @@ int main(int argc, char** argv) {
     } else if (*quant) {
       quantize_file(spec, mode_policy(mode), role, seed, seed_opt->count() > 0, uniforms, in_path, out_path);
     } else if (*bq) {
-      print_bench(
-          qnum::cli::bench_quantize_json(qnum::Format::parse(bq_spec, mode_policy(bq_mode)), bq_size, bench_threads),
-          as_json);
+      print_bench(qnum::cli::bench_quantize_json(qnum::Format::parse(bq_spec, mode_policy(bq_mode)), bq_size,
+                                                 bench_threads, bq_sigma),
+                  as_json);
     } else if (*bg) {
       print_bench(bench_gemm_json(gm, gn, gk, gkind, bench_threads), as_json);
     } else if (*ba) {

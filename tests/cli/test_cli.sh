@@ -101,6 +101,9 @@ expect_error "bench threads=0" "$QNUM" bench gemm --threads 0
 out=$("$QNUM" bench quantize --format fp8_e4m3 --size 4096 --json) && ok || bad "bench quantize exit code"
 grep -q '"ratio"' <<< "$out" && ok || bad "bench quantize JSON: $out"
 # residual_sign writes two levels per input: the bench sizes its output buffer by output_shape.
+expect_error "bench quantize sigma=0" "$QNUM" bench quantize --format integer --size 64 --sigma 0
+out=$("$QNUM" bench quantize --format block_log --mode mase --size 4096 --sigma 0.02 --json) && ok || bad "bench sigma: $out"
+grep -q '"sigma": 0.02' <<< "$out" && ok || bad "bench quantize JSON sigma: $out"
 out=$("$QNUM" bench quantize --format residual_sign --size 4096 --json) && ok || bad "bench residual_sign: $out"
 grep -q '"format": "residual_sign' <<< "$out" && ok || bad "bench residual_sign JSON: $out"
 # run-time ISA dispatch: QNUM_MAX_ISA caps the level; an unknown level is a one-line error

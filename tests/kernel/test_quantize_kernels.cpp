@@ -619,6 +619,25 @@ std::vector<float> mase_block_inputs(std::size_t n, std::uint64_t seed, bool spe
   return x;
 }
 
+/// Weight-scale inputs (N(0, 0.02), BERT's initialisation): block_log's biases then exceed 126,
+/// so elements and results reach float's subnormals. With exact zeros (pruned weights), a
+/// few subnormal elements inside ordinary blocks, and blocks of subnormals only.
+std::vector<float> weight_scale_inputs(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::uniform_int_distribution<int> pick(0, 99), k(-40, 40), e(0, 30);
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int p = pick(gen);
+    x[i] = p < 80   ? normal(gen)
+           : p < 88 ? (p % 2 ? 0.0f : -0.0f)
+           : p < 93 ? std::ldexp(float(k(gen)), -149 + e(gen))
+                    : normal(gen) * 1e-30f;
+  }
+  for (std::size_t i = 64; i < std::min<std::size_t>(n, 96); ++i) x[i] = std::ldexp(float(k(gen)), -149 + e(gen) / 3);
+  return x;
+}
+
 }  // namespace
 
 TEST_CASE("kernel quantize: mase block_fp and mxint in vector registers, every MASE tile") {
@@ -787,6 +806,9 @@ TEST_CASE("kernel quantize: block_minifloat and block_log, exact and mase, threa
           (expect_row_simd(spec, 2) ? qnum::kernel::QuantizePath::simd : qnum::kernel::QuantizePath::scalar));
     check_threads(f, in, {rows, cols}, Role::weight);
     check_threads(f, in, {rows * cols}, Role::weight);
+    const auto w = weight_scale_inputs(64 * 48, 22);
+    check_shaped(f, w, {64 * 48}, Role::weight, expect_row_simd(spec, 1));
+    check_shaped(f, w, {64, 48}, Role::weight, expect_row_simd(spec, 2));
   }
   for (const char* spec :
        {"block_minifloat", "block_minifloat:block_size=16", "block_minifloat:block_size=4x8",
@@ -807,6 +829,10 @@ TEST_CASE("kernel quantize: block_minifloat and block_log, exact and mase, threa
       check_in_place(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight);
       check_in_place(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation);
     }
+    const auto w = weight_scale_inputs(64 * 48, 23);
+    check_shaped(f, w, {64 * 48}, Role::weight, true);
+    check_shaped(f, w, {64, 48}, Role::weight, true);
+    check_shaped(f, w, {8, 8, 48}, Role::activation, true);
     auto nb = shared_bias_neighbourhood(fmt(spec), 16);
     nb.resize(nb.size() / 16 * 16);
     check_shaped(f, nb, {static_cast<std::int64_t>(nb.size()) / 16, 16}, Role::weight, true);

@@ -206,6 +206,38 @@ inline bf<A> signed_pow2_i(const bf<A>& t, const bi<A>& e) {
       as_float<A>(((e + bi<A>(127)) << 23) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
   return xsimd::select(t != bf<A>(0.0f), p, bf<A>(0.0f));
 }
+/// x << c per lane, 0 where c is outside [0, 31] (the variable shifts' own rule on AVX2/AVX-512).
+template <class A>
+inline bi<A> shift_left_var(const bi<A>& x, const bi<A>& c) {
+#if XSIMD_WITH_AVX512F && defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>)
+    return bi<A>(_mm512_sllv_epi32(static_cast<__m512i>(x), static_cast<__m512i>(c)));
+#endif
+#if XSIMD_WITH_AVX2 && defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, A> && bi<A>::size == 8)
+    return bi<A>(_mm256_sllv_epi32(static_cast<__m256i>(x), static_cast<__m256i>(c)));
+#endif
+  alignas(64) std::int32_t xs[bi<A>::size], cs[bi<A>::size];
+  x.store_aligned(xs);
+  c.store_aligned(cs);
+  for (std::size_t i = 0; i < bi<A>::size; ++i)
+    xs[i] = cs[i] < 0 || cs[i] > 31 ? 0 : static_cast<std::int32_t>(static_cast<std::uint32_t>(xs[i]) << cs[i]);
+  return bi<A>::load_aligned(xs);
+}
+/// The bits of 2^e for any integer e <= 127 as float32 rounds it: normal for e >= -126,
+/// subnormal 1 << (e + 149) down to 2^-149, +0 below (2^-150 is a tie and rounds to even).
+/// Integer only: a float product with a subnormal result costs a microcode assist per vector.
+template <class A>
+inline bi<A> pow2_wide_bits_i(const bi<A>& e) {
+  return select_i<A>(e >= bi<A>(-126), (e + bi<A>(127)) << 23, shift_left_var<A>(bi<A>(1), e + bi<A>(149)));
+}
+/// signed_pow2_i for any e <= 127 (pow2_wide_bits_i): sign_t(t) · 2^e, so -0 where t < 0 and
+/// 2^e rounds to 0. NaN lanes unspecified, as there.
+template <class A>
+inline bf<A> signed_pow2_wide_i(const bf<A>& t, const bi<A>& e) {
+  const bf<A> p = as_float<A>(pow2_wide_bits_i<A>(e) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
+  return xsimd::select(t != bf<A>(0.0f), p, bf<A>(0.0f));
+}
 /// 2^-e for e in [-126, 127] (2^-127 is the subnormal 0x00400000).
 template <class A>
 inline bf<A> pow2_neg_i(const bi<A>& e) {

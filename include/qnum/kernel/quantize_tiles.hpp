@@ -13,6 +13,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -230,19 +233,39 @@ inline qnum::detail::BlockScan scan_of_bits(std::int32_t mb) {
   for (std::int64_t j = 0; j < len; ++j) y[j] = qnum::detail::block_minifloat_decode_exact(s, b, codes[j]);
 }
 
-/// block_minifloat exact, nearest even: one grid kernel per bias b (2^bw of them, built once).
+/// block_minifloat exact's grid kernels, one per bias b in [bias_min, bias_max], built once per
+/// (W, E, bias width, policy) for the process (a call used to build them: ~3 us, more than
+/// quantizing a 1K-element tensor).
+inline const std::vector<GridKernel<MinifloatSpec>>& block_minifloat_grid_kernels(const BlockMinifloatSpec& s,
+                                                                                  const Policy& p) {
+  struct Entry {
+    int width, exponent_width, bias_width;
+    Policy policy;
+    std::vector<GridKernel<MinifloatSpec>> grid;
+  };
+  static std::mutex mutex;
+  static std::deque<Entry> cache;  // a deque: references to entries stay valid as it grows
+  const std::lock_guard lock(mutex);
+  for (const Entry& e : cache)
+    if (e.width == s.width && e.exponent_width == s.exponent_width && e.bias_width == s.exponent_bias_width &&
+        e.policy == p)
+      return e.grid;
+  Entry& e = cache.emplace_back(Entry{s.width, s.exponent_width, s.exponent_bias_width, p, {}});
+  // b <= 2^(bw-1)-1 <= 127: emin = 1-b >= -126; b >= 2^E-1-127 (the Inf bias): max < 2^128
+  for (int b = s.bias_min(false); b <= s.bias_max(false); ++b)
+    e.grid.emplace_back(MinifloatSpec{}, p, qnum::detail::block_minifloat_grid(s, b, p), false);
+  return e.grid;
+}
+
+/// block_minifloat exact, nearest even: one grid kernel per bias b (2^bw of them, cached).
 template <class A>
 void block_minifloat_simd(const BlockMinifloatSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
                           const Shape& shape) {
   constexpr std::int64_t N = bf<A>::size;
   const auto L = exact_block_layout(shape, s.block_size);
   const std::int64_t row = shape.back(), bs = std::max<std::int64_t>(L.tile.back(), 1);
-  const int bmin = s.bias_min(false), bmax = s.bias_max(false);
-  // b <= 2^(bw-1)-1 <= 127: emin = 1-b >= -126; b >= 2^E-1-127 (the Inf bias): max < 2^128
-  std::vector<GridKernel<MinifloatSpec>> grid;
-  grid.reserve(static_cast<std::size_t>(bmax - bmin + 1));
-  for (int b = bmin; b <= bmax; ++b)
-    grid.emplace_back(MinifloatSpec{}, p, qnum::detail::block_minifloat_grid(s, b, p), false);
+  const int bmin = s.bias_min(false);
+  const std::vector<GridKernel<MinifloatSpec>>& grid = block_minifloat_grid_kernels(s, p);
   // GridKernel's subnormal magic 2^(emin - (M+1) + 24) must be a float: blocks of a bias
   // below this (a max above ~2^(104+M)) run the reference codec
   const int b_vector = -102 - s.mantissa_bits();
@@ -272,8 +295,10 @@ void block_minifloat_simd(const BlockMinifloatSpec& s, const Policy& p, std::spa
 }
 
 /// block_log exact, nearest: exponents from the bits (m >= sqrt 2 rounds up; m^2 = 2 has no
-/// float), clamped to [-b, top-b]; zeros -> +2^-b. Blocks whose range leaves float's normal
-/// exponents [-126, 127] run the reference codec.
+/// float), clamped to [-b, top-b]; zeros -> +2^-b. Blocks whose range reaches below 2^-126
+/// (the usual case for weights: a block max near 2^-5 gives b = top + 5) take the wide
+/// variant (subnormal inputs normalised by an exact 2^24, outputs down to 2^-149 and 0 below);
+/// only blocks with exponents above 127 run the reference codec.
 template <class A>
 void block_log_simd(const BlockLogSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
                     const Shape& shape) {
@@ -284,14 +309,29 @@ void block_log_simd(const BlockLogSpec& s, const Policy& p, std::span<const floa
   auto prep = [&](std::int32_t mb) -> BlockParams {
     if (mb > 0x7f800000) return {1, 0.0f, 0.0f};  // NaN block
     const int b = qnum::detail::block_log_bias_exact(s, scan_of_bits(mb));
-    if (-b < -126 || top - b > 127) return {2, 0.0f, 0.0f};
-    return {0, static_cast<float>(-b), static_cast<float>(top - b)};
+    if (top - b > 127) return {2, 0.0f, 0.0f};
+    return {-b < -126 ? 3 : 0, static_cast<float>(-b), static_cast<float>(top - b)};
   };
   auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
     if (bp.kind == 1) return fill_nan(y, len);
     if (bp.kind == 2) return block_log_reference_block(s, p, x, y, len);
     const auto emin = static_cast<std::int32_t>(bp.a), emax = static_cast<std::int32_t>(bp.b);
     const bi<A> MAG(0x7fffffff), SIGN(static_cast<std::int32_t>(0x80000000u)), MANT(0x7fffff), ZERO(0);
+    if (bp.kind == 3) {  // emin < -126: subnormal inputs and outputs
+      for (std::int64_t i = 0; i < len; i += N) {
+        const bi<A> bits = as_int<A>(bf<A>::load_unaligned(x + i));
+        const bi<A> a = bits & MAG;
+        const auto sub = a < bi<A>(0x00800000);
+        // a subnormal magnitude times 2^24 is normal and exact: the same mantissa, exponent - 24
+        const bi<A> an = select_i<A>(sub, as_int<A>(as_float<A>(a) * bf<A>(0x1p24f)), a);
+        const bi<A> up = select_i<A>((an & MANT) >= bi<A>(kSqrt2Mantissa), bi<A>(1), ZERO);
+        bi<A> e = (an >> 23) - select_i<A>(sub, bi<A>(127 + 24), bi<A>(127)) + up;
+        e = clamp_i<A>(select_i<A>(a == ZERO, bi<A>(emin), e), emin, emax);  // +-0 -> +2^emin
+        const bi<A> sgn = select_i<A>(a == ZERO, ZERO, bits & SIGN);
+        as_float<A>(pow2_wide_bits_i<A>(e) | sgn).store_unaligned(y + i);
+      }
+      return;
+    }
     for (std::int64_t i = 0; i < len; i += N) {
       const bi<A> bits = as_int<A>(bf<A>::load_unaligned(x + i));
       const bi<A> a = bits & MAG;
@@ -350,6 +390,21 @@ void mase_tile_runs(const BlockLayout& L, std::span<const float> in, std::span<f
   });
 }
 
+/// MinifloatMaseKernel for minifloat_ieee(W, E) with each bias b in [0, 126], built once per
+/// (W, E) for the process (a call used to build them: ~10 us, more than quantizing a
+/// 1K-element tensor).
+inline const std::vector<MinifloatMaseKernel>& block_minifloat_mase_kernels(const BlockMinifloatSpec& s) {
+  constexpr int kW = 23, kE = 6;  // W in [2, 24], E in [1, 6] (validated)
+  static std::array<std::once_flag, kW * kE> once;
+  static std::array<std::vector<MinifloatMaseKernel>, kW * kE> kernels;
+  const auto i = static_cast<std::size_t>((s.width - 2) * kE + (s.exponent_width - 1));
+  std::call_once(once.at(i), [&] {
+    for (int b = 0; b <= 126; ++b)
+      kernels[i].emplace_back(MinifloatSpec{s.width, s.exponent_width, b, Specials::none}, mase_compat);
+  });
+  return kernels[i];
+}
+
 /// MASE block_minifloat: the bias as block_minifloat_quantize_mase computes it; elements by
 /// MinifloatMaseKernel for minifloat_ieee(W, E) with that bias (bias <= 126).
 template <class A>
@@ -359,10 +414,7 @@ void block_minifloat_mase_simd(const BlockMinifloatSpec& s, std::span<const floa
   constexpr std::int64_t N = bf<A>::size;
   const auto L = mase_block_layout(s.name, shape, s.block_size, role);
   const float bmax = static_cast<float>(s.bias_max(true));
-  const Policy mp = mase_compat;
-  std::vector<MinifloatMaseKernel> k;
-  for (int b = 0; b <= std::min(126, s.bias_max(true)); ++b)
-    k.emplace_back(MinifloatSpec{s.width, s.exponent_width, b, Specials::none}, mp);
+  const std::vector<MinifloatMaseKernel>& k = block_minifloat_mase_kernels(s);
   const bool fold = L.mase_fold;
   const std::int32_t* floor_t = log2_thresholds(Log2Op::floor).t.data();  // looked up per block
   const std::int32_t ibmax = s.bias_max(true);
@@ -403,33 +455,79 @@ void block_minifloat_mase_simd(const BlockMinifloatSpec& s, std::span<const floa
   });
 }
 
+/// MASE block_log's per-bias constants, built once per (W, bias width) for the process (a
+/// call used to build all 2^bw of them, ~20 us: more than quantizing a 1K-element tensor):
+/// the offset c = 2^-b · 0.1f, the log2 lookup, the exponent that x = ±0 gets when c is
+/// subnormal, and which kernel runs the bias.
+struct BlockLogMaseTables {
+  enum Kind : std::uint8_t {
+    narrow,  // exponents [-b, top - b] inside float's normal range
+    wide,    // -b < -126 <= top - b <= 127: subnormal offsets and results
+    scalar,  // the element function (exponents above 127, or every one below -126)
+  };
+  std::vector<Log2Lookup> lk;  // nearest, clamped to [max(-b, -126), top - b]
+  std::vector<float> offset;
+  std::vector<std::int32_t> zero_e;  // clamp(round(log2 c), -b, top - b)
+  std::vector<Kind> kind;
+
+  explicit BlockLogMaseTables(const BlockLogSpec& s) {
+    namespace qd = qnum::detail;
+    const int top = s.top(), nb = s.bias_max() + 1;
+    lk.resize(static_cast<std::size_t>(nb));
+    offset.resize(static_cast<std::size_t>(nb));
+    zero_e.resize(static_cast<std::size_t>(nb));
+    kind.resize(static_cast<std::size_t>(nb));
+    for (int b = 0; b < nb; ++b) {
+      const auto i = static_cast<std::size_t>(b);
+      offset[i] = qd::mase_exp2(static_cast<float>(-b)) * 0.1f;
+      const float ez =
+          qd::mase_clamp(qd::mase_round(qd::mase_log2(offset[i])), static_cast<float>(-b), static_cast<float>(top - b));
+      zero_e[i] = static_cast<std::int32_t>(ez);
+      kind[i] = top - b > 127 || top - b < -126 ? scalar : (-b >= -126 ? narrow : wide);
+      if (kind[i] != scalar) lk[i] = Log2Lookup(Log2Op::nearest, std::max(-b, -126), top - b);
+    }
+  }
+  /// The tables of s (W and bias width identify them), shared by every call.
+  static const BlockLogMaseTables& of(const BlockLogSpec& s) {
+    constexpr int kW = 8, kBW = 8;  // W in [2, 9], bias width in [1, 8] (validated)
+    static std::array<std::once_flag, kW * kBW> once;
+    static std::array<std::unique_ptr<const BlockLogMaseTables>, kW * kBW> tables;
+    const auto k = static_cast<std::size_t>((s.width - 2) * kBW + (s.exponent_bias_width - 1));
+    std::call_once(once.at(k), [&] { tables[k] = std::make_unique<const BlockLogMaseTables>(s); });
+    return *tables[k];
+  }
+};
+
 /// MASE block_log: the bias as block_log_quantize_mase computes it; elements by MASE's log rule
-/// with c = 2^-b * 0.1f (float) and round(log2) from the thresholds (exponents in [-126, 127]).
+/// with c = 2^-b * 0.1f (float) and round(log2) from the thresholds; the wide kernel where
+/// -b < -126 (weights: a block max near 2^-5 gives b = top + 5).
 template <class A>
 void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::span<float> out, const Shape& shape,
                          Role role) {
   namespace qd = qnum::detail;
+  using T = BlockLogMaseTables;
   constexpr std::int64_t N = bf<A>::size;
   const auto L = mase_block_layout(s.name, shape, s.block_size, role);
   const float top = static_cast<float>(s.top()), bmax = static_cast<float>(s.bias_max());
-  std::vector<Log2Lookup> lk(static_cast<std::size_t>(s.bias_max() + 1));
-  // MASE's offset 2^-b · 0.1f per bias too, once: it is subnormal for the usual biases (b near
+  // MASE's offset 2^-b · 0.1f is kept per bias: it is subnormal for the usual biases (b near
   // 127), and a multiply with a subnormal result per block took a third of the kernel's time.
-  std::vector<float> offset(static_cast<std::size_t>(s.bias_max() + 1));
-  for (int b = 0; b <= s.bias_max(); ++b) {
-    if (-b >= -126 && s.top() - b <= 127)
-      lk[static_cast<std::size_t>(b)] = Log2Lookup(Log2Op::nearest, -b, s.top() - b);
-    offset[static_cast<std::size_t>(b)] = qd::mase_exp2(static_cast<float>(-b)) * 0.1f;
-  }
+  const T& tab = T::of(s);
   const bool fold = L.mase_fold;
   auto bias_of = [&](float block_max) {
     return qd::mase_clamp(top - log2_op_scalar(Log2Op::ceil, block_max), 0.0f, bmax);
   };
+  auto scalar_run = [&](const float* x, float* y, std::int64_t len, float bias) {
+    for (std::int64_t i = 0; i < len; ++i) y[i] = qd::mase_fold_add(qd::log_mase_element(s.width, bias, x[i]), fold);
+  };
   auto run_biased = [&](const float* x, float* y, std::int64_t len, float bias) __attribute__((always_inline)) {
+    if (bias != bias) [[unlikely]]
+      return scalar_run(x, y, len, bias);
+    const auto b = static_cast<std::size_t>(bias);
+    const T::Kind kind = tab.kind[b];
+    const Log2Lookup& l = tab.lk[b];
+    const bf<A> C(tab.offset[b]);
     std::int64_t i = 0;
-    if (bias == bias && lk[static_cast<std::size_t>(bias)].t != nullptr) {
-      const Log2Lookup& l = lk[static_cast<std::size_t>(bias)];
-      const bf<A> C(offset[static_cast<std::size_t>(bias)]);
+    if (kind == T::narrow) {
       for (; i + N <= len; i += N) {
         const bf<A> v = bf<A>::load_unaligned(x + i);
         const bi<A> e = log2_exponent<A>(xsimd::abs(v) + C, l);
@@ -437,12 +535,24 @@ void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::
         if (fold) q = bf<A>(0.0f) + q;
         q.store_unaligned(y + i);
       }
+    } else if (kind == T::wide) {
+      const bi<A> EZ(tab.zero_e[b]), SUB(0x00800000), ONE(0x3f800000);
+      for (; i + N <= len; i += N) {
+        const bf<A> v = bf<A>::load_unaligned(x + i);
+        const bf<A> w = xsimd::abs(v) + C;
+        const bi<A> wb = as_int<A>(w);
+        const auto sub = wb < SUB;  // |x| + c subnormal: x = ±0 (then w = c), or a subnormal x
+        if (xsimd::any(sub & (as_int<A>(xsimd::abs(v)) != bi<A>(0)))) [[unlikely]] {
+          scalar_run(x + i, y + i, N, bias);
+          continue;
+        }
+        const bi<A> e = select_i<A>(sub, EZ, log2_exponent<A>(as_float<A>(select_i<A>(sub, ONE, wb)), l));
+        bf<A> q = xsimd::select(xsimd::isnan(v), v, signed_pow2_wide_i<A>(v + C, e));
+        if (fold) q = bf<A>(0.0f) + q;
+        q.store_unaligned(y + i);
+      }
     }
-    for (; i < len; ++i) {
-      float q = qd::log_mase_element(s.width, bias, x[i]);
-      if (fold) q = 0.0f + q;
-      y[i] = q;
-    }
+    if (i < len) scalar_run(x + i, y + i, len - i, bias);
   };
   if (mase_row_local_runs<A>(L, in, out, bias_of, run_biased)) return;
   mase_tile_runs<A>(L, in, out, [&](const float* x, float* y, std::int64_t len, float block_max) {
