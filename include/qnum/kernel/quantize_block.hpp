@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -303,17 +304,35 @@ inline void mase_block_fp_run(const float* x, float* y, std::int64_t len, float 
   // Dividing by a power of two p is multiplying by 1/p whenever 1/p is a float (p >= 2^-127,
   // Inf, NaN, 0 included): both round the same exact quotient once. Also k / shift.
   const bool reciprocal = !(p > 0.0f && p < 0x1p-127f);
-  const bf<A> P(p), R(1.0f / p), SHIFT(shift), INV_SHIFT(1.0f / shift), ONE(1.0f), ZERO(0.0f);
+  const bf<A> P(p), R(1.0f / p), SHIFT(shift), INV_SHIFT(1.0f / shift), ZERO(0.0f);
+  const bi<A> SIGN(static_cast<std::int32_t>(0x80000000u));
   std::int64_t i = 0;
-  for (; i + N <= len; i += N) {
-    const bf<A> v = bf<A>::load_unaligned(x + i);
-    const bf<A> sign = sign_t<A>(v + bf<A>(1e-9f));
-    const bf<A> a = xsimd::abs(v) + bf<A>(1e-9f);
-    const bf<A> k = clamp_t<A>(xsimd::nearbyint((reciprocal ? a * R : a / P) * SHIFT), 0.0f, kmax);
-    bf<A> q = sign * P * (k * INV_SHIFT);
-    if (fold) q = ZERO + q;
-    const bf<A> c = xsimd::select((v == ZERO) | (xsimd::abs(v) <= bf<A>(1e-8f)), ONE, ZERO);
-    ((ONE - c) * q + c * v).store_unaligned(y + i);
+  // MASE's steps in fewer operations, the same floats, for a finite non-zero scale p:
+  // sign(x + 1e-9) · p · (k / 2^M) is ±(p · (k / 2^M)) with x's sign wherever it is used
+  // (|x| > 1e-8; k / 2^M is exact, so one rounding either way), and the blend (1 - c) q + c x
+  // is x + 0 on c lanes (0 · q is a zero there: q is finite, and x = -0 gives +0 both ways)
+  // and q + 0 · x on the others (NaN for x = ±Inf, as MASE's 0 · x). A NaN scale (a NaN
+  // block, or one borrowing its max) makes c lanes NaN too: MASE's own steps then.
+  if (p > 0.0f && p < std::numeric_limits<float>::infinity()) [[likely]] {
+    for (; i + N <= len; i += N) {
+      const bf<A> v = bf<A>::load_unaligned(x + i);
+      const bf<A> av = xsimd::abs(v);
+      const bf<A> a = av + bf<A>(1e-9f);
+      const bf<A> k = clamp_t<A>(xsimd::nearbyint((reciprocal ? a * R : a / P) * SHIFT), 0.0f, kmax);
+      bf<A> q = as_float<A>(as_int<A>(P * (k * INV_SHIFT)) | (as_int<A>(v) & SIGN));
+      if (fold) q = ZERO + q;
+      xsimd::select(av <= bf<A>(1e-8f), v + ZERO, xsimd::fma(v, ZERO, q)).store_unaligned(y + i);
+    }
+  } else {
+    for (; i + N <= len; i += N) {
+      const bf<A> v = bf<A>::load_unaligned(x + i);
+      const bf<A> a = xsimd::abs(v) + bf<A>(1e-9f);
+      const bf<A> k = clamp_t<A>(xsimd::nearbyint((reciprocal ? a * R : a / P) * SHIFT), 0.0f, kmax);
+      bf<A> q = sign_t<A>(v + bf<A>(1e-9f)) * P * (k * INV_SHIFT);
+      if (fold) q = ZERO + q;
+      const bf<A> c = xsimd::select((v == ZERO) | (xsimd::abs(v) <= bf<A>(1e-8f)), bf<A>(1.0f), ZERO);
+      ((bf<A>(1.0f) - c) * q + c * v).store_unaligned(y + i);
+    }
   }
   for (; i < len; ++i) y[i] = qnum::detail::mase_block_fp_element(x[i], p, shift, kmax, fold);
 }
@@ -409,8 +428,12 @@ void block_fp_mase_simd(const BlockFPSpec& s, std::span<const float> in, std::sp
   float* dst = out.data();
   auto scale_of = [&](float block_max) { return qnum::detail::mase_block_fp_scale(block_max, emin, emax); };
   auto scale_of_bits = [&](std::int32_t mb) {  // the same, without libm's log2 for normal maxima
-    if (mb >= 0x00800000 && mb < 0x7f800000)
-      return qnum::detail::mase_exp2(qnum::detail::mase_clamp(ceil_log2_normal(mb), emin, emax));
+    if (mb >= 0x00800000 && mb < 0x7f800000) {
+      const float e = qnum::detail::mase_clamp(ceil_log2_normal(mb), emin, emax);
+      // 2^e from the bits for a normal result (mase_exp2's pow2f was a call per block)
+      if (e >= -126.0f && e <= 127.0f) return bits_float(static_cast<std::uint32_t>(static_cast<int>(e) + 127) << 23);
+      return qnum::detail::mase_exp2(e);
+    }
     return scale_of(bits_float(static_cast<std::uint32_t>(mb)));
   };
 

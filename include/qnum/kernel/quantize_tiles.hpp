@@ -513,8 +513,16 @@ void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::
   // 127), and a multiply with a subnormal result per block took a third of the kernel's time.
   const T& tab = T::of(s);
   const bool fold = L.mase_fold;
-  auto bias_of = [&](float block_max) {
-    return qd::mase_clamp(top - log2_op_scalar(Log2Op::ceil, block_max), 0.0f, bmax);
+  const std::int32_t* ceil_t = log2_thresholds(Log2Op::ceil).t.data();  // looked up per block
+  const std::int32_t itop = s.top(), ibmax = s.bias_max();
+  auto bias_of = [&](float block_max) {  // clamp(top - ceil(log2 max), 0, bmax), integers on the bits
+    const std::uint32_t mb = float_bits(block_max);
+    if (qd::log2_positive_normal(mb)) [[likely]] {
+      const auto f = static_cast<std::int32_t>(mb >> 23);
+      const std::int32_t lg = f - 127 + (static_cast<std::int32_t>(mb) >= ceil_t[f] ? 1 : 0);
+      return static_cast<float>(std::clamp(itop - lg, 0, ibmax));
+    }
+    return qd::mase_clamp(top - log2_op(Log2Op::ceil, block_max), 0.0f, bmax);
   };
   auto scalar_run = [&](const float* x, float* y, std::int64_t len, float bias) {
     for (std::int64_t i = 0; i < len; ++i) y[i] = qd::mase_fold_add(qd::log_mase_element(s.width, bias, x[i]), fold);
