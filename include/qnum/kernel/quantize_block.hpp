@@ -77,6 +77,15 @@ inline std::int32_t block_max_bits(const float* x, std::int64_t len) {
   return r;
 }
 
+/// qnum::detail::pow2f, always inlined: GCC kept the library's copy out of line, a call or two
+/// per block in the blocked kernels' per-block step.
+[[gnu::always_inline]] inline float pow2f_inline(int e) {
+  if (e > 127) return std::numeric_limits<float>::infinity();
+  if (e >= -126) return bits_float(static_cast<std::uint32_t>(e + 127) << 23);
+  if (e >= -149) return bits_float(std::uint32_t{1} << (e + 149));
+  return 0.0f;
+}
+
 /// Round to nearest even of a non-negative float (libm's nearbyintf saves and restores the
 /// floating-point environment: far slower).
 inline float rne_nonneg(float v) { return v < 8388608.0f ? (v + 8388608.0f) - 8388608.0f : v; }
@@ -165,7 +174,7 @@ void mx_quantize_simd(const MXElement& e, int scale_bits, const Policy& p, std::
     if (mb >= 0x7f800000) return {1, 0.0f, 0.0f};  // NaN or Inf: NaN scale, the whole block is NaN
     const int sexp = qnum::detail::mx_exact_scale_exp(e, scale_bits,
                                                       static_cast<double>(bits_float(static_cast<std::uint32_t>(mb))));
-    return {0, qnum::detail::pow2f(-sexp), qnum::detail::pow2f(sexp)};
+    return {0, pow2f_inline(-sexp), pow2f_inline(sexp)};
   };
   auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
     if (bp.kind == 1) return fill_nan(y, len);
@@ -533,12 +542,13 @@ void mxfp_mase_simd(const MXFPSpec& s, std::span<const float> in, std::span<floa
     // floor(float32 log2(block max)) as the reference computes it (log2_op_scalar's thresholds)
     const std::int32_t f = mb >> 23, fl = f - 127 + (mb >= floor_t.t[static_cast<std::size_t>(f)] ? 1 : 0);
     const int shared = std::clamp(fl - emax, -127, 128);  // <= 127 for a finite block max
-    return {0, qnum::detail::pow2f(-shared), qnum::detail::pow2f(shared)};
+    return {0, pow2f_inline(-shared), pow2f_inline(shared)};
   };
+  const float sub_scale = qnum::detail::pow2f(1 - bias - M);
   auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
     if (bp.kind == 2) return mxfp_mase_reference_block(s, x, y, len);
     // 2^-shared is a float (|shared| <= 127), so x * 2^-shared rounds as the reference's x / 2^shared.
-    const bf<A> R(bp.a), OUT(bp.b), SUB_SCALE(qnum::detail::pow2f(1 - bias - M));
+    const bf<A> R(bp.a), OUT(bp.b), SUB_SCALE(sub_scale);
     const bi<A> FRAC_MASK((1 << M) - 1), HALF_M1((1 << (sh - 1)) - 1), ONE(1), IMPLICIT(1 << M);
     for (std::int64_t i = 0; i < len; i += N) {
       const bf<A> xv = bf<A>::load_unaligned(x + i);
@@ -558,9 +568,12 @@ void mxfp_mase_simd(const MXFPSpec& s, std::span<const float> in, std::span<floa
       const bi<A> xe = code >> M, xf = code & FRAC_MASK;
       const bf<A> normal = as_float<A>(((xe + bi<A>(127 - bias)) << 23) | (xf << (23 - M)));
       const bf<A> sub = xsimd::batch_cast<float>(xf) * SUB_SCALE;  // exact; 0 for the zero code
-      const bf<A> v = xsimd::select(to_fmask<A>(xe == bi<A>(0)), sub, normal) * OUT;
-      const bi<A> sign =
-          select_i<A>(to_imask<A>(yv < bf<A>(0.0f)), bi<A>(static_cast<std::int32_t>(0x80000000u)), bi<A>(0));
+      // both selects on integer masks (a float mask from an integer compare, or back, costs a
+      // select and a compare on every ISA)
+      const bf<A> v = as_float<A>(select_i<A>(xe == bi<A>(0), as_int<A>(sub), as_int<A>(normal))) * OUT;
+      // y's sign where y < 0 (not for -0, which an underflowing x * 2^-shared can give)
+      const bi<A> sign = select_i<A>((yb & bi<A>(0x7fffffff)) != bi<A>(0),
+                                     yb & bi<A>(static_cast<std::int32_t>(0x80000000u)), bi<A>(0));
       as_float<A>(as_int<A>(v) | sign).store_unaligned(y + i);
     }
   };
