@@ -278,7 +278,7 @@ void block_minifloat_simd(const BlockMinifloatSpec& s, const Policy& p, std::spa
   auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
     if (bp.kind == 1) return fill_nan(y, len);
     if (bp.kind == 2) return block_minifloat_reference_block(s, p, x, y, len);
-    const GridKernel<MinifloatSpec> g = grid[static_cast<std::size_t>(bp.a)];
+    const GridKernel<MinifloatSpec>& g = grid[static_cast<std::size_t>(bp.a)];  // by reference: no copy per block
     for (std::int64_t i = 0; i < len; i += N) g.template apply<A>(bf<A>::load_unaligned(x + i)).store_unaligned(y + i);
   };
   for_each_row_block<A>(in, out, row, bs, prep, apply);
