@@ -197,15 +197,6 @@ template <class A>
 inline bf<A> pow2_i(const bi<A>& e) {
   return as_float<A>((e + bi<A>(127)) << 23);
 }
-/// sign_t(t) · 2^e (e in [-126, 127]) from the bits: 2^e with t's sign bit, +0 where t is ±0
-/// — the same values as the product, in fewer operations. NaN lanes are unspecified (the
-/// product is +0 there): every caller replaces them by the NaN input.
-template <class A>
-inline bf<A> signed_pow2_i(const bf<A>& t, const bi<A>& e) {
-  const bf<A> p =
-      as_float<A>(((e + bi<A>(127)) << 23) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
-  return xsimd::select(t != bf<A>(0.0f), p, bf<A>(0.0f));
-}
 /// x << c per lane, 0 where c is outside [0, 31] (the variable shifts' own rule on AVX2/AVX-512).
 template <class A>
 inline bi<A> shift_left_var(const bi<A>& x, const bi<A>& c) {
@@ -231,8 +222,10 @@ template <class A>
 inline bi<A> pow2_wide_bits_i(const bi<A>& e) {
   return select_i<A>(e >= bi<A>(-126), (e + bi<A>(127)) << 23, shift_left_var<A>(bi<A>(1), e + bi<A>(149)));
 }
-/// signed_pow2_i for any e <= 127 (pow2_wide_bits_i): sign_t(t) · 2^e, so -0 where t < 0 and
-/// 2^e rounds to 0. NaN lanes unspecified, as there.
+/// sign_t(t) · 2^e for any integer e <= 127 (pow2_wide_bits_i) from the bits: 2^e with t's
+/// sign bit (so -0 where t < 0 and 2^e rounds to 0), +0 where t is ±0 — the same values as
+/// the product, in fewer operations. NaN lanes are unspecified (the product is +0 there):
+/// every caller replaces them by the NaN input.
 template <class A>
 inline bf<A> signed_pow2_wide_i(const bf<A>& t, const bi<A>& e) {
   const bf<A> p = as_float<A>(pow2_wide_bits_i<A>(e) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
@@ -380,6 +373,25 @@ template <class A>
     return log2_exponent_lookup<A>(static_cast<typename bf<A>::register_type>(w), lk);
   const bi<A> up = select_i<A>(mant >= bi<A>(lk.m_hi), bi<A>(1), bi<A>(0));
   return clamp_i<A>((a >> 23) - bi<A>(127) + up, lk.lo, lk.hi);
+}
+
+/// log2_exponent + 127 (the float exponent field of 2^e), clamped to [lk.lo + 127, lk.hi + 127]:
+/// saves the two bias adds where the caller builds 2^e from the bits.
+template <class A>
+[[gnu::always_inline]] inline bi<A> log2_exponent_field(const bf<A>& w, const Log2Lookup& lk) {
+  const bi<A> a = as_int<A>(w);
+  const bi<A> mant = a & bi<A>(0x7fffff);
+  if (xsimd::any(mant >= bi<A>(lk.m_lo) && mant < bi<A>(lk.m_hi))) [[unlikely]]
+    return log2_exponent_lookup<A>(static_cast<typename bf<A>::register_type>(w), lk) + bi<A>(127);
+  const bi<A> up = select_i<A>(mant >= bi<A>(lk.m_hi), bi<A>(1), bi<A>(0));
+  return clamp_i<A>((a >> 23) + up, lk.lo + 127, lk.hi + 127);
+}
+/// sign_t(t) · 2^e given the biased exponent field f = e + 127 in [1, 254]: as
+/// signed_pow2_wide_i, for normal results only (one shift instead of a range select).
+template <class A>
+inline bf<A> signed_pow2_field_i(const bf<A>& t, const bi<A>& f) {
+  const bf<A> p = as_float<A>((f << 23) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
+  return xsimd::select(t != bf<A>(0.0f), p, bf<A>(0.0f));
 }
 
 // ---- per-family kernels ----------------------------------------------------------------
@@ -620,8 +632,8 @@ struct LogKernel {
   template <class A>
   [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
     if constexpr (mase) {
-      const bi<A> e = log2_exponent<A>(xsimd::abs(x) + bf<A>(eps), lk);
-      return xsimd::select(xsimd::isnan(x), x, signed_pow2_i<A>(x + bf<A>(eps), e));
+      const bi<A> f = log2_exponent_field<A>(xsimd::abs(x) + bf<A>(eps), lk);
+      return xsimd::select(xsimd::isnan(x), x, signed_pow2_field_i<A>(x + bf<A>(eps), f));
     }
     const bi<A> bits = as_int<A>(x);
     const bi<A> a = bits & bi<A>(0x7fffffff);

@@ -538,8 +538,8 @@ void block_log_mase_simd(const BlockLogSpec& s, std::span<const float> in, std::
     if (kind == T::narrow) {
       for (; i + N <= len; i += N) {
         const bf<A> v = bf<A>::load_unaligned(x + i);
-        const bi<A> e = log2_exponent<A>(xsimd::abs(v) + C, l);
-        bf<A> q = xsimd::select(xsimd::isnan(v), v, signed_pow2_i<A>(v + C, e));
+        const bi<A> f = log2_exponent_field<A>(xsimd::abs(v) + C, l);
+        bf<A> q = xsimd::select(xsimd::isnan(v), v, signed_pow2_field_i<A>(v + C, f));
         if (fold) q = bf<A>(0.0f) + q;
         q.store_unaligned(y + i);
       }
