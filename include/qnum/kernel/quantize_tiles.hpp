@@ -264,14 +264,16 @@ void block_minifloat_simd(const BlockMinifloatSpec& s, const Policy& p, std::spa
   constexpr std::int64_t N = bf<A>::size;
   const auto L = exact_block_layout(shape, s.block_size);
   const std::int64_t row = shape.back(), bs = std::max<std::int64_t>(L.tile.back(), 1);
-  const int bmin = s.bias_min(false);
+  const int bmin = s.bias_min(false), bmax = s.bias_max(false), top_field = (1 << s.exponent_width) - 1;
   const std::vector<GridKernel<MinifloatSpec>>& grid = block_minifloat_grid_kernels(s, p);
   // GridKernel's subnormal magic 2^(emin - (M+1) + 24) must be a float: blocks of a bias
   // below this (a max above ~2^(104+M)) run the reference codec
   const int b_vector = -102 - s.mantissa_bits();
   auto prep = [&](std::int32_t mb) -> BlockParams {
     if (mb > 0x7f800000) return {1, 0.0f, 0.0f};  // NaN block
-    const int b = qnum::detail::block_minifloat_bias_exact(s, scan_of_bits(mb));
+    // a normal max: ilog2 from its bits (the reference's double path otherwise)
+    const int b = mb >= 0x00800000 && mb < 0x7f800000 ? std::clamp(top_field - ((mb >> 23) - 127), bmin, bmax)
+                                                      : qnum::detail::block_minifloat_bias_exact(s, scan_of_bits(mb));
     if (b < b_vector) return {2, 0.0f, 0.0f};
     return {0, static_cast<float>(b - bmin), 0.0f};
   };
@@ -308,6 +310,8 @@ void block_log_simd(const BlockLogSpec& s, const Policy& p, std::span<const floa
   const int top = s.top();
   auto prep = [&](std::int32_t mb) -> BlockParams {
     if (mb > 0x7f800000) return {1, 0.0f, 0.0f};  // NaN block
+    // (the bias from the max's bits measured faster in cache but 12% slower from memory here:
+    // the reference's double steps stay)
     const int b = qnum::detail::block_log_bias_exact(s, scan_of_bits(mb));
     if (top - b > 127) return {2, 0.0f, 0.0f};
     return {-b < -126 ? 3 : 0, static_cast<float>(-b), static_cast<float>(top - b)};
