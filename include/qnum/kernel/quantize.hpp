@@ -192,11 +192,6 @@ inline bf<A> sign_t(const bf<A>& v) {
   return xsimd::select(v > bf<A>(0.0f), bf<A>(1.0f), bf<A>(0.0f)) -
          xsimd::select(v < bf<A>(0.0f), bf<A>(1.0f), bf<A>(0.0f));
 }
-/// 2^e for integer e in [-126, 127] (normal floats), from the bits.
-template <class A>
-inline bf<A> pow2_i(const bi<A>& e) {
-  return as_float<A>((e + bi<A>(127)) << 23);
-}
 /// x << c per lane, 0 where c is outside [0, 31] (the variable shifts' own rule on AVX2/AVX-512).
 template <class A>
 inline bi<A> shift_left_var(const bi<A>& x, const bi<A>& c) {
@@ -230,12 +225,6 @@ template <class A>
 inline bf<A> signed_pow2_wide_i(const bf<A>& t, const bi<A>& e) {
   const bf<A> p = as_float<A>(pow2_wide_bits_i<A>(e) | (as_int<A>(t) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
   return xsimd::select(t != bf<A>(0.0f), p, bf<A>(0.0f));
-}
-/// 2^-e for e in [-126, 127] (2^-127 is the subnormal 0x00400000).
-template <class A>
-inline bf<A> pow2_neg_i(const bi<A>& e) {
-  const bi<A> normal = (bi<A>(127) - e) << 23;
-  return as_float<A>(select_i<A>(e > bi<A>(126), bi<A>(0x00400000), normal));
 }
 
 /// table[idx] per lane (idx in [0, 256)).
@@ -385,6 +374,12 @@ template <class A>
     return log2_exponent_lookup<A>(static_cast<typename bf<A>::register_type>(w), lk) + bi<A>(127);
   const bi<A> up = select_i<A>(mant >= bi<A>(lk.m_hi), bi<A>(1), bi<A>(0));
   return clamp_i<A>((a >> 23) + up, lk.lo + 127, lk.hi + 127);
+}
+/// 2^-e given the biased exponent field f = e + 127 in [1, 254], from the bits (2^-127 is the
+/// subnormal 0x00400000).
+template <class A>
+inline bf<A> pow2_neg_field_i(const bi<A>& f) {
+  return as_float<A>(select_i<A>(f > bi<A>(253), bi<A>(0x00400000), (bi<A>(254) - f) << 23));
 }
 /// sign_t(t) · 2^e given the biased exponent field f = e + 127 in [1, 254]: as
 /// signed_pow2_wide_i, for normal results only (one shift instead of a range select).
@@ -556,9 +551,9 @@ struct MinifloatMaseKernel {
   template <class A>
   [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
     const bf<A> value = xsimd::abs(x);
-    const bi<A> e = log2_exponent<A>(value + bf<A>(1e-9f), lk);
-    const bf<A> p2e = pow2_i<A>(e);
-    const bf<A> ms = (value * pow2_neg_i<A>(e)) * bf<A>(shift);  // m * 2^M, m = value / 2^e
+    const bi<A> f = log2_exponent_field<A>(value + bf<A>(1e-9f), lk);  // e + 127
+    const bf<A> p2e = as_float<A>(f << 23);
+    const bf<A> ms = (value * pow2_neg_field_i<A>(f)) * bf<A>(shift);  // m * 2^M, m = value / 2^e
     const auto sub = p2e == bf<A>(p2emin);
     // min/max instead of MASE's NaN-keeping clamp: k is NaN only for NaN x, whose lanes the
     // last line makes NaN again
@@ -595,9 +590,9 @@ struct DenormMaseKernel {
   [[gnu::always_inline]] bf<A> apply(const bf<A>& x) const {
     const bf<A> sign = sign_t<A>(x + bf<A>(1e-9f));
     const bf<A> value = xsimd::abs(x);
-    const bi<A> e = log2_exponent<A>(value + bf<A>(1e-9f), lk);
-    const bf<A> p2e = pow2_i<A>(e);
-    const bf<A> k = clamp_t<A>(xsimd::nearbyint((value * pow2_neg_i<A>(e)) * bf<A>(shift)), 0.0f, shift - 1.0f);
+    const bi<A> f = log2_exponent_field<A>(value + bf<A>(1e-9f), lk);  // e + 127
+    const bf<A> p2e = as_float<A>(f << 23);
+    const bf<A> k = clamp_t<A>(xsimd::nearbyint((value * pow2_neg_field_i<A>(f)) * bf<A>(shift)), 0.0f, shift - 1.0f);
     const bf<A> q = sign * p2e * (k * bf<A>(inv_shift));
     const bf<A> c = xsimd::select(value <= bf<A>(1e-8f), bf<A>(1.0f), bf<A>(0.0f));
     return (bf<A>(1.0f) - c) * q + c * x;
