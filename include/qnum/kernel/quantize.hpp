@@ -265,6 +265,9 @@ struct Log2Lookup {
   /// "up" and one < m_lo is not, whatever its field. log2's rounding spreads them over a few
   /// dozen units (log W8, round: 31 of 2^23), so only inputs in that sliver need the lookup.
   std::int32_t m_lo = 0, m_hi = 0;
+  /// lo + 127 and hi + 127: log2_exponent_field's clamp, kept here so that a kernel whose
+  /// lookup changes per block (block_log's bias) broadcasts them from memory.
+  std::int32_t field_lo = 0, field_hi = 0;
   alignas(64) std::array<std::int32_t, 256> window{};
 
   Log2Lookup() = default;
@@ -274,7 +277,9 @@ struct Log2Lookup {
         hi(hi_),
         f0(lo_ + 126),
         tables((hi_ - lo_ + 2 + 31) / 32),
-        small(hi_ - lo_ <= 30) {
+        small(hi_ - lo_ <= 30),
+        field_lo(lo_ + 127),
+        field_hi(hi_ + 127) {
     for (std::int32_t i = 0; i < 32 * std::min(tables, 8); ++i) {
       const std::int32_t f = std::clamp(f0 + i, 0, 255);
       window[static_cast<std::size_t>(i)] = t->t[static_cast<std::size_t>(f)];
@@ -373,7 +378,7 @@ template <class A>
   if (xsimd::any(mant >= bi<A>(lk.m_lo) && mant < bi<A>(lk.m_hi))) [[unlikely]]
     return log2_exponent_lookup<A>(static_cast<typename bf<A>::register_type>(w), lk) + bi<A>(127);
   const bi<A> up = select_i<A>(mant >= bi<A>(lk.m_hi), bi<A>(1), bi<A>(0));
-  return clamp_i<A>((a >> 23) + up, lk.lo + 127, lk.hi + 127);
+  return clamp_i<A>((a >> 23) + up, lk.field_lo, lk.field_hi);
 }
 /// 2^-e given the biased exponent field f = e + 127 in [1, 254], from the bits (2^-127 is the
 /// subnormal 0x00400000).
@@ -529,7 +534,7 @@ struct MinifloatMaseKernel {
   Policy policy;
   std::int32_t emin, emax;
   Log2Lookup lk;
-  float shift, inv_shift, kmax, p2emin;
+  float shift, inv_shift, two_inv_shift, kmax, p2emin;
 
   MinifloatMaseKernel(const MinifloatSpec& s, const Policy& p)
       : spec(s),
@@ -539,6 +544,7 @@ struct MinifloatMaseKernel {
         lk(Log2Op::floor, emin, emax),
         shift(qnum::detail::pow2f(s.mantissa_bits())),
         inv_shift(qnum::detail::pow2f(-s.mantissa_bits())),
+        two_inv_shift(2.0f * inv_shift),
         kmax(shift - 1.0f),
         p2emin(qnum::detail::pow2f(emin)) {}
   static bool supported(const MinifloatSpec& s) { return -s.bias() >= -126; }
@@ -560,7 +566,7 @@ struct MinifloatMaseKernel {
     const bf<A> k =
         xsimd::max(xsimd::min(xsimd::nearbyint(xsimd::select(sub, ms * bf<A>(0.5f), ms - bf<A>(shift))), bf<A>(kmax)),
                    bf<A>(0.0f));
-    const bf<A> mant = xsimd::fma(k, xsimd::select(sub, bf<A>(2.0f * inv_shift), bf<A>(inv_shift)),
+    const bf<A> mant = xsimd::fma(k, xsimd::select(sub, bf<A>(two_inv_shift), bf<A>(inv_shift)),
                                   xsimd::select(sub, bf<A>(0.0f), bf<A>(1.0f)));
     const bf<A> q = as_float<A>(as_int<A>(p2e * mant) | (as_int<A>(x) & bi<A>(static_cast<std::int32_t>(0x80000000u))));
     return xsimd::select(value <= bf<A>(1e-8f), x + bf<A>(0.0f), q + x * bf<A>(0.0f));
