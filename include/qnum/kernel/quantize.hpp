@@ -356,21 +356,10 @@ template <class A>
   return clamp_i<A>(field - bi<A>(127) + up, lk.lo, lk.hi);
 }
 
-/// exponent op(float32 log2(w)) for non-negative w (not NaN), from the bits and the
-/// thresholds, clamped to [lk.lo, lk.hi] (lo >= -126): one compare with m_hi unless a lane's
-/// mantissa lies in the sliver [m_lo, m_hi) where the field's own threshold decides.
-template <class A>
-[[gnu::always_inline]] inline bi<A> log2_exponent(const bf<A>& w, const Log2Lookup& lk) {
-  const bi<A> a = as_int<A>(w);
-  const bi<A> mant = a & bi<A>(0x7fffff);
-  if (xsimd::any(mant >= bi<A>(lk.m_lo) && mant < bi<A>(lk.m_hi))) [[unlikely]]
-    return log2_exponent_lookup<A>(static_cast<typename bf<A>::register_type>(w), lk);
-  const bi<A> up = select_i<A>(mant >= bi<A>(lk.m_hi), bi<A>(1), bi<A>(0));
-  return clamp_i<A>((a >> 23) - bi<A>(127) + up, lk.lo, lk.hi);
-}
-
-/// log2_exponent + 127 (the float exponent field of 2^e), clamped to [lk.lo + 127, lk.hi + 127]:
-/// saves the two bias adds where the caller builds 2^e from the bits.
+/// op(float32 log2(w)) + 127 — the float exponent field of 2^e — for non-negative w (not
+/// NaN), from the bits and the thresholds, clamped to [lk.lo + 127, lk.hi + 127] (lo >= -126):
+/// one compare with m_hi unless a lane's mantissa lies in the sliver [m_lo, m_hi) where the
+/// field's own threshold decides. Callers that build 2^e from the bits use the field as is.
 template <class A>
 [[gnu::always_inline]] inline bi<A> log2_exponent_field(const bf<A>& w, const Log2Lookup& lk) {
   const bi<A> a = as_int<A>(w);
@@ -379,6 +368,11 @@ template <class A>
     return log2_exponent_lookup<A>(static_cast<typename bf<A>::register_type>(w), lk) + bi<A>(127);
   const bi<A> up = select_i<A>(mant >= bi<A>(lk.m_hi), bi<A>(1), bi<A>(0));
   return clamp_i<A>((a >> 23) + up, lk.field_lo, lk.field_hi);
+}
+/// The exponent itself, op(float32 log2(w)) clamped to [lk.lo, lk.hi].
+template <class A>
+[[gnu::always_inline]] inline bi<A> log2_exponent(const bf<A>& w, const Log2Lookup& lk) {
+  return log2_exponent_field<A>(w, lk) - bi<A>(127);
 }
 /// 2^-e given the biased exponent field f = e + 127 in [1, 254], from the bits (2^-127 is the
 /// subnormal 0x00400000).

@@ -439,9 +439,7 @@ void block_fp_mase_simd(const BlockFPSpec& s, std::span<const float> in, std::sp
   auto scale_of_bits = [&](std::int32_t mb) {  // the same, without libm's log2 for normal maxima
     if (mb >= 0x00800000 && mb < 0x7f800000) {
       const float e = qnum::detail::mase_clamp(ceil_log2_normal(mb), emin, emax);
-      // 2^e from the bits for a normal result (mase_exp2's pow2f was a call per block)
-      if (e >= -126.0f && e <= 127.0f) return bits_float(static_cast<std::uint32_t>(static_cast<int>(e) + 127) << 23);
-      return qnum::detail::mase_exp2(e);
+      return pow2f_inline(static_cast<int>(e));  // = mase_exp2(e) for a finite integral e
     }
     return scale_of(bits_float(static_cast<std::uint32_t>(mb)));
   };
