@@ -3,6 +3,7 @@
 // finite-difference gradient check for every op, and shape errors.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "gradcheck.hpp"
 #include "qnum/tensor/ops_elementwise.hpp"
 #include "qnum/tensor/ops_linalg.hpp"
+#include "qnum/tensor/ops_nn.hpp"
 #include "qnum/tensor/ops_reduce.hpp"
 #include "qnum/tensor/ops_shape.hpp"
 
@@ -547,4 +549,39 @@ TEST_CASE("narrow: values, gradient and bad ranges") {
   CHECK_THROWS_WITH_AS(qnum::narrow(x, 1, 3, 2), doctest::Contains("range [3, 5) is outside dimension 1 of size 4"),
                        qnum::Error);
   CHECK_THROWS_AS(qnum::narrow(x, 3, 0, 1), qnum::Error);
+}
+
+// ---- fused inference ops -------------------------------------------------------------------
+
+TEST_CASE("add_layer_norm: the bits of add then layer_norm, on row lengths, shapes and with a gradient") {
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    if (a.shape() != b.shape()) return false;
+    return std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<std::size_t>(a.numel())) == 0;
+  };
+  for (const auto [rows, cols] : {std::array<std::int64_t, 2>{1, 1}, {13, 7}, {15, 33}, {29, 128}, {70, 513}}) {
+    CAPTURE(rows);
+    CAPTURE(cols);
+    const auto seed = static_cast<std::uint64_t>(rows * 1000 + cols);
+    const Tensor h = Tensor::randn({rows, cols}, seed, 0.5f, 3.0f), r = Tensor::randn({rows, cols}, seed + 1),
+                 g = Tensor::randn({cols}, seed + 2), beta = Tensor::randn({cols}, seed + 3);
+    CHECK(same_bits(qnum::add_layer_norm(h, r, g, beta, 1e-12f), qnum::layer_norm(qnum::add(h, r), g, beta, 1e-12f)));
+    CHECK(same_bits(qnum::add_layer_norm(h, r), qnum::layer_norm(qnum::add(h, r))));
+  }
+  // 3-D, and a broadcast residual (the two ops then)
+  const Tensor a = Tensor::randn({2, 5, 37}, 1), r = Tensor::randn({2, 5, 37}, 2), rb = Tensor::randn({37}, 3);
+  CHECK(same_bits(qnum::add_layer_norm(a, r), qnum::layer_norm(qnum::add(a, r))));
+  CHECK(same_bits(qnum::add_layer_norm(a, rb), qnum::layer_norm(qnum::add(a, rb))));
+  // with a gradient needed: the two ops, and their gradients
+  Tensor x = Tensor::randn({4, 9}, 5);
+  x.set_requires_grad(true);
+  const Tensor res = Tensor::randn({4, 9}, 6), g = Tensor::randn({9}, 7), beta = Tensor::randn({9}, 8);
+  const Tensor y = qnum::add_layer_norm(x, res, g, beta);
+  CHECK(y.requires_grad());
+  qnum::sum(qnum::mul(y, y)).backward();
+  const std::vector<float> fused_grad = grad_vec(x);
+  x.zero_grad();
+  const Tensor y2 = qnum::layer_norm(qnum::add(x, res), g, beta);
+  qnum::sum(qnum::mul(y2, y2)).backward();
+  CHECK(grad_vec(x) == fused_grad);
+  CHECK_THROWS_AS(qnum::add_layer_norm(a, r, Tensor::ones({36})), qnum::Error);
 }

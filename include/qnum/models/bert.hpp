@@ -284,6 +284,10 @@ inline void init_bert_weights(nn::Module& m, double range, std::uint64_t seed) {
   }
 }
 
+/// Whether a module or op observer (a trace, a profile) watches this thread: fused inference
+/// paths, which skip module calls and ops, run only when none does.
+inline bool observed() { return nn::detail::module_observer() || autograd::detail::op_observer(); }
+
 /// `typed` applied to x; once replace_with_identity has put another module in its place
 /// (the typed handle is then null), the module registered under `name` in `parent`.
 inline Tensor call_slot(const std::shared_ptr<nn::Linear>& typed, nn::Module& parent, const char* name,
@@ -321,6 +325,7 @@ class BertEmbeddings : public nn::Module {
   Tensor forward(const BertInput& in) {
     qnum::detail::require(in.seq <= max_positions, "BERT: sequence length ", in.seq,
                           " exceeds max_position_embeddings ", max_positions);
+    if (fusable()) return (*dropout)(sum_layer_norm(in));
     const Shape ids_shape{in.batch, in.seq};
     Tensor x = lookup(*word_embeddings, in.input_ids, ids_shape, in.input_ids_tensor);
     std::vector<std::int64_t> pos(static_cast<std::size_t>(in.seq));
@@ -333,6 +338,59 @@ class BertEmbeddings : public nn::Module {
       x = add(x, lookup(*token_type_embeddings, in.token_type_ids, ids_shape, in.token_type_ids_tensor));
     }
     return (*dropout)((*LayerNorm)(x));
+  }
+
+  /// Whether forward may form the sum and LayerNorm in one pass: no trace watching, a float
+  /// LayerNorm, and no gradient needed.
+  bool fusable() const {
+    if (detail::observed() || LayerNorm->is_quantized()) return false;
+    if (!autograd::grad_enabled()) return true;
+    for (const Tensor* t : {&word_embeddings->weight, &position_embeddings->weight, &token_type_embeddings->weight,
+                            &LayerNorm->weight, &LayerNorm->bias})
+      if (t->requires_grad()) return false;
+    return true;
+  }
+
+  /// Each token's word + position (+ token type) row summed in the output and normalised
+  /// there: the lookups', adds' and layer_norm's bits (the same float additions in the same
+  /// order), without three intermediate [batch, seq, hidden] tensors.
+  Tensor sum_layer_norm(const BertInput& in) const {
+    const Tensor &word = word_embeddings->weight, &pos = position_embeddings->weight,
+                 &type = token_type_embeddings->weight;
+    const std::int64_t n = in.batch * in.seq, h = word.shape()[1];
+    auto check_ids = [](std::span<const std::int64_t> ids, std::int64_t v) {
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        qnum::detail::require(ids[i] >= 0 && ids[i] < v, "embedding: index ", ids[i], " at position ", i,
+                              " is out of range [0, ", v, ")");
+    };
+    qnum::detail::require(static_cast<std::int64_t>(in.input_ids.size()) == n, "embedding: ", in.input_ids.size(),
+                          " indices for index shape ", to_string(Shape{in.batch, in.seq}));
+    check_ids(in.input_ids, word.shape()[0]);
+    if (!in.token_type_ids.empty()) {
+      qnum::detail::require(static_cast<std::int64_t>(in.token_type_ids.size()) == n,
+                            "embedding: ", in.token_type_ids.size(), " indices for index shape ",
+                            to_string(Shape{in.batch, in.seq}));
+      check_ids(in.token_type_ids, type.shape()[0]);
+    }
+    const FloatBuffer wb = qnum::detail::layer_norm_params(LayerNorm->weight, LayerNorm->bias, h);
+    FloatBuffer y(static_cast<std::size_t>(n * h));
+    constexpr std::int64_t kAhead = 8;  // word rows are scattered over the table: fetch ahead
+    auto prefetch_row = [&](std::int64_t i) {
+      const char* row = reinterpret_cast<const char*>(word.data() + in.input_ids[static_cast<std::size_t>(i)] * h);
+      for (std::int64_t b = 0; b < h * static_cast<std::int64_t>(sizeof(float)); b += 64) __builtin_prefetch(row + b);
+    };
+    for (std::int64_t i = 0; i < std::min(n, kAhead); ++i) prefetch_row(i);
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) prefetch_row(i + kAhead);
+      const float* w = word.data() + in.input_ids[static_cast<std::size_t>(i)] * h;
+      const float* p = pos.data() + (i % in.seq) * h;
+      const float* t =
+          type.data() + (in.token_type_ids.empty() ? 0 : in.token_type_ids[static_cast<std::size_t>(i)]) * h;
+      float* yr = y.data() + i * h;
+      for (std::int64_t k = 0; k < h; ++k) yr[k] = (w[k] + p[k]) + t[k];
+      qnum::detail::layer_norm_row(yr, yr, nullptr, h, wb.data(), wb.data() + h, LayerNorm->eps);
+    }
+    return Tensor(Shape{in.batch, in.seq, h}, std::move(y));
   }
 
   /// e's rows for `ids`, as a module call a trace sees (with `ids_tensor` as its input edge
@@ -427,7 +485,12 @@ class BertDenseResidual : public nn::Module {
   }
   std::string type_name() const override { return type_; }
   Tensor forward_residual(const Tensor& x, const Tensor& residual) {
-    return (*LayerNorm)(add((*dropout)(detail::call_slot(dense, *this, "dense", x)), residual));
+    const Tensor h = (*dropout)(detail::call_slot(dense, *this, "dense", x));
+    // No trace watching and a float LayerNorm: the sum is formed and normalised row by row
+    // (add_layer_norm: add then layer_norm's bits; it is the two ops when a gradient is needed).
+    if (!LayerNorm->is_quantized() && !detail::observed())
+      return add_layer_norm(h, residual, LayerNorm->weight, LayerNorm->bias, LayerNorm->eps);
+    return (*LayerNorm)(add(h, residual));
   }
   std::shared_ptr<nn::Linear> dense;
   std::shared_ptr<nn::LayerNorm> LayerNorm;

@@ -16,6 +16,7 @@
 
 #include "qnum/core/lane_sum.hpp"
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/ops_elementwise.hpp"
 #include "qnum/tensor/vec_math.hpp"
 
 namespace qnum {
@@ -234,6 +235,38 @@ inline Tensor softmax(const Tensor& x, int dim = -1) { return detail::softmax_im
 /// log(softmax(x)) along `dim`, computed stably as (x - max) - log(sum(exp(x - max))).
 inline Tensor log_softmax(const Tensor& x, int dim = -1) { return detail::softmax_impl(x, dim, true); }
 
+namespace detail {
+
+/// layer_norm's weight and bias as one array [w | b] of 2c (1 and 0 where undefined: the
+/// same arithmetic either way).
+inline FloatBuffer layer_norm_params(const Tensor& weight, const Tensor& bias, std::int64_t c) {
+  FloatBuffer wb(static_cast<std::size_t>(2 * c));
+  for (std::int64_t k = 0; k < c; ++k) {
+    wb[static_cast<std::size_t>(k)] = param_or(weight, static_cast<std::size_t>(k), 1.0f);
+    wb[static_cast<std::size_t>(c + k)] = param_or(bias, static_cast<std::size_t>(k), 0.0f);
+  }
+  return wb;
+}
+
+/// One row of layer_norm: yr = (xr - mean)·rstd·w + b (yr may be xr); hr, when not null,
+/// receives x̂ = (xr - mean)·rstd for backward. Returns rstd = 1/sqrt(var + eps).
+inline double layer_norm_row(const float* xr, float* yr, float* hr, std::int64_t c, const float* pw, const float* pb,
+                             float eps) {
+  const auto [m, var] = mean_var(xr, c);
+  const double s = 1.0 / std::sqrt(var + eps);
+  if (hr) {
+    for (std::int64_t k = 0; k < c; ++k) {
+      hr[k] = static_cast<float>((xr[k] - m) * s);
+      yr[k] = hr[k] * pw[k] + pb[k];
+    }
+  } else {
+    for (std::int64_t k = 0; k < c; ++k) yr[k] = static_cast<float>((xr[k] - m) * s) * pw[k] + pb[k];
+  }
+  return s;
+}
+
+}  // namespace detail
+
 /// Layer normalisation over the last dimension (size C), as torch.nn.functional.layer_norm:
 /// (x - mean) / sqrt(biased var + eps) * weight + bias, per row; weight and bias are [C] or
 /// undefined (then 1 and 0).
@@ -251,32 +284,12 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
   // x̂ and 1/σ are kept for backward only.
   auto xhat = std::make_shared<FloatBuffer>(with_grad ? n : 0);
   auto rstd = std::make_shared<std::vector<double>>(static_cast<std::size_t>(rows));
-  // weight and bias as arrays (1 and 0 when undefined: the same arithmetic either way).
-  auto wb = std::make_shared<FloatBuffer>(static_cast<std::size_t>(2 * c));
-  for (std::int64_t k = 0; k < c; ++k) {
-    (*wb)[static_cast<std::size_t>(k)] = detail::param_or(weight, static_cast<std::size_t>(k), 1.0f);
-    (*wb)[static_cast<std::size_t>(c + k)] = detail::param_or(bias, static_cast<std::size_t>(k), 0.0f);
-  }
+  auto wb = std::make_shared<FloatBuffer>(detail::layer_norm_params(weight, bias, c));
   FloatBuffer y(n);
-  const auto xv = x.values();
-  {
-    const float *pw = wb->data(), *pb = wb->data() + c;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* xr = xv.data() + r * c;
-      const auto [m, var] = detail::mean_var(xr, c);
-      const double s = (*rstd)[static_cast<std::size_t>(r)] = 1.0 / std::sqrt(var + eps);
-      float* yr = y.data() + r * c;
-      if (with_grad) {
-        float* hr = xhat->data() + r * c;
-        for (std::int64_t k = 0; k < c; ++k) {
-          hr[k] = static_cast<float>((xr[k] - m) * s);
-          yr[k] = hr[k] * pw[k] + pb[k];
-        }
-      } else {
-        for (std::int64_t k = 0; k < c; ++k) yr[k] = static_cast<float>((xr[k] - m) * s) * pw[k] + pb[k];
-      }
-    }
-  }
+  const float *xv = x.data(), *pw = wb->data(), *pb = wb->data() + c;
+  for (std::int64_t r = 0; r < rows; ++r)
+    (*rstd)[static_cast<std::size_t>(r)] = detail::layer_norm_row(
+        xv + r * c, y.data() + r * c, with_grad ? xhat->data() + r * c : nullptr, c, pw, pb, eps);
   if (!with_grad) return autograd::make_result("layer_norm", x.shape(), std::move(y), {x, weight, bias}, nullptr);
   return autograd::make_result(
       "layer_norm", x.shape(), std::move(y), {x, weight, bias},
@@ -311,6 +324,31 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
         return detail::norm_grads(std::move(gx), {FloatBuffer(gw.begin(), gw.end()), FloatBuffer(gb.begin(), gb.end())},
                                   x, weight, bias);
       });
+}
+
+/// layer_norm(add(a, b), weight, bias, eps) for a and b of one shape (a residual connection),
+/// forming each row's sum in the output and normalising it there: the same bits, one buffer
+/// and one pass over memory less. For forward use: when a gradient is needed or the shapes
+/// differ, it is the two ops.
+inline Tensor add_layer_norm(const Tensor& a, const Tensor& b, const Tensor& weight = Tensor(),
+                             const Tensor& bias = Tensor(), float eps = 1e-5f) {
+  const bool with_grad = autograd::grad_enabled() &&
+                         (a.requires_grad() || b.requires_grad() || (weight.defined() && weight.requires_grad()) ||
+                          (bias.defined() && bias.requires_grad()));
+  if (with_grad || a.shape() != b.shape() || a.rank() < 1 || a.size(-1) < 1)
+    return layer_norm(add(a, b), weight, bias, eps);
+  const std::int64_t c = a.size(-1), rows = a.numel() / c;
+  detail::check_channel_param(weight, c, "layer_norm", "weight");
+  detail::check_channel_param(bias, c, "layer_norm", "bias");
+  const FloatBuffer wb = detail::layer_norm_params(weight, bias, c);
+  FloatBuffer y(static_cast<std::size_t>(a.numel()));
+  const float *pa = a.data(), *pb = b.data();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* yr = y.data() + r * c;
+    for (std::int64_t k = 0; k < c; ++k) yr[k] = pa[r * c + k] + pb[r * c + k];
+    detail::layer_norm_row(yr, yr, nullptr, c, wb.data(), wb.data() + c, eps);
+  }
+  return autograd::make_result("add_layer_norm", a.shape(), std::move(y), {a, b, weight, bias}, nullptr);
 }
 
 /// Batch normalisation of x [N, C] or [N, C, L] per channel C, as
