@@ -4,10 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -307,6 +309,48 @@ TEST_CASE("bert: fused-kernel attention equals the layer path within the kernel'
   qc.data_in = qnum::Format::parse("integer:width=8,frac_width=4");
   self.softmax->set_quant(qc);
   CHECK_FALSE(self.use_fused(req, req, req));
+}
+
+TEST_CASE("bert: inference's one-pass embeddings and residual LayerNorms give the modules' bits") {
+  BertForSequenceClassification m(tiny_config(), 4);
+  m.eval();
+  const std::int64_t B = 3, T = 11;
+  std::vector<std::int64_t> ids(B * T), types(B * T);
+  for (std::int64_t i = 0; i < B * T; ++i) {
+    ids[static_cast<std::size_t>(i)] = (i * 13 + 5) % 50;
+    types[static_cast<std::size_t>(i)] = (i / 4) % 2;
+  }
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    return a.shape() == b.shape() &&
+           std::equal(a.values().begin(), a.values().end(), b.values().begin(), [](float x, float y) {
+             return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
+           });
+  };
+  auto& emb = *m.bert->embeddings;
+  auto& out = *m.bert->layers[0]->output;
+  const Tensor h = Tensor::randn({B, T, 24}, 1), residual = Tensor::randn({B, T, 16}, 2);
+  for (const bool with_types : {false, true}) {
+    const BertInput in{
+        B, T, ids, {}, with_types ? std::span<const std::int64_t>(types) : std::span<const std::int64_t>()};
+    CHECK_FALSE(emb.fusable());  // grad mode on, trainable weights: the module path
+    const Tensor modules = emb.forward(in);
+    const Tensor modules_res = out.forward_residual(h, residual);
+    qnum::autograd::NoGradGuard no_grad;
+    CHECK(emb.fusable());
+    CHECK(same_bits(emb.forward(in), modules));
+    CHECK(same_bits(out.forward_residual(h, residual), modules_res));
+  }
+  qnum::autograd::NoGradGuard no_grad;
+  std::vector<std::int64_t> bad_types(B * T, 0);
+  bad_types[7] = 2;  // type_vocab_size is 2
+  CHECK(error_of([&] {
+          emb.forward(BertInput{B, T, ids, {}, bad_types});
+        }).find("index 2 at position 7") != std::string::npos);
+  std::vector<std::int64_t> bad_ids = ids;
+  bad_ids[0] = 50;
+  CHECK(error_of([&] {
+          emb.forward(BertInput{B, T, bad_ids, {}, {}});
+        }).find("out of range [0, 50)") != std::string::npos);
 }
 
 TEST_CASE("bert: attention block gradients match finite differences") {
