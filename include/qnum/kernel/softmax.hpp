@@ -45,22 +45,33 @@ using FloatBatch = xsimd::batch<float>;
 using IntBatch = xsimd::batch<std::int32_t>;
 inline constexpr std::int64_t kFloatLanes = static_cast<std::int64_t>(FloatBatch::size);
 
+/// exp's range reduction: n = round(x·log2 e) and r = x - n·ln2 in two steps (0.693359375
+/// has 10 significant bits, so n·C1 is exact). `fma` is the caller's fused multiply-add, so
+/// each caller keeps its own bits (exp_batch: xsimd::fma; GELU: fmadd).
+template <class B, class Fma>
+[[gnu::always_inline]] inline B exp_reduce(const B& x, B& n, Fma fma) {
+  n = xsimd::nearbyint(x * B(1.44269504088896341f));
+  return fma(n, B(2.12194440e-4f), fma(n, B(-0.693359375f), x));
+}
+
+/// exp(r) for a reduced r (|r| <= ln2/2 and a little): Cephes' 1 + r + r²·P(r), P of degree 5.
+template <class B, class Fma>
+[[gnu::always_inline]] inline B exp_reduced(const B& r, Fma fma) {
+  B p(1.9875691500e-4f);
+#pragma GCC unroll 8
+  for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = fma(p, r, B(c));
+  return fma(p, r * r, r) + B(1.0f);
+}
+
 /// Vectorised exp(x) for float lanes (see the header comment for its accuracy).
 template <class B>
 [[gnu::always_inline]] inline B exp_batch(const B& x) {
   using I = xsimd::batch<std::int32_t, typename B::arch_type>;
+  const auto fma = [](const B& a, const B& b, const B& c) { return xsimd::fma(a, b, c); };
   const B xc = xsimd::min(xsimd::max(x, B(-104.0f)), B(89.0f));
-  const B n = xsimd::nearbyint(xc * B(1.44269504088896341f));
-  // x - n*ln2 in two steps; 0.693359375 has 10 significant bits, so n*C1 is exact.
-  B r = xsimd::fma(n, B(-0.693359375f), xc);
-  r = xsimd::fma(n, B(2.12194440e-4f), r);
-  B p(1.9875691500e-4f);
-  p = xsimd::fma(p, r, B(1.3981999507e-3f));
-  p = xsimd::fma(p, r, B(8.3334519073e-3f));
-  p = xsimd::fma(p, r, B(4.1665795894e-2f));
-  p = xsimd::fma(p, r, B(1.6666665459e-1f));
-  p = xsimd::fma(p, r, B(5.0000001201e-1f));
-  const B y = xsimd::fma(p, r * r, r) + B(1.0f);
+  B n;
+  const B y = exp_reduced(exp_reduce(xc, n, fma), fma);
   // 2^n as two factors so that subnormal results are rounded once and n = 128 overflows.
   const I ni = xsimd::to_int(n);
   const I n1 = ni >> 1;

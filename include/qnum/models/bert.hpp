@@ -358,20 +358,10 @@ class BertEmbeddings : public nn::Module {
     const Tensor &word = word_embeddings->weight, &pos = position_embeddings->weight,
                  &type = token_type_embeddings->weight;
     const std::int64_t n = in.batch * in.seq, h = word.shape()[1];
-    auto check_ids = [](std::span<const std::int64_t> ids, std::int64_t v) {
-      for (std::size_t i = 0; i < ids.size(); ++i)
-        qnum::detail::require(ids[i] >= 0 && ids[i] < v, "embedding: index ", ids[i], " at position ", i,
-                              " is out of range [0, ", v, ")");
-    };
-    qnum::detail::require(static_cast<std::int64_t>(in.input_ids.size()) == n, "embedding: ", in.input_ids.size(),
-                          " indices for index shape ", to_string(Shape{in.batch, in.seq}));
-    check_ids(in.input_ids, word.shape()[0]);
-    if (!in.token_type_ids.empty()) {
-      qnum::detail::require(static_cast<std::int64_t>(in.token_type_ids.size()) == n,
-                            "embedding: ", in.token_type_ids.size(), " indices for index shape ",
-                            to_string(Shape{in.batch, in.seq}));
-      check_ids(in.token_type_ids, type.shape()[0]);
-    }
+    const Shape ids_shape{in.batch, in.seq};
+    qnum::detail::check_embedding_indices(in.input_ids, ids_shape, word.shape()[0]);
+    if (!in.token_type_ids.empty())
+      qnum::detail::check_embedding_indices(in.token_type_ids, ids_shape, type.shape()[0]);
     const FloatBuffer wb = qnum::detail::layer_norm_params(LayerNorm->weight, LayerNorm->bias, h);
     FloatBuffer y(static_cast<std::size_t>(n * h));
     constexpr std::int64_t kAhead = 8;  // word rows are scattered over the table: fetch ahead
@@ -450,7 +440,7 @@ class BertSelfAttention : public nn::Module {
   /// forces the layer path (tests compare the two).
   bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v) const {
     if (!allow_fused || matmul_qk->is_quantized() || softmax->is_quantized() || matmul_pv->is_quantized()) return false;
-    if (nn::detail::module_observer() || autograd::detail::op_observer()) return false;
+    if (detail::observed()) return false;
     if (is_training() && dropout->p > 0.0f) return false;
     return !autograd::grad_enabled() || !(q.requires_grad() || k.requires_grad() || v.requires_grad());
   }
@@ -636,7 +626,7 @@ class BertModel : public nn::Module {
   /// data_in/data_out formats (fixed point, minifloat, log; block, MX and statistics-based
   /// formats group across rows). The key and value projections see every token either way.
   bool first_token_exact() {
-    if (nn::detail::module_observer() || autograd::detail::op_observer()) return false;
+    if (detail::observed()) return false;
     if (layers.empty()) return true;
     auto elementwise = [](const std::optional<Format>& f) {
       return !f || std::holds_alternative<FixedSpec>(f->spec) || std::holds_alternative<MinifloatSpec>(f->spec) ||

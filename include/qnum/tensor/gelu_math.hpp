@@ -1,7 +1,7 @@
 // GELU, x/2 (1 + erf(x/sqrt 2)), and its derivative on float lanes (xsimd): the forward of
 // qnum::gelu and the factor its backward multiplies by.
 //
-// Numerics (tests/tensor/test_vec_math.cpp sweeps every range against a double reference):
+// Numerics (tests/kernel/test_gelu_math.cpp sweeps every range against a double reference):
 // - |x| < 1: y = h + h·x·Q(x²), h = x/2, Q a degree-6 fit of erf(x/sqrt 2)/x, x·Q carried
 //   as an exact two-float product: at most ~2 ulp (1 + x·Q falls to 0.32 at x = -1).
 // - 1 <= |x| < 16: erfc(|x|/sqrt 2) = exp(-x²/2)·g(|x|), g = erfcx(·/sqrt 2) by degree-6
@@ -88,21 +88,13 @@ namespace qnum::detail {
   const bool any_tail = !xsimd::all(central);
   if (!any_tail && dydx == nullptr) return y_central;
 
-  // exp(-x²/2) = pe·2^k: k = round(-u/2·log2 e), r = -u/2 - k ln2 (two-part ln2: k·C1 exact)
-  // minus lo/2, pe = exp(r) (the Cephes polynomial of exp_batch); 2^k as two normal factors,
+  // exp(-x²/2) = pe·2^k: exp_batch's reduction of -u/2 minus lo/2, then its polynomial; 2^k
+  // as two normal factors,
   // so a subnormal product is rounded once (k >= -185 for |x| < 16).
-  const B v = B(-0.5f) * u;
-  const B k = xsimd::nearbyint(v * B(1.44269504088896341f));
-  B r = fmadd(k, B(-0.693359375f), v);
-  r = fmadd(k, B(2.12194440e-4f), r);
-  r = fmadd(B(-0.5f), u_lo, r);
-  B p(1.9875691500e-4f);
-  p = fmadd(p, r, B(1.3981999507e-3f));
-  p = fmadd(p, r, B(8.3334519073e-3f));
-  p = fmadd(p, r, B(4.1665795894e-2f));
-  p = fmadd(p, r, B(1.6666665459e-1f));
-  p = fmadd(p, r, B(5.0000001201e-1f));
-  const B pe = fmadd(p, r * r, r) + B(1.0f);
+  const auto fma = [](const B& a, const B& b, const B& c) { return fmadd(a, b, c); };
+  B k;
+  const B r = fmadd(B(-0.5f), u_lo, exp_reduce(B(-0.5f) * u, k, fma));
+  const B pe = exp_reduced(r, fma);
   const I ki = xsimd::to_int(k), k1 = ki >> 1, k2 = ki - k1;
   const B s1 = xsimd::bitwise_cast<B>((k1 + I(127)) << 23), s2 = xsimd::bitwise_cast<B>((k2 + I(127)) << 23);
   const B ex = (pe * s1) * s2;  // exp(-x²/2)

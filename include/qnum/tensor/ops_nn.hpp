@@ -452,16 +452,25 @@ inline Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tens
 /// Rows of `weight` [V, D] picked by `indices` (numel(index_shape) of them, C order): the
 /// result has shape index_shape + [D]. The gradient is scattered (summed) into the picked
 /// rows of weight. An index outside [0, V) is an error naming it.
+namespace detail {
+
+/// embedding's checks of the indices: as many as index_shape holds, each in [0, v).
+inline void check_embedding_indices(std::span<const std::int64_t> indices, const Shape& index_shape, std::int64_t v) {
+  require(static_cast<std::int64_t>(indices.size()) == numel(index_shape), "embedding: ", indices.size(),
+          " indices for index shape ", to_string(index_shape));
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    require(indices[i] >= 0 && indices[i] < v, "embedding: index ", indices[i], " at position ", i,
+            " is out of range [0, ", v, ")");
+}
+
+}  // namespace detail
+
 inline Tensor embedding(std::span<const std::int64_t> indices, const Shape& index_shape, const Tensor& weight) {
   detail::require(weight.rank() == 2, "embedding: weight must be [V, D], got ", to_string(weight.shape()));
-  detail::require(static_cast<std::int64_t>(indices.size()) == numel(index_shape), "embedding: ", indices.size(),
-                  " indices for index shape ", to_string(index_shape));
   detail::require(index_shape.size() < kMaxTensorRank, "embedding: index shape ", to_string(index_shape), " has rank ",
                   index_shape.size(), "; the result's rank must stay <= ", kMaxTensorRank);
   const std::int64_t v = weight.shape()[0], d = weight.shape()[1];
-  for (std::size_t i = 0; i < indices.size(); ++i)
-    detail::require(indices[i] >= 0 && indices[i] < v, "embedding: index ", indices[i], " at position ", i,
-                    " is out of range [0, ", v, ")");
+  detail::check_embedding_indices(indices, index_shape, v);
   FloatBuffer y(indices.size() * static_cast<std::size_t>(d));
   const float* w = weight.data();
   for (std::size_t i = 0; i < indices.size(); ++i)
