@@ -5,6 +5,7 @@
 //   GemmInt8/MXInt8/Binary  quantized GEMM; fp32_GFLOPS = own fp32 at the same shape
 //   LinearShape        bert-tiny Linear shapes with bias: the fp32 bias epilogue beside GEMM +
 //                      bias pass, and the 8-bit fixed-point GEMM beside fp32 (same bits)
+//   LinearGradShape    bert-tiny's dW = dYᵀ·X from memory: X read in place beside X packed
 // Counters: GFLOPS (2·M·N·K per run), the baseline's GFLOPS (best of 3 after the loop),
 // ratio, and of_peak = GFLOPS / FMA peak at the same thread count.
 // Run: bench_gemm --benchmark_min_time=0.2
@@ -175,6 +176,44 @@ void BM_LinearShape(benchmark::State& st, int kind) {
   st.counters["ratio"] = self / base;
 }
 
+/// A Linear's weight gradient dW [out, in] = dYᵀ·X (gemm_f32_tn) at bert-tiny's shapes (4096
+/// rows), operands from memory as in a training step (each run takes the next of 12 operand
+/// pairs, 24-96 MB in all, past this machine's L3): X read in place by the micro-kernel beside
+/// X packed into panels first (the same bits, tested). Args: out, in.
+void BM_LinearGradShape(benchmark::State& st) {
+  const std::int64_t rows = 4096, out = st.range(0), in = st.range(1);
+  qnum::set_num_threads(1);
+  constexpr int kPairs = 12;
+  std::mt19937 g(11);
+  std::normal_distribution<float> d;
+  std::vector<std::vector<float>> dy(kPairs), x(kPairs);
+  for (int i = 0; i < kPairs; ++i) {
+    dy[i].resize(static_cast<std::size_t>(rows * out));
+    x[i].resize(static_cast<std::size_t>(rows * in));
+    for (auto& v : dy[i]) v = d(g);
+    for (auto& v : x[i]) v = d(g);
+  }
+  std::vector<float> dw(static_cast<std::size_t>(out * in));
+  int next = 0;
+  auto grad = [&](bool pack) {
+    const int i = next++ % kPairs;
+    qnum::detail::gemm_f32_impl(dy[i].data(), x[i].data(), dw.data(), out, in, rows, false, true, nullptr, pack);
+  };
+  for (auto _ : st) {
+    grad(false);
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(out) * static_cast<double>(in);
+  st.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  const double base = best_gflops(
+      flops, [&] { grad(true); }, 2 * kPairs);
+  const double self = best_gflops(
+      flops, [&] { grad(false); }, 2 * kPairs);
+  st.counters["packed_GFLOPS"] = base;
+  st.counters["best_GFLOPS"] = self;
+  st.counters["ratio"] = self / base;
+}
+
 void linear_shapes(benchmark::internal::Benchmark* b) {
   b->Args({4096, 128, 128})->Args({4096, 512, 128})->Args({4096, 128, 512});
   b->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -196,3 +235,10 @@ BENCHMARK_CAPTURE(BM_Gemm, mxint8, 3)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Gemm, binary, 4)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_LinearShape, f32_bias_epilogue, 0)->Apply(linear_shapes);
 BENCHMARK_CAPTURE(BM_LinearShape, fixed8_bias, 1)->Apply(linear_shapes);
+BENCHMARK(BM_LinearGradShape)
+    ->Args({128, 128})
+    ->Args({512, 128})
+    ->Args({128, 256})
+    ->Args({128, 512})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);

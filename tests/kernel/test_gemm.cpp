@@ -17,9 +17,11 @@ namespace {
 struct Shape3 {
   std::int64_t m, n, k;
 };
-const std::vector<Shape3> kShapes = {{1, 1, 1},      {7, 13, 29},   {64, 64, 64},
-                                     {100, 37, 257}, {13, 70, 300}, {50, 300, 1100},  // several K chunks, column tiles
-                                     {15, 33, 1},    {29, 65, 17},  {141, 97, 513}};  // K = 1; one past tile edges
+const std::vector<Shape3> kShapes = {
+    {1, 1, 1},       {7, 13, 29},    {64, 64, 64},
+    {100, 37, 257},  {13, 70, 300},  {50, 300, 1100},  // several K chunks, column tiles
+    {15, 33, 1},     {29, 65, 17},   {141, 97, 513},   // K = 1; one past tile edges
+    {141, 128, 600}, {30, 256, 300}, {17, 288, 70}};   // B [K,N] in place, and just past
 
 std::vector<float> randn(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
   std::mt19937 g(seed);
@@ -96,7 +98,8 @@ TEST_CASE("kernel gemm: fp32 NT, NN and TN within gamma_K of the double referenc
       qnum::gemm_f32_nt(a.data(), b.data(), out.data(), s.m, s.n, s.k);
       return out;
     });
-    // B transposed to [K,N] for the NN form: same kernel after packing, so the same bits.
+    // B transposed to [K,N] for the NN form: same kernel after packing (or reading B in place,
+    // N a multiple of the panel width up to kBInPlaceMaxN), so the same bits.
     std::vector<float> bt(b.size());
     for (std::int64_t j = 0; j < s.n; ++j)
       for (std::int64_t k = 0; k < s.k; ++k)

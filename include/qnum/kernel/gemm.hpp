@@ -177,10 +177,11 @@ inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, 
 /// C += bias[j] when bias is given (the last K chunk passes it: the same two roundings, in the
 /// same order, as a separate bias pass over C).
 /// a: MR rows of stride kKC (the packed A strip, kept in L1; the constant stride makes every
-/// broadcast address an immediate offset); b: [kc][kFNR] (streams from L2).
+/// broadcast address an immediate offset); b: kc rows of kFNR values, ldb apart (a packed panel:
+/// ldb = kFNR; B read in place: its row stride). Streams from L2.
 template <int MR>
-void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_t kc, float* c, std::int64_t ldc,
-               int nr, bool accumulate, const float* bias) {
+void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_t ldb, std::int64_t kc, float* c,
+               std::int64_t ldc, int nr, bool accumulate, const float* bias) {
   fvec acc[MR][kFNV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -188,10 +189,10 @@ void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_
     for (int v = 0; v < kFNV; ++v) acc[i][v] = fvec{};
   for (std::int64_t k = 0; k < kc; ++k) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kFNV; ++v) __builtin_prefetch(b + (k + kPrefetch) * kFNR + v * kFV);
+    for (int v = 0; v < kFNV; ++v) __builtin_prefetch(b + (k + kPrefetch) * ldb + v * kFV);
     fvec bv[kFNV];
 #pragma GCC unroll 4
-    for (int v = 0; v < kFNV; ++v) std::memcpy(&bv[v], b + k * kFNR + v * kFV, sizeof(fvec));
+    for (int v = 0; v < kFNV; ++v) std::memcpy(&bv[v], b + k * ldb + v * kFV, sizeof(fvec));
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const fvec s = vbcast(a + i * kKC + k);
@@ -230,7 +231,8 @@ void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_
     }
 }
 
-using F32Micro = void (*)(const float*, const float*, std::int64_t, float*, std::int64_t, int, bool, const float*);
+using F32Micro = void (*)(const float*, const float*, std::int64_t, std::int64_t, float*, std::int64_t, int, bool,
+                          const float*);
 
 /// f32_micro<MR> for MR = 1..kFMR: a short last strip costs its own rows, not kFMR.
 template <int... I>
@@ -272,14 +274,24 @@ inline void pack_a_strip_t(const float* A, std::int64_t M, std::int64_t r0, int 
     for (int i = 0; i < mr; ++i) d[i * kKC + k] = a[k * M + i];
 }
 
+/// Widest B [K,N] the micro-kernel reads in place. Its kFNR-column panels are then rows of
+/// 128 bytes, N floats apart: up to 1 KB apart they stream from L2 as well as packed panels,
+/// and the pass that packs B is gone (a Linear's dW = dYᵀ·X from memory, K = 4096: 81 -> 86
+/// GFLOP/s at N = 128, 85 -> 96 at N = 256; bench LinearGradShape). From 2 KB on, a panel's
+/// rows collide in L2's sets (N = 512: 87 -> 83; 1024³: 103 -> 90), so wider B is packed.
+inline constexpr std::int64_t kBInPlaceMaxN = 256;
+
 /// C = op(A)·op(B) (+ bias[j] when given): A [M,K] or, when a_t, [K,M] read transposed;
-/// B [N,K] (nt) or [K,N].
+/// B [N,K] (nt) or [K,N]. B [K,N] with N a multiple of kFNR up to kBInPlaceMaxN is read in
+/// place unless pack_b (the benchmarks' baseline); otherwise packed. Either way every product
+/// is the same FMA chain: the same bits.
 inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K,
-                          bool nt, bool a_t = false, const float* bias = nullptr) {
+                          bool nt, bool a_t = false, const float* bias = nullptr, bool pack_b = false) {
   thread_local AlignedF32 bbuf;  // reused: no page faults per call
   const bool parallel =
       2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
-  pack_b_f32(B, N, K, nt, bbuf, parallel);
+  const bool b_in_place = !pack_b && !nt && N % kFNR == 0 && N <= kBInPlaceMaxN;
+  if (!b_in_place) pack_b_f32(B, N, K, nt, bbuf, parallel);
   const float* bp = bbuf.data();
   constexpr std::int64_t MC = kFMR * QNUM_GEMM_MCS, NC = kFNR * QNUM_GEMM_NCS;
   gemm_tiles(
@@ -302,9 +314,10 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
             else
               pack_a_strip(A, K, r, mr, p0, kc, ap.data());
             for (std::int64_t j = j0; j < j1; j += kFNR) {
-              const float* b = bp + (j / kFNR) * K * kFNR + p0 * kFNR;
+              const float* b = b_in_place ? B + p0 * N + j : bp + (j / kFNR) * K * kFNR + p0 * kFNR;
               const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
-              kF32Micro[mr - 1](ap.data(), b, kc, C + r * N + j, N, nr, p0 > 0, bias_here ? bias_here + j : nullptr);
+              kF32Micro[mr - 1](ap.data(), b, b_in_place ? N : kFNR, kc, C + r * N + j, N, nr, p0 > 0,
+                                bias_here ? bias_here + j : nullptr);
             }
           }
         }
