@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "qnum/tensor/autograd.hpp"
@@ -65,6 +66,34 @@ inline FloatBuffer reduce_to(std::span<const float> g, const std::vector<std::in
 
 enum class BinaryOp : std::uint8_t { add, sub, mul, div };
 
+/// f(std::integral_constant<BinaryOp, op>{}): each op's loops compiled on their own, with no
+/// switch per element, so they vectorise.
+template <class F>
+void with_binary_op(BinaryOp op, F&& f) {
+  switch (op) {
+    case BinaryOp::add:
+      return f(std::integral_constant<BinaryOp, BinaryOp::add>{});
+    case BinaryOp::sub:
+      return f(std::integral_constant<BinaryOp, BinaryOp::sub>{});
+    case BinaryOp::mul:
+      return f(std::integral_constant<BinaryOp, BinaryOp::mul>{});
+    case BinaryOp::div:
+      return f(std::integral_constant<BinaryOp, BinaryOp::div>{});
+  }
+}
+
+template <BinaryOp o>
+float apply_binary(float x0, float x1) {
+  if constexpr (o == BinaryOp::add)
+    return x0 + x1;
+  else if constexpr (o == BinaryOp::sub)
+    return x0 - x1;
+  else if constexpr (o == BinaryOp::mul)
+    return x0 * x1;
+  else
+    return x0 / x1;
+}
+
 /// Whether `in` broadcast to `out` is `in` repeated: its shape, leading 1s dropped, equals
 /// out's trailing dimensions (element i of out reads element i mod numel(in)).
 inline bool repeats_as_suffix(const Shape& in, const Shape& out) {
@@ -113,55 +142,65 @@ inline Tensor binary_op(const Tensor& a, const Tensor& b, BinaryOp op) {
     ia = broadcast_index(a.shape(), shape);
     ib = broadcast_index(b.shape(), shape);
   }
-  const float* pa = a.data();
-  const float* pb = b.data();
   FloatBuffer y(n);
-  auto at = [&](std::size_t i, const float* p, const std::vector<std::int64_t>& ix) { return same ? p[i] : p[ix[i]]; };
-  for (std::size_t i = 0; i < n; ++i) {
-    const float x0 = at(i, pa, ia), x1 = at(i, pb, ib);
-    switch (op) {
-      case BinaryOp::add:
-        y[i] = x0 + x1;
-        break;
-      case BinaryOp::sub:
-        y[i] = x0 - x1;
-        break;
-      case BinaryOp::mul:
-        y[i] = x0 * x1;
-        break;
-      case BinaryOp::div:
-        y[i] = x0 / x1;
-        break;
-    }
-  }
+  with_binary_op(op, [&](auto kind) {
+    constexpr BinaryOp o = decltype(kind)::value;
+    const float* __restrict pa = a.data();
+    const float* __restrict pb = b.data();
+    float* __restrict py = y.data();
+    if (same)
+      for (std::size_t i = 0; i < n; ++i) py[i] = apply_binary<o>(pa[i], pb[i]);
+    else
+      for (std::size_t i = 0; i < n; ++i)
+        py[i] = apply_binary<o>(pa[static_cast<std::size_t>(ia[i])], pb[static_cast<std::size_t>(ib[i])]);
+  });
   const Tensor sa = a, sb = b;  // saved for backward (mul/div need the values)
   return autograd::make_result(name, shape, std::move(y), {a, b},
                                [sa, sb, op, same, ia = std::move(ia), ib = std::move(ib), na = a.numel(),
                                 nb = b.numel()](std::span<const float> g) {
                                  const std::size_t n = g.size();
-                                 FloatBuffer ga(n), gb(n);
-                                 const float* pa = sa.data();
-                                 const float* pb = sb.data();
-                                 for (std::size_t i = 0; i < n; ++i) {
-                                   const float x0 = same ? pa[i] : pa[ia[i]], x1 = same ? pb[i] : pb[ib[i]];
-                                   switch (op) {
-                                     case BinaryOp::add:
-                                       ga[i] = g[i], gb[i] = g[i];
-                                       break;
-                                     case BinaryOp::sub:
-                                       ga[i] = g[i], gb[i] = -g[i];
-                                       break;
-                                     case BinaryOp::mul:
-                                       ga[i] = g[i] * x1, gb[i] = g[i] * x0;
-                                       break;
-                                     case BinaryOp::div:
-                                       ga[i] = g[i] / x1, gb[i] = -g[i] * x0 / (x1 * x1);
-                                       break;
-                                   }
-                                 }
                                  std::vector<FloatBuffer> r(2);
-                                 if (sa.requires_grad()) r[0] = same ? std::move(ga) : reduce_to(ga, ia, na);
-                                 if (sb.requires_grad()) r[1] = same ? std::move(gb) : reduce_to(gb, ib, nb);
+                                 const bool need_a = sa.requires_grad(), need_b = sb.requires_grad();
+                                 FloatBuffer ga(need_a ? n : 0), gb(need_b ? n : 0);
+                                 with_binary_op(op, [&](auto kind) {
+                                   constexpr BinaryOp o = decltype(kind)::value;
+                                   const float* __restrict pg = g.data();
+                                   const float* __restrict pa = sa.data();
+                                   const float* __restrict pb = sb.data();
+                                   float* __restrict da = ga.data();
+                                   float* __restrict db = gb.data();
+                                   // Per element: ∂/∂a = g (add, sub), g·b (mul), g/b (div); ∂/∂b = g, -g, g·a,
+                                   // -g·a/(b·b). Inputs are read only where the derivative needs them.
+                                   auto grads = [&](auto x0, auto x1) {
+                                     if (need_a)
+                                       for (std::size_t i = 0; i < n; ++i) {
+                                         if constexpr (o == BinaryOp::add || o == BinaryOp::sub)
+                                           da[i] = pg[i];
+                                         else if constexpr (o == BinaryOp::mul)
+                                           da[i] = pg[i] * x1(i);
+                                         else
+                                           da[i] = pg[i] / x1(i);
+                                       }
+                                     if (need_b)
+                                       for (std::size_t i = 0; i < n; ++i) {
+                                         if constexpr (o == BinaryOp::add)
+                                           db[i] = pg[i];
+                                         else if constexpr (o == BinaryOp::sub)
+                                           db[i] = -pg[i];
+                                         else if constexpr (o == BinaryOp::mul)
+                                           db[i] = pg[i] * x0(i);
+                                         else
+                                           db[i] = -pg[i] * x0(i) / (x1(i) * x1(i));
+                                       }
+                                   };
+                                   if (same)
+                                     grads([&](std::size_t i) { return pa[i]; }, [&](std::size_t i) { return pb[i]; });
+                                   else
+                                     grads([&](std::size_t i) { return pa[static_cast<std::size_t>(ia[i])]; },
+                                           [&](std::size_t i) { return pb[static_cast<std::size_t>(ib[i])]; });
+                                 });
+                                 if (need_a) r[0] = same ? std::move(ga) : reduce_to(ga, ia, na);
+                                 if (need_b) r[1] = same ? std::move(gb) : reduce_to(gb, ib, nb);
                                  return r;
                                });
 }
@@ -170,16 +209,24 @@ inline Tensor binary_op(const Tensor& a, const Tensor& b, BinaryOp op) {
 /// only x; otherwise it also shares the output's storage (never a copy).
 template <bool kUsesY = true, class F, class DF>
 Tensor unary_op(const char* name, const Tensor& x, F f, DF df) {
+  // Loops over restrict pointers with a local copy of df: a store through a plain pointer may
+  // alias the closure's captures (a scalar's c), which keeps the loop scalar.
   const auto n = static_cast<std::size_t>(x.numel());
   FloatBuffer y(n);
-  const float* px = x.data();
-  for (std::size_t i = 0; i < n; ++i) y[i] = f(px[i]);
+  {
+    const float* __restrict px = x.data();
+    float* __restrict py = y.data();
+    for (std::size_t i = 0; i < n; ++i) py[i] = f(px[i]);
+  }
   const Tensor sx = x;
   if constexpr (!kUsesY) {
     return autograd::make_result(name, x.shape(), std::move(y), {x}, [sx, df](std::span<const float> g) {
       FloatBuffer gx(g.size());
-      const float* px = sx.data();
-      for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * df(px[i], 0.0f);
+      const DF d = df;
+      const float* __restrict px = sx.data();
+      const float* __restrict pg = g.data();
+      float* __restrict out = gx.data();
+      for (std::size_t i = 0; i < g.size(); ++i) out[i] = pg[i] * d(px[i], 0.0f);
       return autograd::one_grad(std::move(gx));
     });
   }
@@ -187,8 +234,12 @@ Tensor unary_op(const char* name, const Tensor& x, F f, DF df) {
   std::shared_ptr<const FloatBuffer> sy = out.impl_ptr()->storage;  // shared, as softmax's
   return autograd::make_result(name, std::move(out), {x}, [sx, sy, df](std::span<const float> g) {
     FloatBuffer gx(g.size());
-    const float* px = sx.data();
-    for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * df(px[i], (*sy)[i]);
+    const DF d = df;
+    const float* __restrict px = sx.data();
+    const float* __restrict py = sy->data();
+    const float* __restrict pg = g.data();
+    float* __restrict o = gx.data();
+    for (std::size_t i = 0; i < g.size(); ++i) o[i] = pg[i] * d(px[i], py[i]);
     return autograd::one_grad(std::move(gx));
   });
 }
@@ -243,7 +294,10 @@ inline Tensor gelu(const Tensor& x) {
   if (!with_grad) return autograd::make_result("gelu", x.shape(), std::move(y), {x}, nullptr);
   return autograd::make_result("gelu", x.shape(), std::move(y), {x}, [dy](std::span<const float> g) {
     FloatBuffer gx(g.size());
-    for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * (*dy)[i];
+    const float* __restrict pd = dy->data();
+    const float* __restrict pg = g.data();
+    float* __restrict out = gx.data();
+    for (std::size_t i = 0; i < g.size(); ++i) out[i] = pg[i] * pd[i];
     return autograd::one_grad(std::move(gx));
   });
 }

@@ -503,6 +503,22 @@ inline Tensor embedding(std::span<const std::int64_t> indices, const Shape& inde
                                });
 }
 
+namespace detail {
+inline constexpr std::size_t kMaskChunk = 1024;
+
+/// y[i] = x[i] · (keep[i] ? scale : 0) in chunks of kMaskChunk; make_mask(i0, n, keep + i0)
+/// first fills the chunk's mask bytes (dropout's forward draws them; its backward: a no-op).
+template <class MakeMask>
+void apply_mask(const float* __restrict x, std::uint8_t* __restrict keep, float scale, float* __restrict y,
+                std::size_t size, MakeMask&& make_mask) {
+  for (std::size_t i0 = 0; i0 < size; i0 += kMaskChunk) {
+    const std::size_t n = std::min(kMaskChunk, size - i0);
+    make_mask(i0, n, keep + i0);
+    for (std::size_t i = 0; i < n; ++i) y[i0 + i] = x[i0 + i] * (keep[i0 + i] ? scale : 0.0f);
+  }
+}
+}  // namespace detail
+
 /// Inverted dropout: element i is kept when CounterRng(seed).uniform4(i) >= p and scaled by
 /// 1 / (1 - p), else zeroed (so the same seed gives the same mask on every machine). Returns
 /// x itself when !training or p == 0; p outside [0, 1) is an error.
@@ -518,20 +534,17 @@ inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t see
   std::uint8_t* pk = keep->data();
   // Uniforms drawn a chunk at a time, four per Philox draw (CounterRng::uniform4_n): element
   // i is kept when uniform4(i) >= p.
-  constexpr std::size_t kChunk = 1024;
-  float u[kChunk];
-  for (std::size_t i0 = 0; i0 < y.size(); i0 += kChunk) {
-    const std::size_t n = std::min(kChunk, y.size() - i0);
+  float u[detail::kMaskChunk];
+  // Restrict pointers and a local scale: otherwise every store may alias the scale and the
+  // loops stay scalar, with a branch per element (the backward was ~6x slower in a step).
+  detail::apply_mask(px, pk, scale, y.data(), y.size(), [&](std::size_t i0, std::size_t n, std::uint8_t* __restrict k) {
     rng.uniform4_n(i0, n, u);
-    for (std::size_t i = 0; i < n; ++i) {
-      pk[i0 + i] = u[i] >= p;
-      y[i0 + i] = px[i0 + i] * (u[i] >= p ? scale : 0.0f);
-    }
-  }
+    for (std::size_t i = 0; i < n; ++i) k[i] = u[i] >= p;
+  });
   return autograd::make_result("dropout", x.shape(), std::move(y), {x}, [keep, scale](std::span<const float> g) {
     FloatBuffer gx(g.size());
-    const std::uint8_t* pk = keep->data();
-    for (std::size_t i = 0; i < g.size(); ++i) gx[i] = g[i] * (pk[i] ? scale : 0.0f);
+    detail::apply_mask(g.data(), keep->data(), scale, gx.data(), gx.size(),
+                       [](std::size_t, std::size_t, std::uint8_t*) {});
     return autograd::one_grad(std::move(gx));
   });
 }
