@@ -73,6 +73,75 @@ TEST_CASE("ops_nn: softmax and log_softmax values, stability and gradients") {
   CHECK_THROWS_AS(qnum::log_softmax(Tensor::scalar(1.0f)), qnum::Error);
 }
 
+TEST_CASE("ops_nn: line_sums adds each line in order, grouped or not (bit for bit)") {
+  // Terms of both signs over 60 binades, whose double sum depends on the order: interleaving
+  // the lines' chains must not reorder any one line.
+  const std::int64_t n = 41;
+  auto term = [](int r, std::int64_t k) {
+    return std::ldexp(1.0 + 0.1 * static_cast<double>(k) + r, static_cast<int>((k * 37) % 60) - 30) *
+           (k % 2 ? -1.0 : 1.0);
+  };
+  for (const int nl : {8, 3, 1}) {
+    CAPTURE(nl);
+    double sum[qnum::detail::kLineGroup];
+    qnum::detail::line_sums(nl, n, sum, term);
+    for (int r = 0; r < nl; ++r) {
+      double seq = 0;
+      for (std::int64_t k = 0; k < n; ++k) seq += term(r, k);
+      CHECK(std::bit_cast<std::uint64_t>(sum[r]) == std::bit_cast<std::uint64_t>(seq));
+    }
+  }
+}
+
+TEST_CASE("ops_nn: softmax lines are computed alike wherever they sit (grouped, strided, alone)") {
+  // softmax works on lines 8 at a time with their sums interleaved, and on lanes along the
+  // last dimension; each line must still get the bits of that line computed on its own
+  // (a [1, n] tensor: one line, no group, no interleaving) — values and gradients, with
+  // specials and tied zeros in the lines.
+  const std::int64_t rows = 19, n = 37;  // two full groups and a partial one; n past a lane block
+  Tensor x = Tensor::randn({rows, n}, 5, 0.0f, 3.0f);
+  std::vector<float> xv(x.values().begin(), x.values().end());
+  xv[1] = -std::numeric_limits<float>::infinity();
+  xv[n + 2] = std::numeric_limits<float>::quiet_NaN();
+  for (std::int64_t k = 0; k < n; ++k) xv[static_cast<std::size_t>(2 * n + k)] = -std::fabs(xv[2 * n + k]);
+  xv[2 * n + 1] = -0.0f, xv[2 * n + 20] = 0.0f;  // row 2's maximum: two tied zeros
+  xv[3 * n + 5] = 1e30f;
+  const Tensor g = Tensor::randn({rows, n}, 6);
+  for (const bool log_space : {false, true}) {
+    for (const bool transposed : {false, true}) {  // lines along dim 1, or (the transpose) dim 0
+      CAPTURE(log_space);
+      CAPTURE(transposed);
+      std::vector<float> full_in(xv.size()), full_g(xv.size());
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t k = 0; k < n; ++k) {
+          const std::size_t at = static_cast<std::size_t>(transposed ? k * rows + r : r * n + k);
+          full_in[at] = xv[static_cast<std::size_t>(r * n + k)];
+          full_g[at] = g.values()[static_cast<std::size_t>(r * n + k)];
+        }
+      const qnum::Shape shape = transposed ? qnum::Shape{n, rows} : qnum::Shape{rows, n};
+      Tensor all(shape, qnum::FloatBuffer(full_in.begin(), full_in.end()));
+      all.set_requires_grad(true);
+      const int dim = transposed ? 0 : 1;
+      const Tensor y = log_space ? qnum::log_softmax(all, dim) : qnum::softmax(all, dim);
+      y.backward(Tensor(shape, qnum::FloatBuffer(full_g.begin(), full_g.end())));
+      int differ = 0;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const auto row = std::vector<float>(xv.begin() + r * n, xv.begin() + (r + 1) * n);
+        Tensor one({1, n}, qnum::FloatBuffer(row.begin(), row.end()));
+        one.set_requires_grad(true);
+        const Tensor y1 = log_space ? qnum::log_softmax(one) : qnum::softmax(one);
+        y1.backward(Tensor({1, n}, qnum::FloatBuffer(g.values().begin() + r * n, g.values().begin() + (r + 1) * n)));
+        for (std::int64_t k = 0; k < n; ++k) {
+          const std::size_t at = static_cast<std::size_t>(transposed ? k * rows + r : r * n + k);
+          differ += std::bit_cast<std::uint32_t>(y.values()[at]) != std::bit_cast<std::uint32_t>(y1.values()[k]);
+          differ += std::bit_cast<std::uint32_t>(all.grad()[at]) != std::bit_cast<std::uint32_t>(one.grad()[k]);
+        }
+      }
+      CHECK(differ == 0);
+    }
+  }
+}
+
 TEST_CASE("ops_nn: layer_norm values and gradients") {
   const Tensor x = Tensor::randn({4, 6}, 3, 1.0f, 3.0f);
   const Tensor y = qnum::layer_norm(x);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -58,42 +59,132 @@ void for_each_line(const DimView& v, F f) {
     for (std::int64_t i = 0; i < v.inner; ++i) f(o, i);
 }
 
-/// softmax (log_space false) or log_softmax (true) of x along dimension d, stable.
+/// For lines r in [0, nl) (nl <= kLineGroup): sum[r] = Σ_k term(r, k) in double, each line
+/// added in order k = 0, 1, ... (a plain loop's bits). With a full group the lines' chains
+/// are interleaved, so their additions' latencies overlap: a line at a time, every line waited
+/// on ~4 cycles per element.
+inline constexpr int kLineGroup = 8;
+template <class Term>
+void line_sums(int nl, std::int64_t n, double* sum, Term term) {
+  for (int r = 0; r < nl; ++r) sum[r] = 0.0;
+  if (nl == kLineGroup) {
+    for (std::int64_t k = 0; k < n; ++k)
+#pragma GCC unroll 8
+      for (int r = 0; r < kLineGroup; ++r) sum[r] += term(r, k);
+    return;
+  }
+  for (int r = 0; r < nl; ++r)
+    for (std::int64_t k = 0; k < n; ++k) sum[r] += term(r, k);
+}
+
+/// The first elements of lines l0.. l0 + nl - 1 (line l = (o, i): o = l / inner, i = l % inner,
+/// for_each_line's order); a line's k-th element is inner·k past its first.
+inline void line_bases(const DimView& v, std::int64_t l0, int nl, std::size_t* base) {
+  for (int r = 0; r < nl; ++r) base[r] = v.at((l0 + r) / v.inner, 0, (l0 + r) % v.inner);
+}
+
+/// The largest non-NaN of x[0], x[st], ..., x[(n-1)·st] (-inf if none), as a loop of std::max
+/// from -inf. Unit stride: on lanes, the same rule per lane and then across lanes. Only the
+/// sign of a zero maximum can differ from the loop's, and softmax's outputs do not see it: x -
+/// max is then ±0 only where x is a zero, exp(±0) = 1, and log_softmax subtracts log(Σ) >= log
+/// 2 > 0 when two zeros tie.
+template <class Stride>
+float line_max(const float* x, std::int64_t n, Stride st) {
+  float m = -std::numeric_limits<float>::infinity();
+  std::int64_t k = 0;
+  if constexpr (std::is_same_v<Stride, std::integral_constant<std::size_t, 1>>) {
+    using B = xsimd::batch<float>;
+    constexpr std::int64_t L = static_cast<std::int64_t>(B::size);
+    if (n >= L) {
+      B mv(m);
+      for (; k + L <= n; k += L) {
+        const B xv = B::load_unaligned(x + k);
+        mv = xsimd::select(mv < xv, xv, mv);
+      }
+      alignas(64) float lanes[B::size];
+      mv.store_aligned(lanes);
+      for (const float l : lanes) m = std::max(m, l);
+    }
+  }
+  for (; k < n; ++k) m = std::max(m, x[static_cast<std::size_t>(k) * st]);
+  return m;
+}
+
+/// softmax (log_space false) or log_softmax (true) of x along dimension d, stable. Lines are
+/// taken kLineGroup at a time so that their sums interleave (line_sums); each line gets the
+/// arithmetic of a line on its own. Lines along the last dimension (unit stride) take loops
+/// compiled for that stride, which vectorise.
 inline FloatBuffer softmax_values(std::span<const float> x, const DimView& v, bool log_space) {
   FloatBuffer y(x.size());
-  std::vector<double> e(static_cast<std::size_t>(v.n));
-  for_each_line(v, [&](std::int64_t o, std::int64_t i) {
-    float m = -std::numeric_limits<float>::infinity();
-    for (std::int64_t k = 0; k < v.n; ++k) m = std::max(m, x[v.at(o, k, i)]);
-    // exp(x - max) for the whole line at once (detail::exp_n), each computed once.
-    for (std::int64_t k = 0; k < v.n; ++k) e[static_cast<std::size_t>(k)] = static_cast<double>(x[v.at(o, k, i)]) - m;
-    exp_n(e.data(), e.data(), e.size());
-    double s = 0;
-    for (const double ek : e) s += ek;
-    if (!log_space) {
-      for (std::int64_t k = 0; k < v.n; ++k) y[v.at(o, k, i)] = static_cast<float>(e[static_cast<std::size_t>(k)] / s);
-      return;
+  const std::int64_t n = v.n, lines = v.outer * v.inner;
+  // e: x - max per line, then exp of it in place (softmax); log_softmax keeps x - max in e
+  // and takes the exps in w.
+  std::vector<double> e(static_cast<std::size_t>(kLineGroup * n)), w(log_space ? e.size() : 0);
+  auto run = [&](auto st) {
+    for (std::int64_t l0 = 0; l0 < lines; l0 += kLineGroup) {
+      const int nl = static_cast<int>(std::min<std::int64_t>(kLineGroup, lines - l0));
+      std::size_t base[kLineGroup];
+      line_bases(v, l0, nl, base);
+      for (int r = 0; r < nl; ++r) {
+        const float* __restrict xr = x.data() + base[r];
+        double* __restrict er = e.data() + r * n;
+        const float m = line_max(xr, n, st);
+        for (std::int64_t k = 0; k < n; ++k) er[k] = static_cast<double>(xr[static_cast<std::size_t>(k) * st]) - m;
+      }
+      const double* ex = log_space ? w.data() : e.data();
+      exp_n(e.data(), log_space ? w.data() : e.data(), static_cast<std::size_t>(nl * n));  // each exp once
+      double s[kLineGroup];
+      line_sums(nl, n, s, [&](int r, std::int64_t k) { return ex[r * n + k]; });
+      for (int r = 0; r < nl; ++r) {
+        float* __restrict yr = y.data() + base[r];
+        const double* __restrict er = e.data() + r * n;
+        if (!log_space) {
+          const double sr = s[r];
+          for (std::int64_t k = 0; k < n; ++k) yr[static_cast<std::size_t>(k) * st] = static_cast<float>(er[k] / sr);
+        } else {
+          const double log_s = std::log(s[r]);
+          for (std::int64_t k = 0; k < n; ++k) yr[static_cast<std::size_t>(k) * st] = static_cast<float>(er[k] - log_s);
+        }
+      }
     }
-    const double log_s = std::log(s);
-    for (std::int64_t k = 0; k < v.n; ++k) {
-      const double z = static_cast<double>(x[v.at(o, k, i)]) - m;
-      y[v.at(o, k, i)] = static_cast<float>(z - log_s);
-    }
-  });
+  };
+  if (v.inner == 1)
+    run(std::integral_constant<std::size_t, 1>{});
+  else
+    run(static_cast<std::size_t>(v.inner));
   return y;
 }
 
-/// d/dx of softmax: y * (g - sum(g * y)) along each line.
+/// d/dx of softmax: y * (g - sum(g * y)) along each line (lines grouped as softmax_values').
 inline FloatBuffer softmax_backward(std::span<const float> g, std::span<const float> y, const DimView& v) {
   FloatBuffer gx(g.size());
-  for_each_line(v, [&](std::int64_t o, std::int64_t i) {
-    double dot = 0;
-    for (std::int64_t k = 0; k < v.n; ++k) dot += static_cast<double>(g[v.at(o, k, i)]) * y[v.at(o, k, i)];
-    for (std::int64_t k = 0; k < v.n; ++k) {
-      const std::size_t j = v.at(o, k, i);
-      gx[j] = static_cast<float>(y[j] * (g[j] - dot));
+  const std::int64_t n = v.n, lines = v.outer * v.inner;
+  auto run = [&](auto st) {
+    for (std::int64_t l0 = 0; l0 < lines; l0 += kLineGroup) {
+      const int nl = static_cast<int>(std::min<std::int64_t>(kLineGroup, lines - l0));
+      std::size_t base[kLineGroup];
+      line_bases(v, l0, nl, base);
+      double dot[kLineGroup];
+      line_sums(nl, n, dot, [&](int r, std::int64_t k) {
+        const std::size_t j = base[r] + static_cast<std::size_t>(k) * st;
+        return static_cast<double>(g[j]) * y[j];
+      });
+      for (int r = 0; r < nl; ++r) {
+        const float* __restrict gr = g.data() + base[r];
+        const float* __restrict yr = y.data() + base[r];
+        float* __restrict out = gx.data() + base[r];
+        const double d = dot[r];
+        for (std::int64_t k = 0; k < n; ++k) {
+          const std::size_t j = static_cast<std::size_t>(k) * st;
+          out[j] = static_cast<float>(yr[j] * (gr[j] - d));
+        }
+      }
     }
-  });
+  };
+  if (v.inner == 1)
+    run(std::integral_constant<std::size_t, 1>{});
+  else
+    run(static_cast<std::size_t>(v.inner));
   return gx;
 }
 
