@@ -353,6 +353,50 @@ TEST_CASE("bert: inference's one-pass embeddings and residual LayerNorms give th
         }).find("out of range [0, 50)") != std::string::npos);
 }
 
+TEST_CASE("bert: training through scaled_dot_product_attention gives the layer path's bits") {
+  // Two copies of one model (same seed: same weights and dropout streams), one with its
+  // attention layers forced to the op-by-op path: logits and every gradient must agree bit
+  // for bit over two steps (dropout masks drawn in the same order), padded or not, with the
+  // first-token shortcut or not.
+  const std::int64_t B = 3, T = 9;
+  std::vector<std::int64_t> ids(B * T), labels{0, 2, 1};
+  for (std::int64_t i = 0; i < B * T; ++i) ids[static_cast<std::size_t>(i)] = (i * 7 + 3) % 50;
+  std::vector<std::int64_t> padded(B * T, 1);
+  for (std::int64_t j = 6; j < T; ++j) padded[static_cast<std::size_t>(T + j)] = 0;  // row 1: 3 pad tokens
+  auto bits = [](std::span<const float> x) {
+    std::vector<std::uint32_t> b;
+    for (const float f : x) b.push_back(std::bit_cast<std::uint32_t>(f));
+    return b;
+  };
+  for (const bool first_token : {true, false})
+    for (const bool with_padding : {false, true}) {
+      CAPTURE(first_token);
+      CAPTURE(with_padding);
+      BertForSequenceClassification fused(tiny_config(), 31), layers(tiny_config(), 31);
+      for (auto* m : {&fused, &layers}) {
+        m->train();
+        m->first_token_only = first_token;
+      }
+      for (auto& l : layers.bert->layers) l->attention->self->allow_fused = false;
+      const BertInput in{
+          B, T, ids, with_padding ? std::span<const std::int64_t>(padded) : std::span<const std::int64_t>(), {}};
+      for (int step = 0; step < 2; ++step) {
+        CAPTURE(step);
+        std::vector<std::vector<std::uint32_t>> got[2];
+        int k = 0;
+        for (auto* m : {&fused, &layers}) {
+          for (Tensor& p : m->parameters()) p.zero_grad();
+          const Tensor logits = m->forward(in);
+          qnum::cross_entropy(logits, labels).backward();
+          got[k].push_back(bits(logits.values()));
+          for (const Tensor& p : m->parameters()) got[k].push_back(bits(p.grad()));
+          ++k;
+        }
+        CHECK(got[0] == got[1]);
+      }
+    }
+}
+
 TEST_CASE("bert: attention block gradients match finite differences") {
   BertConfig c = tiny_config();
   c.hidden_size = 8;

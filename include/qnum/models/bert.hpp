@@ -429,6 +429,13 @@ class BertSelfAttention : public nn::Module {
     // The fused kernel reads the heads in place ([B, T, heads, head_dim], token-major) and
     // writes the merged context: no head split or merge copies.
     if (use_fused(ql, kl, vl)) return fused(ql, kl, vl, mask, B, Tq, T);
+    // Training (or any gradient): the layers' ops in one, per (batch, head) in cache, with
+    // their bits (scaled_dot_product_attention; dropout draws this module's next mask).
+    if (use_fused_training(mask, B, T)) {
+      const float p = is_training() ? dropout->p : 0.0f;
+      return scaled_dot_product_attention(ql, kl, vl, mask, heads, qnum::detail::attention_scale(head_dim), p,
+                                          p > 0.0f ? dropout->next_seed() : 0);
+    }
     const Tensor q = heads_first(ql, Tq), k = heads_first(kl, T), v = heads_first(vl, T);
     Tensor scores = mul_scalar((*matmul_qk)(q, transpose(k, 2, 3)), qnum::detail::attention_scale(head_dim));
     if (mask.defined()) scores = add(scores, mask);
@@ -443,6 +450,15 @@ class BertSelfAttention : public nn::Module {
     if (detail::observed()) return false;
     if (is_training() && dropout->p > 0.0f) return false;
     return !autograd::grad_enabled() || !(q.requires_grad() || k.requires_grad() || v.requires_grad());
+  }
+
+  /// Whether scaled_dot_product_attention may stand in for the layers: none quantized, no
+  /// observer, softmax over the keys, a [B, 1, 1, T] mask without gradient (or none), and
+  /// allow_fused.
+  bool use_fused_training(const Tensor& mask, std::int64_t B, std::int64_t T) const {
+    if (!allow_fused || matmul_qk->is_quantized() || softmax->is_quantized() || matmul_pv->is_quantized()) return false;
+    if (detail::observed() || (softmax->dim != -1 && softmax->dim != 3)) return false;
+    return !mask.defined() || (mask.shape() == Shape{B, 1, 1, T} && !mask.requires_grad());
   }
 
   std::int64_t heads, head_dim;

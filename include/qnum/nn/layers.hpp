@@ -282,8 +282,11 @@ class Dropout : public Module {
   std::string op_name() const override { return "dropout"; }
   Tensor forward(const Tensor& x) override {
     if (!is_training() || p == 0.0f) return x;
-    return dropout(x, p, true, detail::derive_seed(seed_, calls_++));
+    return dropout(x, p, true, next_seed());
   }
+  /// The seed of the next mask, counted as drawn: what forward() would use. For an op that
+  /// applies this dropout inside a fused computation (scaled_dot_product_attention).
+  std::uint64_t next_seed() { return detail::derive_seed(seed_, calls_++); }
   /// How many masks have been drawn so far.
   std::uint64_t calls() const { return calls_; }
   void set_calls(std::uint64_t n) { calls_ = n; }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/ops_attention.hpp"
 #include "qnum/tensor/ops_elementwise.hpp"
 #include "qnum/tensor/ops_linalg.hpp"
 #include "qnum/tensor/ops_nn.hpp"

@@ -114,8 +114,7 @@ float line_max(const float* x, std::int64_t n, Stride st) {
 /// taken kLineGroup at a time so that their sums interleave (line_sums); each line gets the
 /// arithmetic of a line on its own. Lines along the last dimension (unit stride) take loops
 /// compiled for that stride, which vectorise.
-inline FloatBuffer softmax_values(std::span<const float> x, const DimView& v, bool log_space) {
-  FloatBuffer y(x.size());
+inline void softmax_lines(const float* x, float* y, const DimView& v, bool log_space) {
   const std::int64_t n = v.n, lines = v.outer * v.inner;
   // e: x - max per line, then exp of it in place (softmax); log_softmax keeps x - max in e
   // and takes the exps in w.
@@ -126,7 +125,7 @@ inline FloatBuffer softmax_values(std::span<const float> x, const DimView& v, bo
       std::size_t base[kLineGroup];
       line_bases(v, l0, nl, base);
       for (int r = 0; r < nl; ++r) {
-        const float* __restrict xr = x.data() + base[r];
+        const float* __restrict xr = x + base[r];
         double* __restrict er = e.data() + r * n;
         const float m = line_max(xr, n, st);
         for (std::int64_t k = 0; k < n; ++k) er[k] = static_cast<double>(xr[static_cast<std::size_t>(k) * st]) - m;
@@ -136,7 +135,7 @@ inline FloatBuffer softmax_values(std::span<const float> x, const DimView& v, bo
       double s[kLineGroup];
       line_sums(nl, n, s, [&](int r, std::int64_t k) { return ex[r * n + k]; });
       for (int r = 0; r < nl; ++r) {
-        float* __restrict yr = y.data() + base[r];
+        float* __restrict yr = y + base[r];
         const double* __restrict er = e.data() + r * n;
         if (!log_space) {
           const double sr = s[r];
@@ -152,12 +151,17 @@ inline FloatBuffer softmax_values(std::span<const float> x, const DimView& v, bo
     run(std::integral_constant<std::size_t, 1>{});
   else
     run(static_cast<std::size_t>(v.inner));
+}
+
+inline FloatBuffer softmax_values(std::span<const float> x, const DimView& v, bool log_space) {
+  FloatBuffer y(x.size());
+  softmax_lines(x.data(), y.data(), v, log_space);
   return y;
 }
 
-/// d/dx of softmax: y * (g - sum(g * y)) along each line (lines grouped as softmax_values').
-inline FloatBuffer softmax_backward(std::span<const float> g, std::span<const float> y, const DimView& v) {
-  FloatBuffer gx(g.size());
+/// d/dx of softmax: gx = y * (g - sum(g * y)) along each line (lines grouped as
+/// softmax_lines'). gx may be g.
+inline void softmax_backward_lines(const float* g, const float* y, float* gx, const DimView& v) {
   const std::int64_t n = v.n, lines = v.outer * v.inner;
   auto run = [&](auto st) {
     for (std::int64_t l0 = 0; l0 < lines; l0 += kLineGroup) {
@@ -169,10 +173,10 @@ inline FloatBuffer softmax_backward(std::span<const float> g, std::span<const fl
         const std::size_t j = base[r] + static_cast<std::size_t>(k) * st;
         return static_cast<double>(g[j]) * y[j];
       });
-      for (int r = 0; r < nl; ++r) {
-        const float* __restrict gr = g.data() + base[r];
-        const float* __restrict yr = y.data() + base[r];
-        float* __restrict out = gx.data() + base[r];
+      for (int r = 0; r < nl; ++r) {  // (no restrict on g and gx: they may be one buffer)
+        const float* gr = g + base[r];
+        const float* __restrict yr = y + base[r];
+        float* out = gx + base[r];
         const double d = dot[r];
         for (std::int64_t k = 0; k < n; ++k) {
           const std::size_t j = static_cast<std::size_t>(k) * st;
@@ -185,6 +189,11 @@ inline FloatBuffer softmax_backward(std::span<const float> g, std::span<const fl
     run(std::integral_constant<std::size_t, 1>{});
   else
     run(static_cast<std::size_t>(v.inner));
+}
+
+inline FloatBuffer softmax_backward(std::span<const float> g, std::span<const float> y, const DimView& v) {
+  FloatBuffer gx(g.size());
+  softmax_backward_lines(g.data(), y.data(), gx.data(), v);
   return gx;
 }
 
@@ -597,15 +606,22 @@ inline Tensor embedding(std::span<const std::int64_t> indices, const Shape& inde
 namespace detail {
 inline constexpr std::size_t kMaskChunk = 1024;
 
-/// y[i] = x[i] · (keep[i] ? scale : 0) in chunks of kMaskChunk; make_mask(i0, n, keep + i0)
-/// first fills the chunk's mask bytes (dropout's forward draws them; its backward: a no-op).
+/// y[i] = x[i] · (keep[i] ? scale : 0) for i < n (dropout's product, forward and backward;
+/// y apart from x). Restrict pointers and a scale by value, so no store may alias it: the
+/// loop vectorises (with a captured scale it stayed scalar, a branch per element).
+inline void mask_product(const float* __restrict x, const std::uint8_t* __restrict keep, float scale,
+                         float* __restrict y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * (keep[i] ? scale : 0.0f);
+}
+
+/// mask_product in chunks of kMaskChunk, make_mask(i0, n, keep + i0) first filling each
+/// chunk's mask bytes (dropout's forward draws them there).
 template <class MakeMask>
-void apply_mask(const float* __restrict x, std::uint8_t* __restrict keep, float scale, float* __restrict y,
-                std::size_t size, MakeMask&& make_mask) {
+void apply_mask(const float* x, std::uint8_t* keep, float scale, float* y, std::size_t size, MakeMask&& make_mask) {
   for (std::size_t i0 = 0; i0 < size; i0 += kMaskChunk) {
     const std::size_t n = std::min(kMaskChunk, size - i0);
     make_mask(i0, n, keep + i0);
-    for (std::size_t i = 0; i < n; ++i) y[i0 + i] = x[i0 + i] * (keep[i0 + i] ? scale : 0.0f);
+    mask_product(x + i0, keep + i0, scale, y + i0, n);
   }
 }
 }  // namespace detail
@@ -626,16 +642,13 @@ inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t see
   // Uniforms drawn a chunk at a time, four per Philox draw (CounterRng::uniform4_n): element
   // i is kept when uniform4(i) >= p.
   float u[detail::kMaskChunk];
-  // Restrict pointers and a local scale: otherwise every store may alias the scale and the
-  // loops stay scalar, with a branch per element (the backward was ~6x slower in a step).
   detail::apply_mask(px, pk, scale, y.data(), y.size(), [&](std::size_t i0, std::size_t n, std::uint8_t* __restrict k) {
     rng.uniform4_n(i0, n, u);
     for (std::size_t i = 0; i < n; ++i) k[i] = u[i] >= p;
   });
   return autograd::make_result("dropout", x.shape(), std::move(y), {x}, [keep, scale](std::span<const float> g) {
     FloatBuffer gx(g.size());
-    detail::apply_mask(g.data(), keep->data(), scale, gx.data(), gx.size(),
-                       [](std::size_t, std::size_t, std::uint8_t*) {});
+    detail::mask_product(g.data(), keep->data(), scale, gx.data(), gx.size());
     return autograd::one_grad(std::move(gx));
   });
 }

@@ -1,0 +1,172 @@
+// Multi-head scaled dot-product attention as one differentiable op, for training.
+//
+// BERT's self-attention as layers is eight ops on [B, heads, Tq, T] tensors: head split
+// (permute) of Q, K and V, Kᵀ (transpose), Q·Kᵀ, × scale, + mask, softmax, dropout, ·V and
+// the head merge — each a pass over memory, and their gradients as many again.
+// scaled_dot_product_attention runs them per (batch, head) on blocks that stay in cache,
+// reading the heads in place from the Linear outputs' token-major layout [B, T, heads·D].
+//
+// It gives the layer composition's bits, values and gradients: every product is the same
+// GEMM call on the same operands (mm_nt / nn / tn, which give one another's bits), the scale,
+// mask and dropout are the same float operations, softmax is softmax_lines, and dropout's
+// mask is the Dropout op's for the same seed (element i of the [B, heads, Tq, T] scores kept
+// when CounterRng(seed).uniform4(i) >= p). tests/tensor/test_ops_attention.cpp checks this.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "qnum/core/rng.hpp"
+#include "qnum/kernel/threading.hpp"
+#include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/ops_linalg.hpp"
+#include "qnum/tensor/ops_nn.hpp"
+
+namespace qnum {
+
+namespace detail {
+
+/// One head's rows: dst[i][d] = src[i·stride + d] for i < rows, d < D (and back).
+inline void gather_head(const float* src, std::int64_t stride, std::int64_t rows, std::int64_t D, float* dst) {
+  for (std::int64_t i = 0; i < rows; ++i) std::copy_n(src + i * stride, D, dst + i * D);
+}
+inline void scatter_head(const float* src, std::int64_t rows, std::int64_t D, float* dst, std::int64_t stride) {
+  for (std::int64_t i = 0; i < rows; ++i) std::copy_n(src + i * D, D, dst + i * stride);
+}
+
+/// Per-thread scratch of one (batch, head) block, reused across calls.
+struct AttentionScratch {
+  std::vector<float> q, k, v, s, p, o;
+  void size(std::int64_t Tq, std::int64_t T, std::int64_t D) {
+    q.resize(static_cast<std::size_t>(Tq * D));
+    k.resize(static_cast<std::size_t>(T * D));
+    v.resize(static_cast<std::size_t>(T * D));
+    s.resize(static_cast<std::size_t>(Tq * T));
+    p.resize(static_cast<std::size_t>(Tq * T));
+    o.resize(static_cast<std::size_t>(std::max(Tq, T) * D));
+  }
+};
+inline AttentionScratch& attention_scratch() {
+  thread_local AttentionScratch s;
+  return s;
+}
+
+}  // namespace detail
+
+/// softmax(q·kᵀ·scale + mask) (dropout p, in training) · v for every head: q [B, Tq, heads·D],
+/// k and v [B, T, heads·D] (heads token-major, as Linear layers give them), mask undefined or
+/// additive [B, 1, 1, T] without gradient. Dropout on the probabilities with keep-probability
+/// 1 - p and seed `seed` when p > 0 (p in [0, 1)). Result [B, Tq, heads·D]; differentiable in
+/// q, k and v. Bit for bit the composition permute / transpose / matmul / mul_scalar / add /
+/// softmax / dropout / matmul / permute (see the file comment).
+inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                           std::int64_t heads, float scale, float p, std::uint64_t seed) {
+  const char* op = "scaled_dot_product_attention";
+  detail::require(q.rank() == 3 && k.rank() == 3 && v.rank() == 3, op, ": q, k, v must be [B, T, heads*D], got ",
+                  to_string(q.shape()), ", ", to_string(k.shape()), ", ", to_string(v.shape()));
+  const std::int64_t B = q.shape()[0], Tq = q.shape()[1], HD = q.shape()[2], T = k.shape()[1];
+  detail::require(heads > 0 && HD % heads == 0, op, ": hidden size ", HD, " is not a multiple of heads ", heads);
+  detail::require(k.shape() == Shape{B, T, HD} && v.shape() == k.shape() && k.shape()[0] == B, op, ": q ",
+                  to_string(q.shape()), ", k ", to_string(k.shape()), " and v ", to_string(v.shape()), " do not match");
+  if (mask.defined() && !(mask.shape() == Shape{B, 1, 1, T} && !mask.requires_grad()))  // if/fail: shape() needs a mask
+    detail::fail(op, ": mask must be an additive [", B, ", 1, 1, ", T, "] without gradient, got ",
+                 to_string(mask.shape()), mask.requires_grad() ? " requiring grad" : "");
+  detail::require(p >= 0.0f && p < 1.0f, op, ": dropout probability ", p, " must be in [0, 1)");
+  const std::int64_t D = HD / heads, block = Tq * T;
+  const bool with_grad = autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  const bool drop = p > 0.0f;
+  const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - static_cast<double>(p))) : 1.0f;
+  // Saved for backward: the softmax output and the dropout mask, [B, heads, Tq, T].
+  auto probs = std::make_shared<FloatBuffer>(with_grad ? static_cast<std::size_t>(B * heads * block) : 0);
+  auto keep = std::make_shared<std::vector<std::uint8_t>>(drop ? static_cast<std::size_t>(B * heads * block) : 0);
+  FloatBuffer out(static_cast<std::size_t>(B * Tq * HD));
+  const float* pq = q.data();
+  const float* pk = k.data();
+  const float* pv = v.data();
+  const float* pm = mask.defined() ? mask.data() : nullptr;
+  const CounterRng rng(seed);
+  const detail::DimView rows{Tq, T, 1};
+  parallel_for(B * heads, 1, [&](std::int64_t bh0, std::int64_t bh1) {
+    detail::AttentionScratch& w = detail::attention_scratch();
+    w.size(Tq, T, D);
+    float u[detail::kMaskChunk];
+    for (std::int64_t bh = bh0; bh < bh1; ++bh) {
+      const std::int64_t b = bh / heads, h = bh % heads;
+      detail::gather_head(pq + b * Tq * HD + h * D, HD, Tq, D, w.q.data());
+      detail::gather_head(pk + b * T * HD + h * D, HD, T, D, w.k.data());
+      detail::gather_head(pv + b * T * HD + h * D, HD, T, D, w.v.data());
+      float* s = w.s.data();
+      detail::mm_nt(w.q.data(), w.k.data(), s, Tq, T, D);  // Q·Kᵀ
+      for (std::int64_t i = 0; i < Tq; ++i)
+        for (std::int64_t j = 0; j < T; ++j) {
+          float& x = s[i * T + j];
+          x = x * scale;
+          if (pm) x = x + pm[b * T + j];
+        }
+      float* prob = with_grad ? probs->data() + bh * block : w.p.data();
+      detail::softmax_lines(s, prob, rows, false);
+      const float* pd = prob;  // the probabilities after dropout
+      if (drop) {
+        const std::uint64_t first = static_cast<std::uint64_t>(bh * block);
+        detail::apply_mask(prob, keep->data() + bh * block, keep_scale, s, static_cast<std::size_t>(block),
+                           [&](std::size_t i0, std::size_t n, std::uint8_t* __restrict kb) {
+                             rng.uniform4_n(first + i0, n, u);
+                             for (std::size_t i = 0; i < n; ++i) kb[i] = u[i] >= p;
+                           });
+        pd = s;
+      }
+      detail::mm_nn(pd, w.v.data(), w.o.data(), Tq, D, T);  // P·V
+      detail::scatter_head(w.o.data(), Tq, D, out.data() + b * Tq * HD + h * D, HD);
+    }
+  });
+  if (!with_grad) return autograd::make_result(op, q.shape(), std::move(out), {q, k, v}, nullptr);
+  return autograd::make_result(
+      op, q.shape(), std::move(out), {q, k, v},
+      [q, k, v, probs, keep, heads, scale, keep_scale, B, Tq, T, HD, D, block](std::span<const float> g) {
+        std::vector<FloatBuffer> r(3);
+        for (std::size_t i = 0; i < 3; ++i) r[i].resize(static_cast<std::size_t>(i == 0 ? B * Tq * HD : B * T * HD));
+        const bool drop = !keep->empty();
+        const detail::DimView rows{Tq, T, 1};
+        parallel_for(B * heads, 1, [&](std::int64_t bh0, std::int64_t bh1) {
+          detail::AttentionScratch& w = detail::attention_scratch();
+          w.size(Tq, T, D);
+          std::vector<float> go(static_cast<std::size_t>(Tq * D)), pdrop(drop ? static_cast<std::size_t>(block) : 0);
+          for (std::int64_t bh = bh0; bh < bh1; ++bh) {
+            const std::int64_t b = bh / heads, h = bh % heads;
+            detail::gather_head(q.data() + b * Tq * HD + h * D, HD, Tq, D, w.q.data());
+            detail::gather_head(k.data() + b * T * HD + h * D, HD, T, D, w.k.data());
+            detail::gather_head(v.data() + b * T * HD + h * D, HD, T, D, w.v.data());
+            detail::gather_head(g.data() + b * Tq * HD + h * D, HD, Tq, D, go.data());
+            const float* prob = probs->data() + bh * block;
+            const std::uint8_t* kb = drop ? keep->data() + bh * block : nullptr;
+            const float* pd = prob;  // dropout's output, as the forward fed it to ·V
+            if (drop) {
+              detail::mask_product(prob, kb, keep_scale, pdrop.data(), static_cast<std::size_t>(block));
+              pd = pdrop.data();
+            }
+            float* ds = w.s.data();
+            detail::mm_nt(go.data(), w.v.data(), ds, Tq, T, D);  // d(P after dropout) = dO·Vᵀ
+            detail::mm_tn(pd, go.data(), w.o.data(), T, D, Tq);  // dV = Pᵀ·dO
+            detail::scatter_head(w.o.data(), T, D, r[2].data() + b * T * HD + h * D, HD);
+            const float* dp = ds;
+            if (drop) {  // dropout's backward (the same factor per element), into P's spent copy
+              detail::mask_product(ds, kb, keep_scale, pdrop.data(), static_cast<std::size_t>(block));
+              dp = pdrop.data();
+            }
+            detail::softmax_backward_lines(dp, prob, ds, rows);
+            for (std::int64_t i = 0; i < block; ++i) ds[i] = ds[i] * scale;  // × scale's backward
+            detail::mm_nn(ds, w.k.data(), w.o.data(), Tq, D, T);             // dQ = dS·K
+            detail::scatter_head(w.o.data(), Tq, D, r[0].data() + b * Tq * HD + h * D, HD);
+            detail::mm_tn(ds, w.q.data(), w.o.data(), T, D, Tq);  // dK = dSᵀ·Q
+            detail::scatter_head(w.o.data(), T, D, r[1].data() + b * T * HD + h * D, HD);
+          }
+        });
+        for (std::size_t i = 0; i < 3; ++i)
+          if (!(i == 0 ? q : i == 1 ? k : v).requires_grad()) r[i] = {};
+        return r;
+      });
+}
+
+}  // namespace qnum
