@@ -34,6 +34,31 @@ TEST_CASE("vec_math: exp_n within 1 ulp of std::exp, out-of-range arguments thro
   std::int64_t worst = 0;
   for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, ulp_distance(std::exp(a[i]), e[i]));
   CHECK(worst <= 1);
+  // Outside [-708, 709]: std::exp's bits (subnormal results, the +0 below -746 taken without
+  // calling it — softmax's masked keys sit at float's lowest — overflow, NaN), in every lane.
+  std::vector<double> far{-708.5,
+                          -720.0,
+                          -745.0,
+                          -745.1332,
+                          -745.14,
+                          -746.0,
+                          -746.5,
+                          -1e4,
+                          -3.4028234663852886e38,
+                          -std::numeric_limits<double>::infinity(),
+                          709.5,
+                          710.0,
+                          std::numeric_limits<double>::infinity(),
+                          std::numeric_limits<double>::quiet_NaN(),
+                          -1e300,
+                          0.5,
+                          -0.0};
+  std::vector<double> ef(far.size());
+  qnum::detail::exp_n(far.data(), ef.data(), far.size());
+  for (std::size_t i = 0; i < far.size(); ++i) {
+    CAPTURE(far[i]);
+    CHECK(std::bit_cast<std::uint64_t>(ef[i]) == std::bit_cast<std::uint64_t>(std::exp(far[i])));
+  }
 }
 
 TEST_CASE("vec_math: layer_norm's lane sums give the exact mean and variance of integer rows") {

@@ -34,8 +34,8 @@ using DoubleBatch = xsimd::batch<double>;
   return p * xsimd::bitwise_cast<B>((xsimd::bitwise_cast<I>(kd) + I(1023)) << 52);
 }
 
-/// out[i] = exp(x[i]) for n values (out may be x): exp_lanes for x in [-708, 709], std::exp
-/// for the rest (and NaN).
+/// out[i] = exp(x[i]) for n values (out may be x): exp_lanes for x in [-708, 709], +0 below
+/// -746 (as std::exp), std::exp for the rest (and NaN).
 inline void exp_n(const double* x, double* out, std::size_t n) {
   using B = DoubleBatch;
   constexpr std::size_t L = B::size;
@@ -57,7 +57,9 @@ inline void exp_n(const double* x, double* out, std::size_t n) {
     }
     v.store_aligned(a);
     res.store_aligned(res_l);
-    for (std::size_t l = 0; l < m; ++l) out[i + l] = a[l] >= -708.0 && a[l] <= 709.0 ? res_l[l] : std::exp(a[l]);
+    for (std::size_t l = 0; l < m; ++l)  // below -746 std::exp is +0 (softmax's masked keys:
+      // lowest() - max), without its underflow handling's cost
+      out[i + l] = a[l] >= -708.0 && a[l] <= 709.0 ? res_l[l] : a[l] < -746.0 ? 0.0 : std::exp(a[l]);
   }
 }
 
