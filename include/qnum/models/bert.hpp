@@ -15,7 +15,10 @@
 // them by type "matmul" / "softmax" and a trace sees them. When none of them is quantized,
 // no gradient is needed (grad mode off or nothing requires grad), attention dropout is
 // inactive and no trace is running, attention runs through the fused kernel
-// (kernel/attention.hpp) instead — within its stated 1e-5·max|V| of the layer path.
+// (kernel/attention.hpp) instead — within its stated 1e-5·max|V| of the layer path. When a
+// gradient is needed (training) under the same conditions but for dropout, it runs through
+// scaled_dot_product_attention (tensor/ops_attention.hpp): the layers' ops per (batch,
+// head) in cache, with their bits, dropout drawing the module's next mask.
 //
 // The classifier reads only the [CLS] token of the last layer, so forward runs that layer's
 // query, attention output and feed-forward for that token alone (keys and values still from
