@@ -45,9 +45,13 @@ std::vector<std::uint32_t> bits(std::span<const float> x) {
   return b;
 }
 
-Tensor additive_mask(std::int64_t B, std::int64_t T) {
+/// HF's padding mask (0, or float's lowest on the last b + 2 keys of row b); with `biased`,
+/// the kept keys get arbitrary additive biases instead of 0 (so the op's scale and mask steps
+/// must round apart, as mul_scalar then add do: an FMA of the two would show).
+Tensor additive_mask(std::int64_t B, std::int64_t T, bool biased = false) {
   std::vector<float> m(static_cast<std::size_t>(B * T), 0.0f);
-  for (std::int64_t b = 0; b < B; ++b)  // the last b + 2 keys of row b are padding
+  if (biased) m = Tensor::randn({B * T}, 9, 0.0f, 2.0f).to_vector();
+  for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = std::max<std::int64_t>(1, T - b - 2); j < T; ++j)
       m[static_cast<std::size_t>(b * T + j)] = std::numeric_limits<float>::lowest();
   return Tensor({B, 1, 1, T}, qnum::FloatBuffer(m.begin(), m.end()));
@@ -73,7 +77,7 @@ TEST_CASE("scaled_dot_product_attention: the layer composition's bits, values an
     const Tensor k0 = Tensor::randn({c.B, c.T, HD}, 2, 0.0f, 1.5f);
     const Tensor v0 = Tensor::randn({c.B, c.T, HD}, 3);
     const Tensor g = Tensor::randn({c.B, c.Tq, HD}, 4);
-    const Tensor mask = c.mask ? additive_mask(c.B, c.T) : Tensor();
+    const Tensor mask = c.mask ? additive_mask(c.B, c.T, /*biased=*/c.T != 33) : Tensor();
     auto run = [&](bool fused) {
       Tensor q = q0.clone().set_requires_grad(true), k = k0.clone().set_requires_grad(true),
              v = v0.clone().set_requires_grad(true);

@@ -68,8 +68,8 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
                   to_string(q.shape()), ", ", to_string(k.shape()), ", ", to_string(v.shape()));
   const std::int64_t B = q.shape()[0], Tq = q.shape()[1], HD = q.shape()[2], T = k.shape()[1];
   detail::require(heads > 0 && HD % heads == 0, op, ": hidden size ", HD, " is not a multiple of heads ", heads);
-  detail::require(k.shape() == Shape{B, T, HD} && v.shape() == k.shape() && k.shape()[0] == B, op, ": q ",
-                  to_string(q.shape()), ", k ", to_string(k.shape()), " and v ", to_string(v.shape()), " do not match");
+  detail::require(k.shape() == Shape{B, T, HD} && v.shape() == k.shape(), op, ": q ", to_string(q.shape()), ", k ",
+                  to_string(k.shape()), " and v ", to_string(v.shape()), " do not match");
   if (mask.defined() && !(mask.shape() == Shape{B, 1, 1, T} && !mask.requires_grad()))  // if/fail: shape() needs a mask
     detail::fail(op, ": mask must be an additive [", B, ", 1, 1, ", T, "] without gradient, got ",
                  to_string(mask.shape()), mask.requires_grad() ? " requiring grad" : "");
@@ -99,11 +99,15 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
       detail::gather_head(pv + b * T * HD + h * D, HD, T, D, w.v.data());
       float* s = w.s.data();
       detail::mm_nt(w.q.data(), w.k.data(), s, Tq, T, D);  // Q·Kᵀ
-      for (std::int64_t i = 0; i < Tq; ++i)
-        for (std::int64_t j = 0; j < T; ++j) {
-          float& x = s[i * T + j];
-          x = x * scale;
-          if (pm) x = x + pm[b * T + j];
+      // × scale, then + mask, rounded apart as mul_scalar and add round them: two loops, so
+      // that FP contraction cannot fuse them into one FMA. (Locals: no store may alias them.)
+      const float sc = scale;
+      const float* __restrict mrow = pm ? pm + b * T : nullptr;
+      for (std::int64_t i = 0; i < block; ++i) s[i] = s[i] * sc;
+      if (mrow)
+        for (std::int64_t i = 0; i < Tq; ++i) {
+          float* __restrict row = s + i * T;
+          for (std::int64_t j = 0; j < T; ++j) row[j] = row[j] + mrow[j];
         }
       float* prob = with_grad ? probs->data() + bh * block : w.p.data();
       detail::softmax_lines(s, prob, rows, false);
@@ -156,8 +160,9 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
               dp = pdrop.data();
             }
             detail::softmax_backward_lines(dp, prob, ds, rows);
-            for (std::int64_t i = 0; i < block; ++i) ds[i] = ds[i] * scale;  // × scale's backward
-            detail::mm_nn(ds, w.k.data(), w.o.data(), Tq, D, T);             // dQ = dS·K
+            const float sc = scale;
+            for (std::int64_t i = 0; i < block; ++i) ds[i] = ds[i] * sc;  // × scale's backward
+            detail::mm_nn(ds, w.k.data(), w.o.data(), Tq, D, T);          // dQ = dS·K
             detail::scatter_head(w.o.data(), Tq, D, r[0].data() + b * Tq * HD + h * D, HD);
             detail::mm_tn(ds, w.q.data(), w.o.data(), T, D, Tq);  // dK = dSᵀ·Q
             detail::scatter_head(w.o.data(), T, D, r[1].data() + b * T * HD + h * D, HD);
