@@ -28,12 +28,19 @@ namespace qnum {
 
 namespace detail {
 
-/// One head's rows: dst[i][d] = src[i·stride + d] for i < rows, d < D (and back).
-inline void gather_head(const float* src, std::int64_t stride, std::int64_t rows, std::int64_t D, float* dst) {
-  for (std::int64_t i = 0; i < rows; ++i) std::copy_n(src + i * stride, D, dst + i * D);
+/// Where head h of batch row b starts in a token-major [B, rows, heads·D] tensor (its rows are
+/// heads·D apart).
+struct HeadLayout {
+  std::int64_t rows, HD, D;
+  std::int64_t at(std::int64_t b, std::int64_t h) const { return b * rows * HD + h * D; }
+};
+
+/// That head's [rows, D] block, copied out of t into dst (contiguous), or back.
+inline void gather_head(const float* t, const HeadLayout& l, std::int64_t b, std::int64_t h, float* dst) {
+  for (std::int64_t i = 0; i < l.rows; ++i) std::copy_n(t + l.at(b, h) + i * l.HD, l.D, dst + i * l.D);
 }
-inline void scatter_head(const float* src, std::int64_t rows, std::int64_t D, float* dst, std::int64_t stride) {
-  for (std::int64_t i = 0; i < rows; ++i) std::copy_n(src + i * D, D, dst + i * stride);
+inline void scatter_head(const float* src, const HeadLayout& l, std::int64_t b, std::int64_t h, float* t) {
+  for (std::int64_t i = 0; i < l.rows; ++i) std::copy_n(src + i * l.D, l.D, t + l.at(b, h) + i * l.HD);
 }
 
 /// Per-thread scratch of one (batch, head) block, reused across calls.
@@ -75,6 +82,7 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
                  to_string(mask.shape()), mask.requires_grad() ? " requiring grad" : "");
   detail::require(p >= 0.0f && p < 1.0f, op, ": dropout probability ", p, " must be in [0, 1)");
   const std::int64_t D = HD / heads, block = Tq * T;
+  const detail::HeadLayout lq{Tq, HD, D}, lk{T, HD, D};  // q (and the output); k and v
   const bool with_grad = autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   const bool drop = p > 0.0f;
   const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - static_cast<double>(p))) : 1.0f;
@@ -91,12 +99,11 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
   parallel_for(B * heads, 1, [&](std::int64_t bh0, std::int64_t bh1) {
     detail::AttentionScratch& w = detail::attention_scratch();
     w.size(Tq, T, D);
-    float u[detail::kMaskChunk];
     for (std::int64_t bh = bh0; bh < bh1; ++bh) {
       const std::int64_t b = bh / heads, h = bh % heads;
-      detail::gather_head(pq + b * Tq * HD + h * D, HD, Tq, D, w.q.data());
-      detail::gather_head(pk + b * T * HD + h * D, HD, T, D, w.k.data());
-      detail::gather_head(pv + b * T * HD + h * D, HD, T, D, w.v.data());
+      detail::gather_head(pq, lq, b, h, w.q.data());
+      detail::gather_head(pk, lk, b, h, w.k.data());
+      detail::gather_head(pv, lk, b, h, w.v.data());
       float* s = w.s.data();
       detail::mm_nt(w.q.data(), w.k.data(), s, Tq, T, D);  // Q·Kᵀ
       // × scale, then + mask, rounded apart as mul_scalar and add round them: two loops, so
@@ -112,23 +119,19 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
       float* prob = with_grad ? probs->data() + bh * block : w.p.data();
       detail::softmax_lines(s, prob, rows, false);
       const float* pd = prob;  // the probabilities after dropout
-      if (drop) {
-        const std::uint64_t first = static_cast<std::uint64_t>(bh * block);
-        detail::apply_mask(prob, keep->data() + bh * block, keep_scale, s, static_cast<std::size_t>(block),
-                           [&](std::size_t i0, std::size_t n, std::uint8_t* __restrict kb) {
-                             rng.uniform4_n(first + i0, n, u);
-                             for (std::size_t i = 0; i < n; ++i) kb[i] = u[i] >= p;
-                           });
+      if (drop) {              // element bh·block + i of the scores' flat index, as the dropout op draws it
+        detail::dropout_mask_product(rng, static_cast<std::uint64_t>(bh * block), p, keep_scale, prob,
+                                     keep->data() + bh * block, s, static_cast<std::size_t>(block));
         pd = s;
       }
       detail::mm_nn(pd, w.v.data(), w.o.data(), Tq, D, T);  // P·V
-      detail::scatter_head(w.o.data(), Tq, D, out.data() + b * Tq * HD + h * D, HD);
+      detail::scatter_head(w.o.data(), lq, b, h, out.data());
     }
   });
   if (!with_grad) return autograd::make_result(op, q.shape(), std::move(out), {q, k, v}, nullptr);
   return autograd::make_result(
       op, q.shape(), std::move(out), {q, k, v},
-      [q, k, v, probs, keep, heads, scale, keep_scale, B, Tq, T, HD, D, block](std::span<const float> g) {
+      [q, k, v, probs, keep, heads, scale, keep_scale, B, Tq, T, HD, D, block, lq, lk](std::span<const float> g) {
         std::vector<FloatBuffer> r(3);
         for (std::size_t i = 0; i < 3; ++i) r[i].resize(static_cast<std::size_t>(i == 0 ? B * Tq * HD : B * T * HD));
         const bool drop = !keep->empty();
@@ -139,10 +142,10 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
           std::vector<float> go(static_cast<std::size_t>(Tq * D)), pdrop(drop ? static_cast<std::size_t>(block) : 0);
           for (std::int64_t bh = bh0; bh < bh1; ++bh) {
             const std::int64_t b = bh / heads, h = bh % heads;
-            detail::gather_head(q.data() + b * Tq * HD + h * D, HD, Tq, D, w.q.data());
-            detail::gather_head(k.data() + b * T * HD + h * D, HD, T, D, w.k.data());
-            detail::gather_head(v.data() + b * T * HD + h * D, HD, T, D, w.v.data());
-            detail::gather_head(g.data() + b * Tq * HD + h * D, HD, Tq, D, go.data());
+            detail::gather_head(q.data(), lq, b, h, w.q.data());
+            detail::gather_head(k.data(), lk, b, h, w.k.data());
+            detail::gather_head(v.data(), lk, b, h, w.v.data());
+            detail::gather_head(g.data(), lq, b, h, go.data());
             const float* prob = probs->data() + bh * block;
             const std::uint8_t* kb = drop ? keep->data() + bh * block : nullptr;
             const float* pd = prob;  // dropout's output, as the forward fed it to ·V
@@ -153,7 +156,7 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
             float* ds = w.s.data();
             detail::mm_nt(go.data(), w.v.data(), ds, Tq, T, D);  // d(P after dropout) = dO·Vᵀ
             detail::mm_tn(pd, go.data(), w.o.data(), T, D, Tq);  // dV = Pᵀ·dO
-            detail::scatter_head(w.o.data(), T, D, r[2].data() + b * T * HD + h * D, HD);
+            detail::scatter_head(w.o.data(), lk, b, h, r[2].data());
             const float* dp = ds;
             if (drop) {  // dropout's backward (the same factor per element), into P's spent copy
               detail::mask_product(ds, kb, keep_scale, pdrop.data(), static_cast<std::size_t>(block));
@@ -163,9 +166,9 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
             const float sc = scale;
             for (std::int64_t i = 0; i < block; ++i) ds[i] = ds[i] * sc;  // × scale's backward
             detail::mm_nn(ds, w.k.data(), w.o.data(), Tq, D, T);          // dQ = dS·K
-            detail::scatter_head(w.o.data(), Tq, D, r[0].data() + b * Tq * HD + h * D, HD);
+            detail::scatter_head(w.o.data(), lq, b, h, r[0].data());
             detail::mm_tn(ds, w.q.data(), w.o.data(), T, D, Tq);  // dK = dSᵀ·Q
-            detail::scatter_head(w.o.data(), T, D, r[1].data() + b * T * HD + h * D, HD);
+            detail::scatter_head(w.o.data(), lk, b, h, r[1].data());
           }
         });
         for (std::size_t i = 0; i < 3; ++i)

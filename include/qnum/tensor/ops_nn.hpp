@@ -614,14 +614,19 @@ inline void mask_product(const float* __restrict x, const std::uint8_t* __restri
   for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * (keep[i] ? scale : 0.0f);
 }
 
-/// mask_product in chunks of kMaskChunk, make_mask(i0, n, keep + i0) first filling each
-/// chunk's mask bytes (dropout's forward draws them there).
-template <class MakeMask>
-void apply_mask(const float* x, std::uint8_t* keep, float scale, float* y, std::size_t size, MakeMask&& make_mask) {
-  for (std::size_t i0 = 0; i0 < size; i0 += kMaskChunk) {
-    const std::size_t n = std::min(kMaskChunk, size - i0);
-    make_mask(i0, n, keep + i0);
-    mask_product(x + i0, keep + i0, scale, y + i0, n);
+/// Dropout's mask and product over n elements whose flat indices start at `first`: element i
+/// kept (keep[i] = 1, y[i] = x[i]·scale) when CounterRng(seed).uniform4(first + i) >= p, else
+/// dropped (0, 0·x[i]). Uniforms drawn a chunk at a time, four per Philox draw. The dropout op
+/// and the fused attention (a block of the [B, heads, Tq, T] scores) both draw through it.
+inline void dropout_mask_product(const CounterRng& rng, std::uint64_t first, float p, float scale, const float* x,
+                                 std::uint8_t* keep, float* y, std::size_t n) {
+  float u[kMaskChunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += kMaskChunk) {
+    const std::size_t m = std::min(kMaskChunk, n - i0);
+    rng.uniform4_n(first + i0, m, u);
+    std::uint8_t* __restrict k = keep + i0;
+    for (std::size_t i = 0; i < m; ++i) k[i] = u[i] >= p;
+    mask_product(x + i0, k, scale, y + i0, m);
   }
 }
 }  // namespace detail
@@ -639,13 +644,7 @@ inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t see
   FloatBuffer y(keep->size());
   const float* px = x.data();
   std::uint8_t* pk = keep->data();
-  // Uniforms drawn a chunk at a time, four per Philox draw (CounterRng::uniform4_n): element
-  // i is kept when uniform4(i) >= p.
-  float u[detail::kMaskChunk];
-  detail::apply_mask(px, pk, scale, y.data(), y.size(), [&](std::size_t i0, std::size_t n, std::uint8_t* __restrict k) {
-    rng.uniform4_n(i0, n, u);
-    for (std::size_t i = 0; i < n; ++i) k[i] = u[i] >= p;
-  });
+  detail::dropout_mask_product(rng, 0, p, scale, px, pk, y.data(), y.size());
   return autograd::make_result("dropout", x.shape(), std::move(y), {x}, [keep, scale](std::span<const float> g) {
     FloatBuffer gx(g.size());
     detail::mask_product(g.data(), keep->data(), scale, gx.data(), gx.size());
