@@ -2,6 +2,7 @@
 // integer paths exact, float paths within their stated bounds, bits independent of threads.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -123,6 +124,58 @@ TEST_CASE("kernel gemm: fp32 NT, NN and TN within gamma_K of the double referenc
       bad += std::fabs(c[i] - ref[i]) > gamma(s.k + 1) * absref[i] + 1e-30;  // +1: builds without FMA
     CHECK(bad == 0);
   }
+}
+
+TEST_CASE("kernel gemm: strided operands give the dense products' bits, writing only C's block") {
+  // Blocks of wider row-major tensors (an attention head of [T, heads·D]): each form on the
+  // strided blocks equals the dense form on copies of them. Padding columns of C keep their
+  // sentinel. ld 128 reads B [K,N] in place, 320 packs it (past kBInPlaceMaxN).
+  using qnum::GemmForm;
+  for (const auto& s : kShapes)
+    for (std::int64_t pad : {0, 5, 128 + 3})
+      for (GemmForm form : {GemmForm::nt, GemmForm::nn, GemmForm::tn}) {
+        CAPTURE(s.m);
+        CAPTURE(s.n);
+        CAPTURE(s.k);
+        CAPTURE(pad);
+        const bool nt = form == GemmForm::nt, a_t = form == GemmForm::tn;
+        const std::int64_t a_rows = a_t ? s.k : s.m, a_cols = a_t ? s.m : s.k;
+        const std::int64_t b_rows = nt ? s.n : s.k, b_cols = nt ? s.k : s.n;
+        const std::int64_t lda = a_cols + pad, ldb = b_cols + pad + 1, ldc = s.n + pad + 2;
+        const auto abig = randn(static_cast<std::size_t>(a_rows * lda), 40);
+        const auto bbig = randn(static_cast<std::size_t>(b_rows * ldb), 41);
+        std::vector<float> a(static_cast<std::size_t>(a_rows * a_cols)), b(static_cast<std::size_t>(b_rows * b_cols));
+        for (std::int64_t i = 0; i < a_rows; ++i) std::copy_n(abig.data() + i * lda, a_cols, a.data() + i * a_cols);
+        for (std::int64_t i = 0; i < b_rows; ++i) std::copy_n(bbig.data() + i * ldb, b_cols, b.data() + i * b_cols);
+        std::vector<float> want(static_cast<std::size_t>(s.m * s.n));
+        if (nt)
+          qnum::gemm_f32_nt(a.data(), b.data(), want.data(), s.m, s.n, s.k);
+        else if (a_t)
+          qnum::gemm_f32_tn(a.data(), b.data(), want.data(), s.m, s.n, s.k);
+        else
+          qnum::gemm_f32_nn(a.data(), b.data(), want.data(), s.m, s.n, s.k);
+        const auto got = across_threads<float>([&] {
+          std::vector<float> c(static_cast<std::size_t>(s.m * ldc), -7.0f);
+          qnum::gemm_f32_strided(form, abig.data(), lda, bbig.data(), ldb, c.data(), ldc, s.m, s.n, s.k);
+          return c;
+        });
+        int bad = 0, touched = 0;
+        for (std::int64_t i = 0; i < s.m; ++i)
+          for (std::int64_t j = 0; j < ldc; ++j) {
+            const float g = got[static_cast<std::size_t>(i * ldc + j)];
+            if (j < s.n)
+              bad += std::bit_cast<std::uint32_t>(g) !=
+                     std::bit_cast<std::uint32_t>(want[static_cast<std::size_t>(i * s.n + j)]);
+            else
+              touched += g != -7.0f;
+          }
+        CHECK(bad == 0);
+        CHECK(touched == 0);
+      }
+  std::vector<float> x(64);
+  CHECK_THROWS_AS(qnum::gemm_f32_strided(GemmForm::nt, x.data(), 3, x.data(), 4, x.data(), 4, 2, 2, 4), qnum::Error);
+  CHECK_THROWS_AS(qnum::gemm_f32_strided(GemmForm::nn, x.data(), 4, x.data(), 1, x.data(), 2, 2, 2, 4), qnum::Error);
+  CHECK_THROWS_AS(qnum::gemm_f32_strided(GemmForm::tn, x.data(), 2, x.data(), 2, x.data(), 1, 2, 2, 4), qnum::Error);
 }
 
 TEST_CASE("kernel gemm: fp32 with bias in the epilogue equals the GEMM then a bias pass, bit for bit") {

@@ -134,21 +134,23 @@ struct CacheAligned {
 };
 using AlignedF32 = std::vector<float, CacheAligned<float>>;
 
-/// One NT panel: d[k][j] = src[j·K + k] for nj <= kFNR rows of B (the rest zero).
-inline void pack_b_panel_nt(const float* src, std::int64_t nj, std::int64_t K, float* d) {
+/// One NT panel: d[k][j] = src[j·ldb + k] for nj <= kFNR rows of B (the rest zero).
+inline void pack_b_panel_nt(const float* src, std::int64_t nj, std::int64_t K, std::int64_t ldb, float* d) {
   std::int64_t k0 = 0;
 #if defined(__AVX512F__)
   if (nj == kFNR)
     for (; k0 + 16 <= K; k0 += 16)
-      for (int v = 0; v < kFNV; ++v) transpose16(src + v * kFV * K + k0, K, d + k0 * kFNR + v * kFV, kFNR);
+      for (int v = 0; v < kFNV; ++v) transpose16(src + v * kFV * ldb + k0, ldb, d + k0 * kFNR + v * kFV, kFNR);
 #endif
   for (; k0 < K; k0 += 16)  // 16 k at a time: nj read streams, 16 write lines
     for (std::int64_t j = 0; j < kFNR; ++j)
-      for (std::int64_t k = k0; k < std::min(K, k0 + 16); ++k) d[k * kFNR + j] = j < nj ? src[j * K + k] : 0.0f;
+      for (std::int64_t k = k0; k < std::min(K, k0 + 16); ++k) d[k * kFNR + j] = j < nj ? src[j * ldb + k] : 0.0f;
 }
 
-/// B [N,K] (NT) or [K,N] (NN) -> panels of kFNR columns, each [K][kFNR], zero padded.
-inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, AlignedF32& p, bool parallel = true) {
+/// B [N,K] (NT) or [K,N] (NN), rows ldb apart -> panels of kFNR columns, each [K][kFNR], zero
+/// padded.
+inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, std::int64_t ldb, bool nt, AlignedF32& p,
+                       bool parallel = true) {
   const std::int64_t panels = ceil_div(N, kFNR);
   p.resize(static_cast<std::size_t>(panels * K * kFNR));
   float* pd = p.data();
@@ -158,13 +160,13 @@ inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, bool nt, 
       float* d = pd + q * K * kFNR;
       const std::int64_t j0 = q * kFNR, nj = std::min<std::int64_t>(kFNR, N - j0);
       if (nt) {
-        pack_b_panel_nt(B + j0 * K, nj, K, d);
+        pack_b_panel_nt(B + j0 * ldb, nj, K, ldb, d);
       } else {
         if (nj == kFNR) {  // a fixed-size copy per k (inlined; a memcpy call per 64 bytes cost more)
-          for (std::int64_t k = 0; k < K; ++k) std::memcpy(d + k * kFNR, B + k * N + j0, sizeof(float) * kFNR);
+          for (std::int64_t k = 0; k < K; ++k) std::memcpy(d + k * kFNR, B + k * ldb + j0, sizeof(float) * kFNR);
         } else {
           for (std::int64_t k = 0; k < K; ++k) {
-            std::memcpy(d + k * kFNR, B + k * N + j0, sizeof(float) * static_cast<std::size_t>(nj));
+            std::memcpy(d + k * kFNR, B + k * ldb + j0, sizeof(float) * static_cast<std::size_t>(nj));
             std::fill(d + k * kFNR + nj, d + (k + 1) * kFNR, 0.0f);
           }
         }
@@ -241,37 +243,44 @@ constexpr std::array<F32Micro, sizeof...(I)> f32_micro_table(std::integer_sequen
 }
 inline constexpr auto kF32Micro = f32_micro_table(std::make_integer_sequence<int, kFMR>{});
 
-/// Rows r0.. r0+mr of A, K columns p0.. p0+kc, into a strip of rows with stride kKC.
-inline void pack_a_strip(const float* A, std::int64_t K, std::int64_t r0, int mr, std::int64_t p0, std::int64_t kc,
+/// Rows r0.. r0+mr of A (rows lda apart), columns p0.. p0+kc, into a strip of rows with
+/// stride kKC. Whole vectors by fixed-size copies (inlined: a memcpy call per row of an
+/// attention head's 64 floats cost more than the copy).
+inline void pack_a_strip(const float* A, std::int64_t lda, std::int64_t r0, int mr, std::int64_t p0, std::int64_t kc,
                          float* d) {
-  for (int i = 0; i < mr; ++i)
-    std::memcpy(d + i * kKC, A + (r0 + i) * K + p0, sizeof(float) * static_cast<std::size_t>(kc));
+  const std::int64_t whole = kc - kc % kFV;
+  for (int i = 0; i < mr; ++i) {
+    const float* src = A + (r0 + i) * lda + p0;
+    float* dst = d + i * kKC;
+    for (std::int64_t k = 0; k < whole; k += kFV) std::memcpy(dst + k, src + k, sizeof(fvec));
+    for (std::int64_t k = whole; k < kc; ++k) dst[k] = src[k];
+  }
 }
 
 /// Rows of the A strip buffer: kFMR, or 16 where pack_a_strip_t writes whole 16x16 transposes.
 inline constexpr int kATRows = kFMR > 16 ? kFMR : 16;
 
-/// The same strip from A stored transposed, [K, M] (A's row r is column r): d[i][k] =
-/// A[(p0 + k)·M + r0 + i]. Reads mr consecutive values per k, so no transposed copy of A is
-/// ever made; the strip holds the same values as pack_a_strip of the transpose.
-inline void pack_a_strip_t(const float* A, std::int64_t M, std::int64_t r0, int mr, std::int64_t p0, std::int64_t kc,
-                           float* d) {
-  const float* a = A + p0 * M + r0;
+/// The same strip from A stored transposed, [K, M] with rows lda apart (A's row r is column
+/// r): d[i][k] = A[(p0 + k)·lda + r0 + i]. Reads mr consecutive values per k, so no transposed
+/// copy of A is ever made; the strip holds the same values as pack_a_strip of the transpose.
+inline void pack_a_strip_t(const float* A, std::int64_t M, std::int64_t lda, std::int64_t r0, int mr, std::int64_t p0,
+                           std::int64_t kc, float* d) {
+  const float* a = A + p0 * lda + r0;
   if (mr == kFMR) {
     std::int64_t k0 = 0;
 #if defined(__AVX512F__)
     // 16x16 register transposes while 16 columns exist (d has kATRows >= 16 rows: the rows
     // past kFMR are scratch); a scalar copy per element was 4% of a bert-tiny training step.
     if (r0 + 16 <= M)
-      for (; k0 + 16 <= kc; k0 += 16) transpose16(a + k0 * M, M, d + k0, kKC);
+      for (; k0 + 16 <= kc; k0 += 16) transpose16(a + k0 * lda, lda, d + k0, kKC);
 #endif
     for (std::int64_t k = k0; k < kc; ++k)
 #pragma GCC unroll 16
-      for (int i = 0; i < kFMR; ++i) d[i * kKC + k] = a[k * M + i];
+      for (int i = 0; i < kFMR; ++i) d[i * kKC + k] = a[k * lda + i];
     return;
   }
   for (std::int64_t k = 0; k < kc; ++k)
-    for (int i = 0; i < mr; ++i) d[i * kKC + k] = a[k * M + i];
+    for (int i = 0; i < mr; ++i) d[i * kKC + k] = a[k * lda + i];
 }
 
 /// Widest B [K,N] the micro-kernel reads in place. Its kFNR-column panels are then rows of
@@ -281,17 +290,24 @@ inline void pack_a_strip_t(const float* A, std::int64_t M, std::int64_t r0, int 
 /// rows collide in L2's sets (N = 512: 87 -> 83; 1024³: 103 -> 90), so wider B is packed.
 inline constexpr std::int64_t kBInPlaceMaxN = 256;
 
+/// Row strides of the three operands (0: dense, the row length). Strided operands let a caller
+/// multiply blocks of larger tensors in place, e.g. one attention head of a [T, heads·D] tensor.
+struct GemmLd {
+  std::int64_t a = 0, b = 0, c = 0;
+};
+
 /// C = op(A)·op(B) (+ bias[j] when given): A [M,K] or, when a_t, [K,M] read transposed;
-/// B [N,K] (nt) or [K,N]. B [K,N] with N a multiple of kFNR up to kBInPlaceMaxN is read in
-/// place unless pack_b (the benchmarks' baseline); otherwise packed. Either way every product
-/// is the same FMA chain: the same bits.
+/// B [N,K] (nt) or [K,N]; rows ld apart. B [K,N] with N a multiple of kFNR and rows up to
+/// kBInPlaceMaxN floats apart is read in place unless pack_b (the benchmarks' baseline);
+/// otherwise packed. Either way every product is the same FMA chain: the same bits.
 inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K,
-                          bool nt, bool a_t = false, const float* bias = nullptr, bool pack_b = false) {
+                          bool nt, bool a_t = false, const float* bias = nullptr, bool pack_b = false, GemmLd ld = {}) {
   thread_local AlignedF32 bbuf;  // reused: no page faults per call
+  const std::int64_t lda = ld.a ? ld.a : a_t ? M : K, ldb = ld.b ? ld.b : nt ? K : N, ldc = ld.c ? ld.c : N;
   const bool parallel =
       2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
-  const bool b_in_place = !pack_b && !nt && N % kFNR == 0 && N <= kBInPlaceMaxN;
-  if (!b_in_place) pack_b_f32(B, N, K, nt, bbuf, parallel);
+  const bool b_in_place = !pack_b && !nt && N % kFNR == 0 && ldb <= kBInPlaceMaxN;
+  if (!b_in_place) pack_b_f32(B, N, K, ldb, nt, bbuf, parallel);
   const float* bp = bbuf.data();
   constexpr std::int64_t MC = kFMR * QNUM_GEMM_MCS, NC = kFNR * QNUM_GEMM_NCS;
   gemm_tiles(
@@ -310,13 +326,13 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
           for (std::int64_t r = i0; r < i1; r += kFMR) {
             const int mr = static_cast<int>(std::min<std::int64_t>(kFMR, i1 - r));
             if (a_t)
-              pack_a_strip_t(A, M, r, mr, p0, kc, ap.data());
+              pack_a_strip_t(A, M, lda, r, mr, p0, kc, ap.data());
             else
-              pack_a_strip(A, K, r, mr, p0, kc, ap.data());
+              pack_a_strip(A, lda, r, mr, p0, kc, ap.data());
             for (std::int64_t j = j0; j < j1; j += kFNR) {
-              const float* b = b_in_place ? B + p0 * N + j : bp + (j / kFNR) * K * kFNR + p0 * kFNR;
+              const float* b = b_in_place ? B + p0 * ldb + j : bp + (j / kFNR) * K * kFNR + p0 * kFNR;
               const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
-              kF32Micro[mr - 1](ap.data(), b, b_in_place ? N : kFNR, kc, C + r * N + j, N, nr, p0 > 0,
+              kF32Micro[mr - 1](ap.data(), b, b_in_place ? ldb : kFNR, kc, C + r * ldc + j, ldc, nr, p0 > 0,
                                 bias_here ? bias_here + j : nullptr);
             }
           }
@@ -356,6 +372,20 @@ inline void gemm_f32_nn(const float* A, const float* B, float* C, std::int64_t M
 inline void gemm_f32_tn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
   detail::gemm_check("gemm_f32_tn", M, N, K, A, B, C);
   detail::gemm_f32_impl(A, B, C, M, N, K, false, true);
+}
+
+/// The three products on blocks of larger row-major tensors: A, B and C rows lda, ldb and ldc
+/// floats apart (each at least its row length), e.g. one head of a [T, heads·D] activation.
+/// Same kernel, order and bits as the dense forms above.
+enum class GemmForm { nt, nn, tn };
+inline void gemm_f32_strided(GemmForm form, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
+                             float* C, std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K) {
+  detail::gemm_check("gemm_f32_strided", M, N, K, A, B, C);
+  const bool nt = form == GemmForm::nt, a_t = form == GemmForm::tn;
+  const std::int64_t a_row = a_t ? M : K, b_row = nt ? K : N;
+  detail::require(lda >= a_row && ldb >= b_row && ldc >= N, "gemm_f32_strided: strides lda=", lda, " ldb=", ldb,
+                  " ldc=", ldc, " are shorter than the rows (", a_row, ", ", b_row, ", ", N, ")");
+  detail::gemm_f32_impl(A, B, C, M, N, K, nt, a_t, nullptr, false, {lda, ldb, ldc});
 }
 
 /// Span overloads: sizes checked against the shapes.

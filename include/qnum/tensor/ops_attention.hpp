@@ -7,10 +7,11 @@
 // reading the heads in place from the Linear outputs' token-major layout [B, T, heads·D].
 //
 // It gives the layer composition's bits, values and gradients: every product is the same
-// GEMM call on the same operands (mm_nt / nn / tn, which give one another's bits), the scale,
-// mask and dropout are the same float operations, softmax is softmax_lines, and dropout's
-// mask is the Dropout op's for the same seed (element i of the [B, heads, Tq, T] scores kept
-// when CounterRng(seed).uniform4(i) >= p). tests/tensor/test_ops_attention.cpp checks this.
+// GEMM on the same operands (gemm_f32_strided reads a head in place with mm_nt / nn / tn's
+// arithmetic), the scale, mask and dropout are the same float operations, softmax is
+// softmax_lines, and dropout's mask is the Dropout op's for the same seed (element i of the
+// [B, heads, Tq, T] scores kept when CounterRng(seed).uniform4(i) >= p).
+// tests/tensor/test_ops_attention.cpp checks this.
 #pragma once
 
 #include <algorithm>
@@ -35,29 +36,30 @@ struct HeadLayout {
   std::int64_t at(std::int64_t b, std::int64_t h) const { return b * rows * HD + h * D; }
 };
 
-/// That head's [rows, D] block, copied out of t into dst (contiguous), or back.
-inline void gather_head(const float* t, const HeadLayout& l, std::int64_t b, std::int64_t h, float* dst) {
-  for (std::int64_t i = 0; i < l.rows; ++i) std::copy_n(t + l.at(b, h) + i * l.HD, l.D, dst + i * l.D);
-}
-inline void scatter_head(const float* src, const HeadLayout& l, std::int64_t b, std::int64_t h, float* t) {
-  for (std::int64_t i = 0; i < l.rows; ++i) std::copy_n(src + i * l.D, l.D, t + l.at(b, h) + i * l.HD);
-}
-
-/// Per-thread scratch of one (batch, head) block, reused across calls.
+/// Per-thread scratch of one (batch, head) block, reused across calls: the scores and the
+/// probabilities [Tq, T].
 struct AttentionScratch {
-  std::vector<float> q, k, v, s, p, o;
-  void size(std::int64_t Tq, std::int64_t T, std::int64_t D) {
-    q.resize(static_cast<std::size_t>(Tq * D));
-    k.resize(static_cast<std::size_t>(T * D));
-    v.resize(static_cast<std::size_t>(T * D));
+  std::vector<float> s, p;
+  void size(std::int64_t Tq, std::int64_t T) {
     s.resize(static_cast<std::size_t>(Tq * T));
     p.resize(static_cast<std::size_t>(Tq * T));
-    o.resize(static_cast<std::size_t>(std::max(Tq, T) * D));
   }
 };
 inline AttentionScratch& attention_scratch() {
   thread_local AttentionScratch s;
   return s;
+}
+
+/// C = op(A)·op(B) on one head, its operands read and written in place (rows HD apart, see
+/// HeadLayout): gemm_f32_strided, with mm_nt's rule for empty sizes (K = 0 gives zeros).
+inline void head_gemm(GemmForm form, const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float* C,
+                      std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (std::int64_t i = 0; i < M; ++i) std::fill_n(C + i * ldc, N, 0.0f);
+    return;
+  }
+  gemm_f32_strided(form, A, lda, B, ldb, C, ldc, M, N, K);
 }
 
 }  // namespace detail
@@ -98,14 +100,14 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
   const detail::DimView rows{Tq, T, 1};
   parallel_for(B * heads, 1, [&](std::int64_t bh0, std::int64_t bh1) {
     detail::AttentionScratch& w = detail::attention_scratch();
-    w.size(Tq, T, D);
+    w.size(Tq, T);
     for (std::int64_t bh = bh0; bh < bh1; ++bh) {
       const std::int64_t b = bh / heads, h = bh % heads;
-      detail::gather_head(pq, lq, b, h, w.q.data());
-      detail::gather_head(pk, lk, b, h, w.k.data());
-      detail::gather_head(pv, lk, b, h, w.v.data());
+      const float* qh = pq + lq.at(b, h);
+      const float* kh = pk + lk.at(b, h);
+      const float* vh = pv + lk.at(b, h);
       float* s = w.s.data();
-      detail::mm_nt(w.q.data(), w.k.data(), s, Tq, T, D);  // Q·Kᵀ
+      detail::head_gemm(GemmForm::nt, qh, HD, kh, HD, s, T, Tq, T, D);  // Q·Kᵀ
       // × scale, then + mask, rounded apart as mul_scalar and add round them: two loops, so
       // that FP contraction cannot fuse them into one FMA. (Locals: no store may alias them.)
       const float sc = scale;
@@ -124,8 +126,7 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
                                      keep->data() + bh * block, s, static_cast<std::size_t>(block));
         pd = s;
       }
-      detail::mm_nn(pd, w.v.data(), w.o.data(), Tq, D, T);  // P·V
-      detail::scatter_head(w.o.data(), lq, b, h, out.data());
+      detail::head_gemm(GemmForm::nn, pd, T, vh, HD, out.data() + lq.at(b, h), HD, Tq, D, T);  // P·V
     }
   });
   if (!with_grad) return autograd::make_result(op, q.shape(), std::move(out), {q, k, v}, nullptr);
@@ -138,14 +139,14 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
         const detail::DimView rows{Tq, T, 1};
         parallel_for(B * heads, 1, [&](std::int64_t bh0, std::int64_t bh1) {
           detail::AttentionScratch& w = detail::attention_scratch();
-          w.size(Tq, T, D);
-          std::vector<float> go(static_cast<std::size_t>(Tq * D)), pdrop(drop ? static_cast<std::size_t>(block) : 0);
+          w.size(Tq, T);
+          std::vector<float> pdrop(drop ? static_cast<std::size_t>(block) : 0);
           for (std::int64_t bh = bh0; bh < bh1; ++bh) {
             const std::int64_t b = bh / heads, h = bh % heads;
-            detail::gather_head(q.data(), lq, b, h, w.q.data());
-            detail::gather_head(k.data(), lk, b, h, w.k.data());
-            detail::gather_head(v.data(), lk, b, h, w.v.data());
-            detail::gather_head(g.data(), lq, b, h, go.data());
+            const float* qh = q.data() + lq.at(b, h);
+            const float* kh = k.data() + lk.at(b, h);
+            const float* vh = v.data() + lk.at(b, h);
+            const float* gh = g.data() + lq.at(b, h);
             const float* prob = probs->data() + bh * block;
             const std::uint8_t* kb = drop ? keep->data() + bh * block : nullptr;
             const float* pd = prob;  // dropout's output, as the forward fed it to ·V
@@ -154,9 +155,8 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
               pd = pdrop.data();
             }
             float* ds = w.s.data();
-            detail::mm_nt(go.data(), w.v.data(), ds, Tq, T, D);  // d(P after dropout) = dO·Vᵀ
-            detail::mm_tn(pd, go.data(), w.o.data(), T, D, Tq);  // dV = Pᵀ·dO
-            detail::scatter_head(w.o.data(), lk, b, h, r[2].data());
+            detail::head_gemm(GemmForm::nt, gh, HD, vh, HD, ds, T, Tq, T, D);  // d(P after dropout) = dO·Vᵀ
+            detail::head_gemm(GemmForm::tn, pd, T, gh, HD, r[2].data() + lk.at(b, h), HD, T, D, Tq);  // dV = Pᵀ·dO
             const float* dp = ds;
             if (drop) {  // dropout's backward (the same factor per element), into P's spent copy
               detail::mask_product(ds, kb, keep_scale, pdrop.data(), static_cast<std::size_t>(block));
@@ -165,10 +165,8 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
             detail::softmax_backward_lines(dp, prob, ds, rows);
             const float sc = scale;
             for (std::int64_t i = 0; i < block; ++i) ds[i] = ds[i] * sc;  // × scale's backward
-            detail::mm_nn(ds, w.k.data(), w.o.data(), Tq, D, T);          // dQ = dS·K
-            detail::scatter_head(w.o.data(), lq, b, h, r[0].data());
-            detail::mm_tn(ds, w.q.data(), w.o.data(), T, D, Tq);  // dK = dSᵀ·Q
-            detail::scatter_head(w.o.data(), lk, b, h, r[1].data());
+            detail::head_gemm(GemmForm::nn, ds, T, kh, HD, r[0].data() + lq.at(b, h), HD, Tq, D, T);  // dQ = dS·K
+            detail::head_gemm(GemmForm::tn, ds, T, qh, HD, r[1].data() + lk.at(b, h), HD, T, D, Tq);  // dK = dSᵀ·Q
           }
         });
         for (std::size_t i = 0; i < 3; ++i)
