@@ -547,7 +547,8 @@ void mxfp_mase_simd(const MXFPSpec& s, std::span<const float> in, std::span<floa
     if (bp.kind == 2) return mxfp_mase_reference_block(s, x, y, len);
     // 2^-shared is a float (|shared| <= 127), so x * 2^-shared rounds as the reference's x / 2^shared.
     const bf<A> R(bp.a), OUT(bp.b), SUB_SCALE(sub_scale);
-    const bi<A> FRAC_MASK((1 << M) - 1), HALF_M1((1 << (sh - 1)) - 1), ONE(1), IMPLICIT(1 << M);
+    const bi<A> HALF_M1((1 << (sh - 1)) - 1), ONE(1), IMPLICIT(1 << M);
+    const bi<A> MAX_CODE((exp_max << M) | ((1 << M) - 1)), NORMAL_BIAS((127 - bias) << 23);
     for (std::int64_t i = 0; i < len; i += N) {
       const bf<A> xv = bf<A>::load_unaligned(x + i);
       // float32 subnormal or zero inputs are flushed (|x| < 2^-126; no NaN reaches this loop)
@@ -556,19 +557,18 @@ void mxfp_mase_simd(const MXFPSpec& s, std::span<const float> in, std::span<floa
       const bi<A> ef = (yb >> 23) & bi<A>(0xff);
       const bi<A> top15 = (yb & bi<A>(0x7fffff)) >> 8;
       bi<A> yf = (top15 + HALF_M1 + ((top15 >> sh) & ONE)) >> sh;  // RNE, may reach 2^M
-      bi<A> ye = ef + bi<A>(bias - 127);
+      const bi<A> ye = ef + bi<A>(bias - 127);
       yf = select_i<A>((ye == bi<A>(0)) & (yf != bi<A>(0)), (yf | IMPLICIT) >> 1, yf);
-      const auto over = ye > bi<A>(exp_max);
-      ye = select_i<A>(over, bi<A>(exp_max), ye);
-      yf = select_i<A>(over, FRAC_MASK, yf);
-      bi<A> code = (ye << M) | yf;  // the carry is OR-ed, not added (MASE)
+      // the carry is OR-ed, not added (MASE); above the top binade the largest code
+      bi<A> code = select_i<A>(ye > bi<A>(exp_max), MAX_CODE, (ye << M) | yf);
       code = select_i<A>((ye < bi<A>(0)) | (ef == bi<A>(0)), bi<A>(0), code);
-      const bi<A> xe = code >> M, xf = code & FRAC_MASK;
-      const bf<A> normal = as_float<A>(((xe + bi<A>(127 - bias)) << 23) | (xf << (23 - M)));
-      const bf<A> sub = xsimd::batch_cast<float>(xf) * SUB_SCALE;  // exact; 0 for the zero code
+      // decode: a normal code's bits are code << (23 - M) (exponent field over fraction) plus
+      // the rebias; codes below 2^M are subnormal, code · 2^(1-bias-M) (exact; 0 for 0)
+      const bf<A> normal = as_float<A>((code << (23 - M)) + NORMAL_BIAS);
+      const bf<A> sub = xsimd::batch_cast<float>(code) * SUB_SCALE;
       // both selects on integer masks (a float mask from an integer compare, or back, costs a
       // select and a compare on every ISA)
-      const bf<A> v = as_float<A>(select_i<A>(xe == bi<A>(0), as_int<A>(sub), as_int<A>(normal))) * OUT;
+      const bf<A> v = as_float<A>(select_i<A>(code < IMPLICIT, as_int<A>(sub), as_int<A>(normal))) * OUT;
       // y's sign where y < 0 (not for -0, which an underflowing x * 2^-shared can give)
       const bi<A> sign = select_i<A>((yb & bi<A>(0x7fffffff)) != bi<A>(0),
                                      yb & bi<A>(static_cast<std::int32_t>(0x80000000u)), bi<A>(0));
