@@ -4,7 +4,8 @@
 // AttentionTrain: a training step's attention (forward + backward, additive mask, dropout 0.1)
 // at bert-tiny's shape (batch 32, 2 heads of 64) through scaled_dot_product_attention beside
 // the layer ops it replaces (permute, transpose, matmul, scale, mask, softmax, dropout, matmul,
-// permute: the same bits), one thread; ms per step.
+// permute: the same bits), one thread; ms per step. AttentionTrainRecompute: the fused op
+// keeping nothing for backward (probabilities and dropout mask recomputed there).
 //   ./qnum-bench --benchmark_filter=Attention --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
@@ -59,8 +60,9 @@ void attention_args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
-/// One training step's attention at [32, seq, 2·64]: forward and backward, beside the layers.
-template <bool Fused>
+/// One training step's attention at [32, seq, 2·64]: forward and backward; Mode 0 the layers,
+/// 1 the fused op (probabilities saved at these sizes), 2 the fused op recomputing them.
+template <int Mode>
 void bm_attention_train(benchmark::State& state) {
   using qnum::Tensor;
   qnum::retain_freed_memory();
@@ -79,8 +81,10 @@ void bm_attention_train(benchmark::State& state) {
   std::uint64_t seed = 0;
   for (auto _ : state) {
     Tensor y;
-    if constexpr (Fused) {
-      y = qnum::scaled_dot_product_attention(q, k, v, mask, H, scale, p, ++seed);
+    if constexpr (Mode > 0) {
+      y = qnum::scaled_dot_product_attention(
+          q, k, v, mask, H, scale, p, ++seed,
+          Mode == 1 ? qnum::AttentionMemory::automatic : qnum::AttentionMemory::recompute);
     } else {
       const Tensor s =
           qnum::add(qnum::mul_scalar(qnum::matmul(heads_first(q), qnum::transpose(heads_first(k), 2, 3)), scale), mask);
@@ -95,14 +99,20 @@ void bm_attention_train(benchmark::State& state) {
 }
 
 BENCHMARK(bm_attention<false>)->Name("AttentionNaive")->Apply(attention_args);
-BENCHMARK(bm_attention_train<false>)
+BENCHMARK(bm_attention_train<0>)
     ->Name("AttentionTrainLayers")
     ->Arg(128)
     ->Arg(256)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK(bm_attention_train<true>)
+BENCHMARK(bm_attention_train<1>)
     ->Name("AttentionTrainFused")
+    ->Arg(128)
+    ->Arg(256)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(bm_attention_train<2>)
+    ->Name("AttentionTrainRecompute")
     ->Arg(128)
     ->Arg(256)
     ->Unit(benchmark::kMillisecond)

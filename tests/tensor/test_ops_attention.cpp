@@ -1,6 +1,7 @@
 // scaled_dot_product_attention against the layer composition it replaces in training (head
 // split, Q·Kᵀ, scale, mask, softmax, dropout, ·V, head merge): the same bits, values and
-// gradients; thread-count independence; finite differences; bad input.
+// gradients, with probabilities saved or recomputed for backward; thread-count independence;
+// finite differences; bad input.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -78,25 +79,28 @@ TEST_CASE("scaled_dot_product_attention: the layer composition's bits, values an
     const Tensor v0 = Tensor::randn({c.B, c.T, HD}, 3);
     const Tensor g = Tensor::randn({c.B, c.Tq, HD}, 4);
     const Tensor mask = c.mask ? additive_mask(c.B, c.T, /*biased=*/c.T != 33) : Tensor();
-    auto run = [&](bool fused) {
+    auto run = [&](bool fused, qnum::AttentionMemory memory = qnum::AttentionMemory::automatic) {
       Tensor q = q0.clone().set_requires_grad(true), k = k0.clone().set_requires_grad(true),
              v = v0.clone().set_requires_grad(true);
-      const Tensor y = fused ? qnum::scaled_dot_product_attention(q, k, v, mask, c.heads, scale, c.p, seed)
+      const Tensor y = fused ? qnum::scaled_dot_product_attention(q, k, v, mask, c.heads, scale, c.p, seed, memory)
                              : composed(q, k, v, mask, c.heads, scale, c.p, seed);
       y.backward(g);
       return std::vector<std::vector<std::uint32_t>>{bits(y.values()), bits(q.grad()), bits(k.grad()), bits(v.grad())};
     };
     qnum::set_num_threads(1);
     const auto ref = run(false);
-    for (int threads : {1, 2, 3}) {
-      CAPTURE(threads);
-      qnum::set_num_threads(threads);
-      const auto got = run(true);
-      CHECK(got[0] == ref[0]);  // values
-      CHECK(got[1] == ref[1]);  // dQ
-      CHECK(got[2] == ref[2]);  // dK
-      CHECK(got[3] == ref[3]);  // dV
-    }
+    // Probabilities and dropout mask saved for backward, or recomputed there: the same bits.
+    for (const auto memory : {qnum::AttentionMemory::save, qnum::AttentionMemory::recompute})
+      for (int threads : {1, 2, 3}) {
+        CAPTURE(threads);
+        CAPTURE(memory == qnum::AttentionMemory::save);
+        qnum::set_num_threads(threads);
+        const auto got = run(true, memory);
+        CHECK(got[0] == ref[0]);  // values
+        CHECK(got[1] == ref[1]);  // dQ
+        CHECK(got[2] == ref[2]);  // dK
+        CHECK(got[3] == ref[3]);  // dV
+      }
     // Without gradients: the same values (nothing saved).
     qnum::autograd::NoGradGuard no_grad;
     CHECK(bits(qnum::scaled_dot_product_attention(q0, k0, v0, mask, c.heads, scale, c.p, seed).values()) == ref[0]);
@@ -108,14 +112,15 @@ TEST_CASE("scaled_dot_product_attention: finite-difference gradients") {
   const Tensor q = Tensor::randn({2, 3, 4}, 5, 0.0f, 1.0f, true), k = Tensor::randn({2, 5, 4}, 6, 0.0f, 1.0f, true),
                v = Tensor::randn({2, 5, 4}, 7, 0.0f, 1.0f, true);
   const Tensor mask = additive_mask(2, 5);
-  for (const float p : {0.0f, 0.3f}) {
-    CAPTURE(p);
-    CHECK(qnum_test::gradcheck(
-              [&](const std::vector<Tensor>& in) {
-                return qnum::scaled_dot_product_attention(in[0], in[1], in[2], mask, 2, 0.7f, p, 42);
-              },
-              {q, k, v}) == 0);
-  }
+  for (const float p : {0.0f, 0.3f})
+    for (const auto memory : {qnum::AttentionMemory::save, qnum::AttentionMemory::recompute}) {
+      CAPTURE(p);
+      CHECK(qnum_test::gradcheck(
+                [&](const std::vector<Tensor>& in) {
+                  return qnum::scaled_dot_product_attention(in[0], in[1], in[2], mask, 2, 0.7f, p, 42, memory);
+                },
+                {q, k, v}) == 0);
+    }
 }
 
 TEST_CASE("scaled_dot_product_attention: bad shapes, masks and probabilities are errors that say why") {

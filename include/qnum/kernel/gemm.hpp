@@ -263,8 +263,8 @@ inline constexpr int kATRows = kFMR > 16 ? kFMR : 16;
 /// The same strip from A stored transposed, [K, M] with rows lda apart (A's row r is column
 /// r): d[i][k] = A[(p0 + k)·lda + r0 + i]. Reads mr consecutive values per k, so no transposed
 /// copy of A is ever made; the strip holds the same values as pack_a_strip of the transpose.
-inline void pack_a_strip_t(const float* A, std::int64_t M, std::int64_t lda, std::int64_t r0, int mr, std::int64_t p0,
-                           std::int64_t kc, float* d) {
+inline void pack_a_strip_t(const float* A, [[maybe_unused]] std::int64_t M, std::int64_t lda, std::int64_t r0, int mr,
+                           std::int64_t p0, std::int64_t kc, float* d) {
   const float* a = A + p0 * lda + r0;
   if (mr == kFMR) {
     std::int64_t k0 = 0;

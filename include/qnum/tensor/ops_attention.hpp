@@ -36,13 +36,15 @@ struct HeadLayout {
   std::int64_t at(std::int64_t b, std::int64_t h) const { return b * rows * HD + h * D; }
 };
 
-/// Per-thread scratch of one (batch, head) block, reused across calls: the scores and the
-/// probabilities [Tq, T].
+/// Per-thread scratch of one (batch, head) block, reused across calls: the scores, the
+/// probabilities and (with dropout) the mask, [Tq, T] each.
 struct AttentionScratch {
   std::vector<float> s, p;
-  void size(std::int64_t Tq, std::int64_t T) {
+  std::vector<std::uint8_t> keep;
+  void size(std::int64_t Tq, std::int64_t T, bool drop) {
     s.resize(static_cast<std::size_t>(Tq * T));
     p.resize(static_cast<std::size_t>(Tq * T));
+    if (drop) keep.resize(static_cast<std::size_t>(Tq * T));
   }
 };
 inline AttentionScratch& attention_scratch() {
@@ -62,16 +64,52 @@ inline void head_gemm(GemmForm form, const float* A, std::int64_t lda, const flo
   gemm_f32_strided(form, A, lda, B, ldb, C, ldc, M, N, K);
 }
 
+/// One (batch, head)'s probabilities: s = Q·Kᵀ, × scale, + the mask row (when given), softmax
+/// into prob; with dropout (p > 0) the mask drawn for flat indices first.. into keep and the
+/// dropped probabilities into s. Returns what ·V reads: s with dropout, else prob. The forward
+/// and the recomputing backward both call it, so they see the same floats.
+inline const float* head_probs(const float* qh, const float* kh, std::int64_t HD, std::int64_t Tq, std::int64_t T,
+                               std::int64_t D, float scale, const float* mrow, float* s, float* prob,
+                               const CounterRng& rng, std::uint64_t first, float p, float keep_scale,
+                               std::uint8_t* keep) {
+  const std::int64_t block = Tq * T;
+  head_gemm(GemmForm::nt, qh, HD, kh, HD, s, T, Tq, T, D);  // Q·Kᵀ
+  // × scale, then + mask, rounded apart as mul_scalar and add round them: two loops, so that
+  // FP contraction cannot fuse them into one FMA. (Locals: no store may alias them.)
+  const float sc = scale;
+  const float* __restrict m = mrow;
+  for (std::int64_t i = 0; i < block; ++i) s[i] = s[i] * sc;
+  if (m)
+    for (std::int64_t i = 0; i < Tq; ++i) {
+      float* __restrict row = s + i * T;
+      for (std::int64_t j = 0; j < T; ++j) row[j] = row[j] + m[j];
+    }
+  softmax_lines(s, prob, DimView{Tq, T, 1}, false);
+  if (p <= 0.0f) return prob;
+  // element first + i of the scores' flat index, as the dropout op draws it
+  dropout_mask_product(rng, first, p, keep_scale, prob, keep, s, static_cast<std::size_t>(block));
+  return s;
+}
+
 }  // namespace detail
+
+/// What the training attention keeps for its backward: the probabilities and dropout mask
+/// ([B, heads, Tq, T]: 5 bytes per score with dropout), or nothing, recomputing them per
+/// (batch, head) in backward (one more Q·Kᵀ and softmax; the same bits). `automatic` keeps
+/// them up to kAttentionSaveMaxBytes per call (bert-tiny at 512 tokens, batch 32: 84 MB;
+/// BERT-base there: 503 MB per layer, recomputed).
+enum class AttentionMemory { automatic, save, recompute };
+inline constexpr std::size_t kAttentionSaveMaxBytes = std::size_t{256} << 20;
 
 /// softmax(q·kᵀ·scale + mask) (dropout p, in training) · v for every head: q [B, Tq, heads·D],
 /// k and v [B, T, heads·D] (heads token-major, as Linear layers give them), mask undefined or
 /// additive [B, 1, 1, T] without gradient. Dropout on the probabilities with keep-probability
 /// 1 - p and seed `seed` when p > 0 (p in [0, 1)). Result [B, Tq, heads·D]; differentiable in
 /// q, k and v. Bit for bit the composition permute / transpose / matmul / mul_scalar / add /
-/// softmax / dropout / matmul / permute (see the file comment).
+/// softmax / dropout / matmul / permute (see the file comment), whatever `memory` says.
 inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                           std::int64_t heads, float scale, float p, std::uint64_t seed) {
+                                           std::int64_t heads, float scale, float p, std::uint64_t seed,
+                                           AttentionMemory memory = AttentionMemory::automatic) {
   const char* op = "scaled_dot_product_attention";
   detail::require(q.rank() == 3 && k.rank() == 3 && v.rank() == 3, op, ": q, k, v must be [B, T, heads*D], got ",
                   to_string(q.shape()), ", ", to_string(k.shape()), ", ", to_string(v.shape()));
@@ -88,71 +126,69 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
   const bool with_grad = autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   const bool drop = p > 0.0f;
   const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - static_cast<double>(p))) : 1.0f;
-  // Saved for backward: the softmax output and the dropout mask, [B, heads, Tq, T].
-  auto probs = std::make_shared<FloatBuffer>(with_grad ? static_cast<std::size_t>(B * heads * block) : 0);
-  auto keep = std::make_shared<std::vector<std::uint8_t>>(drop ? static_cast<std::size_t>(B * heads * block) : 0);
+  const auto scores = static_cast<std::size_t>(B * heads * block);
+  const bool save =
+      with_grad &&
+      (memory == AttentionMemory::save ||
+       (memory == AttentionMemory::automatic && scores <= kAttentionSaveMaxBytes / (sizeof(float) + (drop ? 1 : 0))));
+  // Saved for backward (when `save`): the softmax output and the dropout mask, [B, heads, Tq, T].
+  auto probs = std::make_shared<FloatBuffer>(save ? scores : 0);
+  auto keep = std::make_shared<std::vector<std::uint8_t>>(save && drop ? scores : 0);
   FloatBuffer out(static_cast<std::size_t>(B * Tq * HD));
   const float* pq = q.data();
   const float* pk = k.data();
   const float* pv = v.data();
   const float* pm = mask.defined() ? mask.data() : nullptr;
   const CounterRng rng(seed);
-  const detail::DimView rows{Tq, T, 1};
   parallel_for(B * heads, 1, [&](std::int64_t bh0, std::int64_t bh1) {
     detail::AttentionScratch& w = detail::attention_scratch();
-    w.size(Tq, T);
+    w.size(Tq, T, drop);
     for (std::int64_t bh = bh0; bh < bh1; ++bh) {
       const std::int64_t b = bh / heads, h = bh % heads;
-      const float* qh = pq + lq.at(b, h);
-      const float* kh = pk + lk.at(b, h);
-      const float* vh = pv + lk.at(b, h);
-      float* s = w.s.data();
-      detail::head_gemm(GemmForm::nt, qh, HD, kh, HD, s, T, Tq, T, D);  // Q·Kᵀ
-      // × scale, then + mask, rounded apart as mul_scalar and add round them: two loops, so
-      // that FP contraction cannot fuse them into one FMA. (Locals: no store may alias them.)
-      const float sc = scale;
-      const float* __restrict mrow = pm ? pm + b * T : nullptr;
-      for (std::int64_t i = 0; i < block; ++i) s[i] = s[i] * sc;
-      if (mrow)
-        for (std::int64_t i = 0; i < Tq; ++i) {
-          float* __restrict row = s + i * T;
-          for (std::int64_t j = 0; j < T; ++j) row[j] = row[j] + mrow[j];
-        }
-      float* prob = with_grad ? probs->data() + bh * block : w.p.data();
-      detail::softmax_lines(s, prob, rows, false);
-      const float* pd = prob;  // the probabilities after dropout
-      if (drop) {              // element bh·block + i of the scores' flat index, as the dropout op draws it
-        detail::dropout_mask_product(rng, static_cast<std::uint64_t>(bh * block), p, keep_scale, prob,
-                                     keep->data() + bh * block, s, static_cast<std::size_t>(block));
-        pd = s;
-      }
-      detail::head_gemm(GemmForm::nn, pd, T, vh, HD, out.data() + lq.at(b, h), HD, Tq, D, T);  // P·V
+      float* prob = save ? probs->data() + bh * block : w.p.data();
+      std::uint8_t* kb = !drop ? nullptr : save ? keep->data() + bh * block : w.keep.data();
+      const float* pd =
+          detail::head_probs(pq + lq.at(b, h), pk + lk.at(b, h), HD, Tq, T, D, scale, pm ? pm + b * T : nullptr,
+                             w.s.data(), prob, rng, static_cast<std::uint64_t>(bh * block), p, keep_scale, kb);
+      detail::head_gemm(GemmForm::nn, pd, T, pv + lk.at(b, h), HD, out.data() + lq.at(b, h), HD, Tq, D, T);  // P·V
     }
   });
   if (!with_grad) return autograd::make_result(op, q.shape(), std::move(out), {q, k, v}, nullptr);
   return autograd::make_result(
       op, q.shape(), std::move(out), {q, k, v},
-      [q, k, v, probs, keep, heads, scale, keep_scale, B, Tq, T, HD, D, block, lq, lk](std::span<const float> g) {
+      [q, k, v, mask, probs, keep, save, drop, p, seed, heads, scale, keep_scale, B, Tq, T, HD, D, block, lq,
+       lk](std::span<const float> g) {
         std::vector<FloatBuffer> r(3);
         for (std::size_t i = 0; i < 3; ++i) r[i].resize(static_cast<std::size_t>(i == 0 ? B * Tq * HD : B * T * HD));
-        const bool drop = !keep->empty();
         const detail::DimView rows{Tq, T, 1};
+        const CounterRng rng(seed);
+        const float* pm = mask.defined() ? mask.data() : nullptr;
         parallel_for(B * heads, 1, [&](std::int64_t bh0, std::int64_t bh1) {
           detail::AttentionScratch& w = detail::attention_scratch();
-          w.size(Tq, T);
-          std::vector<float> pdrop(drop ? static_cast<std::size_t>(block) : 0);
+          w.size(Tq, T, drop);
+          std::vector<float> pdrop(drop || !save ? static_cast<std::size_t>(block) : 0);
           for (std::int64_t bh = bh0; bh < bh1; ++bh) {
             const std::int64_t b = bh / heads, h = bh % heads;
             const float* qh = q.data() + lq.at(b, h);
             const float* kh = k.data() + lk.at(b, h);
             const float* vh = v.data() + lk.at(b, h);
             const float* gh = g.data() + lq.at(b, h);
-            const float* prob = probs->data() + bh * block;
-            const std::uint8_t* kb = drop ? keep->data() + bh * block : nullptr;
-            const float* pd = prob;  // dropout's output, as the forward fed it to ·V
-            if (drop) {
-              detail::mask_product(prob, kb, keep_scale, pdrop.data(), static_cast<std::size_t>(block));
-              pd = pdrop.data();
+            const float* prob = nullptr;       // softmax's output
+            const std::uint8_t* kb = nullptr;  // the dropout mask
+            const float* pd = nullptr;         // dropout's output, as the forward fed it to ·V
+            if (save) {
+              prob = probs->data() + bh * block;
+              kb = drop ? keep->data() + bh * block : nullptr;
+              pd = prob;
+              if (drop) {
+                detail::mask_product(prob, kb, keep_scale, pdrop.data(), static_cast<std::size_t>(block));
+                pd = pdrop.data();
+              }
+            } else {  // the forward's steps again, into scratch
+              prob = w.p.data();
+              kb = drop ? w.keep.data() : nullptr;
+              pd = detail::head_probs(qh, kh, HD, Tq, T, D, scale, pm ? pm + b * T : nullptr, pdrop.data(), w.p.data(),
+                                      rng, static_cast<std::uint64_t>(bh * block), p, keep_scale, w.keep.data());
             }
             float* ds = w.s.data();
             detail::head_gemm(GemmForm::nt, gh, HD, vh, HD, ds, T, Tq, T, D);  // d(P after dropout) = dO·Vᵀ
