@@ -35,13 +35,13 @@
 #endif
 
 #include "qnum/core/error.hpp"
+#include "qnum/kernel/fmadd.hpp"
 #include "qnum/kernel/threading.hpp"
 
 namespace qnum {
 
 namespace detail {
 
-using FloatBatch = xsimd::batch<float>;
 using IntBatch = xsimd::batch<std::int32_t>;
 inline constexpr std::int64_t kFloatLanes = static_cast<std::int64_t>(FloatBatch::size);
 
@@ -79,15 +79,6 @@ template <class B>
   const B s1 = xsimd::bitwise_cast<B>((n1 + I(127)) << 23);
   const B s2 = xsimd::bitwise_cast<B>((n2 + I(127)) << 23);
   return xsimd::select(xsimd::isnan(x), x, (y * s1) * s2);
-}
-
-/// a·b + c with one rounding where the target has FMA. xsimd 8.1 has no AVX-512 fma: its
-/// generic a * b + c fuses only under FP contraction (-ffp-contract=off made attention 1.5x slower).
-[[gnu::always_inline]] inline FloatBatch fmadd(const FloatBatch& a, const FloatBatch& b, const FloatBatch& c) {
-#if defined(__AVX512F__)
-  if constexpr (FloatBatch::size == 16) return _mm512_fmadd_ps(a, b, c);
-#endif
-  return xsimd::fma(a, b, c);
 }
 
 /// exp(x) for x <= 0 or -inf (shifted scores, as in the online softmax of attention): the

@@ -6,7 +6,7 @@
 // NoGradGuard. Per-parameter state (step count, moment buffers) is created on the first
 // step that parameter has a gradient, as PyTorch does, and round-trips through
 // state_dict() / load_state_dict() so an interrupted run resumes with the same next step.
-// Element updates are computed in double and stored as float32.
+// SGD computes its element updates in double; Adam and AdamW in float32 as PyTorch does.
 #pragma once
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "qnum/core/error.hpp"
+#include "qnum/kernel/fmadd.hpp"
 #include "qnum/tensor/autograd.hpp"
 
 namespace qnum::nn {
@@ -231,49 +232,81 @@ class AdamBase : public Optimizer {
   }
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
-  /// torch.optim's single-tensor Adam: (AdamW: p *= 1 - lr·wd); (Adam: g += wd·p);
-  /// m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²; p -= lr/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + eps).
+  /// torch.optim's single-tensor Adam in float32, operation for operation as its CPU kernels
+  /// round them (fused multiply-adds where its vector kernels fuse; scalars rounded to float):
+  ///   AdamW: p = p·(1-lr·wd) (mul_);   Adam: g = fma(p, wd, g) (add with alpha);
+  ///   m = fma(1-β1, g - m, m) (lerp_);   v = fma((1-β2)·g, g, v·β2) (mul_, addcmul_);
+  ///   p = p + (-lr/(1-β1^t))·m / (sqrt(v)/sqrt(1-β2^t) + eps) (sqrt, div, add_, addcdiv_).
+  /// The only difference from PyTorch's bits: its CPU sqrt is MKL's (up to 0.75 ulp; 16-20%
+  /// of values differ), this one is correctly rounded. (Checked against torch 2.15's
+  /// kernels on 100k values per operation; tests/nn/test_optim.cpp pins the formula.)
   void update(std::span<float> p, std::span<const float> g, ParamState& s) override {
     const double lr = this->lr(), b1 = opt_.beta1, b2 = opt_.beta2, wd = opt_.weight_decay;
     auto& m = s.buffers[0];
     auto& v = s.buffers[1];
     if (m.empty()) m.assign(p.size(), 0.0f), v.assign(p.size(), 0.0f);
     const double t = static_cast<double>(s.step);
-    const double step_size = lr / (1.0 - std::pow(b1, t));
-    const double bc2_sqrt = std::sqrt(1.0 - std::pow(b2, t));
-    // In chunks of three loops each, so that every loop vectorises: the moments, the square
-    // roots (xsimd: GCC keeps std::sqrt scalar for errno), the update. Per element the same
-    // operations in the same order as one loop. The first loop is memory-bound, the others
-    // bound by the divider (double sqrt and division): short chunks let the core overlap one
-    // chunk's loads with the previous chunk's roots (bert-tiny's 4.4M parameters: 512 per
-    // chunk 8.3-10.3 ms, 64 7.0-7.7, 16 7.4-8.7).
-    constexpr std::size_t kChunk = 64;
-    alignas(64) double root[kChunk];
-    float *pp = p.data(), *pm = m.data(), *pv = v.data();
-    const float* pg = g.data();
+    const AdamScalars c{static_cast<float>(1.0 - b1),
+                        static_cast<float>(b2),
+                        static_cast<float>(1.0 - b2),
+                        static_cast<float>(decoupled_ ? 0.0 : wd),
+                        static_cast<float>(std::sqrt(1.0 - std::pow(b2, t))),
+                        static_cast<float>(opt_.eps),
+                        static_cast<float>(-(lr / (1.0 - std::pow(b1, t))))};
+    const bool decay = decoupled_ && wd != 0.0;
+    const float keep = static_cast<float>(1.0 - lr * wd);
+    // In chunks that stay in L1. The products torch rounds on their own, p·(1-lr·wd) and
+    // v·β2, are stored first: GCC's FP contraction would otherwise fuse them into the next
+    // addition (v·β2 even into the addcmul's explicit FMA, leaving (1-β2)·g·g rounded).
+    constexpr std::size_t kChunk = 256;
+    float *pp = p.data(), *pv = v.data();
+    const float b2f = c.b2;
     for (std::size_t j0 = 0; j0 < p.size(); j0 += kChunk) {
       const std::size_t n = std::min(kChunk, p.size() - j0);
-      for (std::size_t k = 0; k < n; ++k) {
-        const std::size_t j = j0 + k;
-        if (decoupled_) pp[j] = static_cast<float>(pp[j] * (1.0 - lr * wd));
-        const double gj = decoupled_ ? static_cast<double>(pg[j]) : pg[j] + wd * pp[j];
-        pm[j] = static_cast<float>(b1 * pm[j] + (1.0 - b1) * gj);
-        pv[j] = static_cast<float>(b2 * pv[j] + (1.0 - b2) * gj * gj);
-        root[k] = static_cast<double>(pv[j]);
-      }
-      using Batch = xsimd::batch<double>;
-      std::size_t k = 0;
-      for (; k + Batch::size <= n; k += Batch::size) xsimd::sqrt(Batch::load_aligned(root + k)).store_aligned(root + k);
-      for (; k < n; ++k) root[k] = std::sqrt(root[k]);
-      for (std::size_t k2 = 0; k2 < n; ++k2) {
-        const std::size_t j = j0 + k2;
-        const double denom = root[k2] / bc2_sqrt + opt_.eps;
-        pp[j] = static_cast<float>(pp[j] - step_size * pm[j] / denom);
-      }
+      if (decay)
+        for (std::size_t k = 0; k < n; ++k) pp[j0 + k] = pp[j0 + k] * keep;
+      for (std::size_t k = 0; k < n; ++k) pv[j0 + k] = pv[j0 + k] * b2f;
+      adam_moments_and_step(c, wd != 0.0 && !decoupled_, pp + j0, g.data() + j0, m.data() + j0, pv + j0, n);
     }
   }
 
  private:
+  /// The per-step constants, rounded to float as torch rounds Python scalars.
+  struct AdamScalars {
+    float w1, b2, w2, wd, bc2_sqrt, eps, neg_step;
+  };
+
+  /// The moments and the parameter step over n elements (see update(); v already holds v·β2,
+  /// and p the decayed p). The same operations
+  /// on SIMD lanes and on the scalar tail; without hardware FMA, scalar std::fma throughout.
+  static void adam_moments_and_step(const AdamScalars& c, bool l2, float* p, const float* g, float* m, float* v,
+                                    std::size_t n) {
+    std::size_t j = 0;
+#if defined(FP_FAST_FMAF)
+    using B = qnum::detail::FloatBatch;
+    using qnum::detail::fmadd;
+    for (; j + B::size <= n; j += B::size) {
+      B gj = B::load_unaligned(g + j);
+      const B pj = B::load_unaligned(p + j);
+      if (l2) gj = fmadd(pj, B(c.wd), gj);
+      const B mj = fmadd(B(c.w1), gj - B::load_unaligned(m + j), B::load_unaligned(m + j));
+      const B vj = fmadd(B(c.w2) * gj, gj, B::load_unaligned(v + j));  // v holds v·β2
+      const B denom = xsimd::sqrt(vj) / B(c.bc2_sqrt) + B(c.eps);
+      mj.store_unaligned(m + j);
+      vj.store_unaligned(v + j);
+      (pj + (B(c.neg_step) * mj) / denom).store_unaligned(p + j);
+    }
+#endif
+    for (; j < n; ++j) {
+      float gj = g[j];
+      if (l2) gj = std::fma(p[j], c.wd, gj);
+      m[j] = std::fma(c.w1, gj - m[j], m[j]);
+      v[j] = std::fma(c.w2 * gj, gj, v[j]);
+      const float denom = std::sqrt(v[j]) / c.bc2_sqrt + c.eps;
+      p[j] = p[j] + (c.neg_step * m[j]) / denom;
+    }
+  }
+
   AdamOptions opt_;
   bool decoupled_;
 };

@@ -1,0 +1,34 @@
+"""Writes adam_steps.txt: torch.optim.Adam and AdamW (CPU, float32, single-tensor path) for
+three steps on 37 parameters (two 16-lane vectors and a tail), as hex floats. Development
+tool only (pip install torch); the test reads the committed text file.
+
+    python3 tests/data/torch_optim/make_fixture.py > tests/data/torch_optim/adam_steps.txt
+"""
+import torch
+
+torch.manual_seed(2026)
+N, STEPS = 37, 3
+LR, BETAS, EPS, WD = 0.01, (0.9, 0.999), 1e-8, 0.1
+
+
+def hexes(t):
+    return " ".join(float(x).hex() for x in t.tolist())
+
+
+p0 = torch.randn(N)
+grads = [torch.randn(N) * 10.0 ** -k for k in range(STEPS)]
+print(f"# torch {torch.__version__}, cpu capability {torch.backends.cpu.get_cpu_capability()}")
+print(f"# n {N} steps {STEPS} lr {LR} betas {BETAS[0]} {BETAS[1]} eps {EPS} weight_decay {WD}")
+print("init", hexes(p0))
+for k, g in enumerate(grads):
+    print(f"grad{k}", hexes(g))
+for name, cls in (("adam", torch.optim.Adam), ("adamw", torch.optim.AdamW)):
+    p = p0.clone().requires_grad_(True)
+    opt = cls([p], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, foreach=False)
+    for k, g in enumerate(grads):
+        p.grad = g.clone()
+        opt.step()
+        st = opt.state[p]
+        print(f"{name}{k}.param", hexes(p.detach()))
+        print(f"{name}{k}.exp_avg", hexes(st["exp_avg"]))
+        print(f"{name}{k}.exp_avg_sq", hexes(st["exp_avg_sq"]))
