@@ -277,8 +277,8 @@ class AdamBase : public Optimizer {
   };
 
   /// The moments and the parameter step over n elements (see update(); v already holds v·β2,
-  /// and p the decayed p). The same operations
-  /// on SIMD lanes and on the scalar tail; without hardware FMA, scalar std::fma throughout.
+  /// and p the decayed p). The same operations on SIMD lanes and on the scalar tail; without
+  /// hardware FMA (FP_FAST_FMAF undefined), scalar std::fma throughout.
   static void adam_moments_and_step(const AdamScalars& c, bool l2, float* p, const float* g, float* m, float* v,
                                     std::size_t n) {
     std::size_t j = 0;
