@@ -22,7 +22,8 @@ const std::vector<Shape3> kShapes = {
     {1, 1, 1},       {7, 13, 29},    {64, 64, 64},
     {100, 37, 257},  {13, 70, 300},  {50, 300, 1100},  // several K chunks, column tiles
     {15, 33, 1},     {29, 65, 17},   {141, 97, 513},   // K = 1; one past tile edges
-    {141, 128, 600}, {30, 256, 300}, {17, 288, 70}};   // B [K,N] in place, and just past
+    {141, 128, 600}, {30, 256, 300}, {17, 288, 70},    // B [K,N] in place, and just past
+    {270, 40, 300}};  // TN: A [K,M] rows past kBInPlaceMaxN (copied to a k-major strip)
 
 std::vector<float> randn(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
   std::mt19937 g(seed);

@@ -89,6 +89,7 @@ inline constexpr int kFNR = kFV * kFNV;
 #endif
 inline constexpr std::int64_t kKC = QNUM_GEMM_KC;  // K chunk: the FMA chain length per chunk
 inline constexpr std::int64_t kPrefetch = 32;      // B prefetch distance in k steps
+inline constexpr int kAK = kFMR > 16 ? kFMR : 16;  // k-major A strip: values per k (a cache line)
 typedef float fvec __attribute__((vector_size(kFV * 4)));
 
 /// a·b + c with one rounding where the target has FMA (ISO C++ mode does not contract).
@@ -178,12 +179,15 @@ inline void pack_b_f32(const float* B, std::int64_t N, std::int64_t K, std::int6
 /// The register tile: acc[MR][kFNR] = Σ_k a[i][k] b[k][j] over kc steps, then C (+)= acc, then
 /// C += bias[j] when bias is given (the last K chunk passes it: the same two roundings, in the
 /// same order, as a separate bias pass over C).
-/// a: MR rows of stride kKC (the packed A strip, kept in L1; the constant stride makes every
-/// broadcast address an immediate offset); b: kc rows of kFNR values, ldb apart (a packed panel:
-/// ldb = kFNR; B read in place: its row stride). Streams from L2.
-template <int MR>
+/// a: the packed A strip, kept in L1: MR rows of stride kKC (row-major: the constant stride
+/// makes every broadcast address an immediate offset), or with KMajor kc steps of MR values
+/// a_k apart (a[k·a_k + i]: a transposed A, copied into a k-major strip or read in place; one
+/// pointer step per k, the row offsets immediate).
+/// b: kc rows of kFNR values, ldb apart (a packed panel: ldb = kFNR; B read in place: its row
+/// stride). Streams from L2.
+template <int MR, bool KMajor = false>
 void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_t ldb, std::int64_t kc, float* c,
-               std::int64_t ldc, int nr, bool accumulate, const float* bias) {
+               std::int64_t ldc, int nr, bool accumulate, const float* bias, std::int64_t a_k) {
   fvec acc[MR][kFNV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -197,7 +201,7 @@ void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_
     for (int v = 0; v < kFNV; ++v) std::memcpy(&bv[v], b + k * ldb + v * kFV, sizeof(fvec));
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const fvec s = vbcast(a + i * kKC + k);
+      const fvec s = KMajor ? vbcast(a + k * a_k + i) : vbcast(a + i * kKC + k);
 #pragma GCC unroll 4
       for (int v = 0; v < kFNV; ++v) acc[i][v] = vfma(s, bv[v], acc[i][v]);
     }
@@ -234,14 +238,15 @@ void f32_micro(const float* __restrict a, const float* __restrict b, std::int64_
 }
 
 using F32Micro = void (*)(const float*, const float*, std::int64_t, std::int64_t, float*, std::int64_t, int, bool,
-                          const float*);
+                          const float*, std::int64_t);
 
 /// f32_micro<MR> for MR = 1..kFMR: a short last strip costs its own rows, not kFMR.
-template <int... I>
+template <bool KMajor, int... I>
 constexpr std::array<F32Micro, sizeof...(I)> f32_micro_table(std::integer_sequence<int, I...>) {
-  return {&f32_micro<I + 1>...};
+  return {&f32_micro<I + 1, KMajor>...};
 }
-inline constexpr auto kF32Micro = f32_micro_table(std::make_integer_sequence<int, kFMR>{});
+inline constexpr auto kF32Micro = f32_micro_table<false>(std::make_integer_sequence<int, kFMR>{});
+inline constexpr auto kF32MicroKMajor = f32_micro_table<true>(std::make_integer_sequence<int, kFMR>{});
 
 /// Rows r0.. r0+mr of A (rows lda apart), columns p0.. p0+kc, into a strip of rows with
 /// stride kKC. Whole vectors by fixed-size copies (inlined: a memcpy call per row of an
@@ -257,30 +262,20 @@ inline void pack_a_strip(const float* A, std::int64_t lda, std::int64_t r0, int 
   }
 }
 
-/// Rows of the A strip buffer: kFMR, or 16 where pack_a_strip_t writes whole 16x16 transposes.
-inline constexpr int kATRows = kFMR > 16 ? kFMR : 16;
-
 /// The same strip from A stored transposed, [K, M] with rows lda apart (A's row r is column
-/// r): d[i][k] = A[(p0 + k)·lda + r0 + i]. Reads mr consecutive values per k, so no transposed
-/// copy of A is ever made; the strip holds the same values as pack_a_strip of the transpose.
-inline void pack_a_strip_t(const float* A, [[maybe_unused]] std::int64_t M, std::int64_t lda, std::int64_t r0, int mr,
-                           std::int64_t p0, std::int64_t kc, float* d) {
+/// r), in the k-major layout: d[k·kAK + i] = A[(p0 + k)·lda + r0 + i]. Each k is a run of mr
+/// consecutive values, so this is a plain copy (no transposed copy of A, no register
+/// transposes: 16x16 transposes into the row-major strip took 5% of a bert-tiny QAT step).
+/// Whole 16-value runs while the row has them (lanes past mr are never read).
+inline void pack_a_strip_t(const float* A, std::int64_t M, std::int64_t lda, std::int64_t r0, int mr, std::int64_t p0,
+                           std::int64_t kc, float* d) {
   const float* a = A + p0 * lda + r0;
-  if (mr == kFMR) {
-    std::int64_t k0 = 0;
-#if defined(__AVX512F__)
-    // 16x16 register transposes while 16 columns exist (d has kATRows >= 16 rows: the rows
-    // past kFMR are scratch); a scalar copy per element was 4% of a bert-tiny training step.
-    if (r0 + 16 <= M)
-      for (; k0 + 16 <= kc; k0 += 16) transpose16(a + k0 * lda, lda, d + k0, kKC);
-#endif
-    for (std::int64_t k = k0; k < kc; ++k)
-#pragma GCC unroll 16
-      for (int i = 0; i < kFMR; ++i) d[i * kKC + k] = a[k * lda + i];
+  if (r0 + kAK <= M) {
+    for (std::int64_t k = 0; k < kc; ++k) std::memcpy(d + k * kAK, a + k * lda, sizeof(float) * kAK);
     return;
   }
   for (std::int64_t k = 0; k < kc; ++k)
-    for (int i = 0; i < mr; ++i) d[i * kKC + k] = a[k * lda + i];
+    for (int i = 0; i < mr; ++i) d[k * kAK + i] = a[k * lda + i];
 }
 
 /// Widest B [K,N] the micro-kernel reads in place. Its kFNR-column panels are then rows of
@@ -313,7 +308,7 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
   gemm_tiles(
       M, N, MC, NC,
       [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-        thread_local AlignedF32 ap(static_cast<std::size_t>(kATRows * kKC));
+        thread_local AlignedF32 ap(static_cast<std::size_t>(std::max<int>(kFMR, kAK) * kKC));
         for (std::int64_t p0 = 0; p0 < K; p0 += kKC) {
           const std::int64_t kc = std::min(kKC, K - p0);
           // Each A strip (broadcast operand, mr x kc) is packed right before its use, so it is
@@ -325,15 +320,22 @@ inline void gemm_f32_impl(const float* A, const float* B, float* C, std::int64_t
           const float* bias_here = p0 + kc == K ? bias : nullptr;
           for (std::int64_t r = i0; r < i1; r += kFMR) {
             const int mr = static_cast<int>(std::min<std::int64_t>(kFMR, i1 - r));
-            if (a_t)
-              pack_a_strip_t(A, M, lda, r, mr, p0, kc, ap.data());
-            else
+            // A transposed with rows up to kBInPlaceMaxN floats apart is read in place: each k
+            // is a run of mr values, one pointer step apart (bert-tiny's dW = dYᵀ·X, M = N = 128:
+            // 106 -> 111 GFLOP/s); wider rows share too few L1 sets, so they are copied first.
+            const bool a_in_place = a_t && lda <= kBInPlaceMaxN;
+            if (!a_t)
               pack_a_strip(A, lda, r, mr, p0, kc, ap.data());
+            else if (!a_in_place)
+              pack_a_strip_t(A, M, lda, r, mr, p0, kc, ap.data());
+            const float* as = a_in_place ? A + p0 * lda + r : ap.data();
+            const std::int64_t as_k = a_in_place ? lda : kAK;  // k stride of the k-major strip
+            const F32Micro micro = (a_t ? kF32MicroKMajor : kF32Micro)[mr - 1];
             for (std::int64_t j = j0; j < j1; j += kFNR) {
               const float* b = b_in_place ? B + p0 * ldb + j : bp + (j / kFNR) * K * kFNR + p0 * kFNR;
               const int nr = static_cast<int>(std::min<std::int64_t>(kFNR, j1 - j));
-              kF32Micro[mr - 1](ap.data(), b, b_in_place ? ldb : kFNR, kc, C + r * ldc + j, ldc, nr, p0 > 0,
-                                bias_here ? bias_here + j : nullptr);
+              micro(as, b, b_in_place ? ldb : kFNR, kc, C + r * ldc + j, ldc, nr, p0 > 0,
+                    bias_here ? bias_here + j : nullptr, as_k);
             }
           }
         }
