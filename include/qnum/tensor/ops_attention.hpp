@@ -37,14 +37,16 @@ struct HeadLayout {
 };
 
 /// Per-thread scratch of one (batch, head) block, reused across calls: the scores, the
-/// probabilities and (with dropout) the mask, [Tq, T] each.
+/// probabilities, (with dropout) the mask and, for the backward, the dropped probabilities
+/// (with dropout or when recomputing), [Tq, T] each.
 struct AttentionScratch {
-  std::vector<float> s, p;
+  std::vector<float> s, p, pdrop;
   std::vector<std::uint8_t> keep;
-  void size(std::int64_t Tq, std::int64_t T, bool drop) {
+  void size(std::int64_t Tq, std::int64_t T, bool drop, bool with_pdrop = false) {
     s.resize(static_cast<std::size_t>(Tq * T));
     p.resize(static_cast<std::size_t>(Tq * T));
     if (drop) keep.resize(static_cast<std::size_t>(Tq * T));
+    if (with_pdrop) pdrop.resize(static_cast<std::size_t>(Tq * T));
   }
 };
 inline AttentionScratch& attention_scratch() {
@@ -165,8 +167,8 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
         const float* pm = mask.defined() ? mask.data() : nullptr;
         parallel_for(B * heads, 1, [&](std::int64_t bh0, std::int64_t bh1) {
           detail::AttentionScratch& w = detail::attention_scratch();
-          w.size(Tq, T, drop);
-          std::vector<float> pdrop(drop || !save ? static_cast<std::size_t>(block) : 0);
+          w.size(Tq, T, drop, drop || !save);
+          float* pdrop = w.pdrop.data();
           for (std::int64_t bh = bh0; bh < bh1; ++bh) {
             const std::int64_t b = bh / heads, h = bh % heads;
             const float* qh = q.data() + lq.at(b, h);
@@ -181,22 +183,22 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
               kb = drop ? keep->data() + bh * block : nullptr;
               pd = prob;
               if (drop) {
-                detail::mask_product(prob, kb, keep_scale, pdrop.data(), static_cast<std::size_t>(block));
-                pd = pdrop.data();
+                detail::mask_product(prob, kb, keep_scale, pdrop, static_cast<std::size_t>(block));
+                pd = pdrop;
               }
             } else {  // the forward's steps again, into scratch
               prob = w.p.data();
               kb = drop ? w.keep.data() : nullptr;
-              pd = detail::head_probs(qh, kh, HD, Tq, T, D, scale, pm ? pm + b * T : nullptr, pdrop.data(), w.p.data(),
-                                      rng, static_cast<std::uint64_t>(bh * block), p, keep_scale, w.keep.data());
+              pd = detail::head_probs(qh, kh, HD, Tq, T, D, scale, pm ? pm + b * T : nullptr, pdrop, w.p.data(), rng,
+                                      static_cast<std::uint64_t>(bh * block), p, keep_scale, w.keep.data());
             }
             float* ds = w.s.data();
             detail::head_gemm(GemmForm::nt, gh, HD, vh, HD, ds, T, Tq, T, D);  // d(P after dropout) = dO·Vᵀ
             detail::head_gemm(GemmForm::tn, pd, T, gh, HD, r[2].data() + lk.at(b, h), HD, T, D, Tq);  // dV = Pᵀ·dO
             const float* dp = ds;
             if (drop) {  // dropout's backward (the same factor per element), into P's spent copy
-              detail::mask_product(ds, kb, keep_scale, pdrop.data(), static_cast<std::size_t>(block));
-              dp = pdrop.data();
+              detail::mask_product(ds, kb, keep_scale, pdrop, static_cast<std::size_t>(block));
+              dp = pdrop;
             }
             detail::softmax_backward_lines(dp, prob, ds, rows);
             const float sc = scale;
