@@ -135,9 +135,9 @@ TEST_CASE("Adam and AdamW: bias correction, L2 vs decoupled weight decay") {
 
 namespace {
 
-/// tests/data/torch_optim/adam_steps.txt: label -> hex floats (make_fixture.py wrote it).
-std::map<std::string, std::vector<float>> read_torch_steps() {
-  std::ifstream in(QNUM_TEST_DATA_DIR "/torch_optim/adam_steps.txt");
+/// tests/data/torch_optim/<file>: label -> hex floats (make_fixture.py wrote it).
+std::map<std::string, std::vector<float>> read_torch_steps(const std::string& file = "adam_steps.txt") {
+  std::ifstream in(QNUM_TEST_DATA_DIR "/torch_optim/" + file);
   REQUIRE(in.good());
   std::map<std::string, std::vector<float>> rows;
   for (std::string line; std::getline(in, line);) {
@@ -200,6 +200,30 @@ TEST_CASE("Adam and AdamW: torch.optim's float32 steps, against torch 2.15 on 37
   }
   CHECK(exact >= total * 9 / 10);  // mostly bit-identical: the square root's ulp rarely reaches p
   MESSAGE(exact, " of ", total, " parameter values bit-identical to torch's");
+}
+
+TEST_CASE("SGD: torch.optim's float32 steps bit for bit (plain, momentum with dampening, Nesterov; weight decay)") {
+  const auto torch = read_torch_steps("sgd_steps.txt");
+  const std::vector<float>& init = torch.at("init");
+  REQUIRE(init.size() == 37);  // two 16-lane vectors and a scalar tail
+  const std::map<std::string, nn::SGDOptions> cases = {
+      {"plain", {.lr = 0.1}},
+      {"momentum", {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}},
+      {"nesterov", {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}}};
+  for (const auto& [name, options] : cases) {
+    Tensor p = Tensor({37}, init).set_requires_grad(true);
+    nn::SGD opt({p}, options);
+    for (int k = 0; k < 3; ++k) {
+      const std::string step = name + std::to_string(k);
+      p.zero_grad();
+      qnum::sum(qnum::mul(p, Tensor({37}, torch.at("grad" + std::to_string(k))))).backward();  // grad exactly g
+      opt.step();
+      CHECK_MESSAGE(p.to_vector() == torch.at(step + ".param"), step);
+      if (options.momentum != 0.0)
+        CHECK_MESSAGE(opt.state_dict().at("0.momentum_buffer").to_vector() == torch.at(step + ".momentum_buffer"),
+                      step);
+    }
+  }
 }
 
 TEST_CASE("optimizers: state_dict round trip reproduces the next step bit for bit") {

@@ -6,7 +6,8 @@
 // NoGradGuard. Per-parameter state (step count, moment buffers) is created on the first
 // step that parameter has a gradient, as PyTorch does, and round-trips through
 // state_dict() / load_state_dict() so an interrupted run resumes with the same next step.
-// SGD computes its element updates in double; Adam and AdamW in float32 as PyTorch does.
+// All three compute in float32, rounding where torch.optim's CPU kernels round (its bits, but for
+// Adam's square root: see AdamBase::update).
 #pragma once
 
 #include <algorithm>
@@ -177,19 +178,33 @@ class SGD : public Optimizer {
   std::vector<std::string> buffer_names() const override {
     return opt_.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
   }
+  /// torch.optim's single-tensor SGD in float32, operation for operation as its CPU kernels
+  /// round them (add with alpha is one FMA in its vector kernel; scalars rounded to float):
+  ///   g = fma(p, wd, g) (weight decay);   buf = g on the first step, then
+  ///   buf = fma(g, 1-dampening, buf·μ) (mul_, add_);   g = fma(buf, μ, g) (Nesterov) or buf;
+  ///   p = fma(g, -lr, p) (add_). tests/nn/test_optim.cpp checks torch 2.15's bits.
   void update(std::span<float> p, std::span<const float> g, ParamState& s) override {
-    const double lr = this->lr(), mu = opt_.momentum, wd = opt_.weight_decay;
-    std::vector<float>* buf = mu != 0.0 ? &s.buffers[0] : nullptr;
+    const float neg_lr = static_cast<float>(-this->lr()), mu = static_cast<float>(opt_.momentum),
+                wd = static_cast<float>(opt_.weight_decay), keep = static_cast<float>(1.0 - opt_.dampening);
+    std::vector<float>* buf = opt_.momentum != 0.0 ? &s.buffers[0] : nullptr;
     const bool first = buf && buf->empty();
     if (first) buf->resize(p.size());
-    for (std::size_t j = 0; j < p.size(); ++j) {
-      double d = static_cast<double>(g[j]) + wd * p[j];
-      if (buf) {
-        float& b = (*buf)[j];
-        b = static_cast<float>(first ? d : mu * b + (1.0 - opt_.dampening) * d);
-        d = opt_.nesterov ? d + mu * b : static_cast<double>(b);
+    float* b = buf ? buf->data() : nullptr;
+    // In chunks that stay in L1; buf·μ, which torch rounds on its own, is stored first so that
+    // FP contraction cannot fuse it into the FMA that adds the gradient.
+    constexpr std::size_t kChunk = 256;
+    for (std::size_t j0 = 0; j0 < p.size(); j0 += kChunk) {
+      const std::size_t n = std::min(kChunk, p.size() - j0);
+      if (b && !first)
+        for (std::size_t j = j0; j < j0 + n; ++j) b[j] = b[j] * mu;
+      for (std::size_t j = j0; j < j0 + n; ++j) {
+        float d = wd != 0.0f ? std::fma(p[j], wd, g[j]) : g[j];
+        if (b) {
+          b[j] = first ? d : std::fma(d, keep, b[j]);
+          d = opt_.nesterov ? std::fma(b[j], mu, d) : b[j];
+        }
+        p[j] = std::fma(d, neg_lr, p[j]);
       }
-      p[j] = static_cast<float>(p[j] - lr * d);
     }
   }
 
