@@ -8,8 +8,11 @@ build=${QNUM_BUILD_DIR:-$root/build}
 jobs=${QNUM_JOBS:-$(nproc)}
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+# ccache (when installed) makes rebuilds and clean clones on the same machine cheap.
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DQNUM_NATIVE=ON -DQNUM_BUILD_BENCH=ON "$@"
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DQNUM_NATIVE=ON -DQNUM_BUILD_BENCH=ON "${launcher[@]}" "$@"
 elif [ $# -gt 0 ]; then
   cmake "$build" "$@"
 fi

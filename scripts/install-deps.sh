@@ -19,6 +19,7 @@ packages=(
                      # without systemd the package only creates its idle cluster; nothing is started)
   qemu-user          # tests: run-time ISA dispatch on emulated CPUs without AVX / AVX-512
   gnuplot-nox        # lab1-ptq-qat / lab1-prune draw plot.png with it (pngcairo terminal, no X11)
+  ccache             # build cache: rebuilds and fresh clones on the same machine compile once
   curl               # `qnum download jsc` (data::download_jsc runs curl) and its file:// tests
 )
 
