@@ -21,6 +21,8 @@ packages=(
   gnuplot-nox        # lab1-ptq-qat / lab1-prune draw plot.png with it (pngcairo terminal, no X11)
   ccache             # build cache: rebuilds and fresh clones on the same machine compile once
   curl               # `qnum download jsc` (data::download_jsc runs curl) and its file:// tests
+  python3-dev        # the Python package (python/): headers the extension compiles against
+  python3-venv       # scripts/test_python.sh builds and tests the Python package in a venv
 )
 
 missing=()

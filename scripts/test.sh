@@ -7,3 +7,5 @@ bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh" -DQNUM_BUILD_TESTS=ON -DQNUM_BUILD_EXAMPLES=ON
 cd "${QNUM_BUILD_DIR:-$root/build}"
 ctest --output-on-failure --timeout 900 "$@"
+# The Python package (python/): built in a venv and tested with pytest (docs/python.md).
+if [ "${QNUM_SKIP_PYTHON:-0}" != 1 ]; then bash "$root/scripts/test_python.sh"; fi

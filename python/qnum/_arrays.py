@@ -1,0 +1,70 @@
+"""Input/output handling shared by qnum.Format and qnum.mase: NumPy arrays and PyTorch CPU
+tensors of float32, any shape. C-contiguous inputs are passed to the C++ kernels without a
+copy; other layouts are copied once. The output is the same kind of object as the input."""
+import sys
+
+import numpy as np
+
+_ROLES = {"weight": 0, "activation": 1, "bias": 2}
+
+
+def role_code(role):
+    try:
+        return _ROLES[role]
+    except (KeyError, TypeError):
+        raise ValueError(f"role {role!r} is not one of weight, activation, bias") from None
+
+
+def _torch():
+    """The torch module if the caller could have passed a tensor (torch already imported)."""
+    return sys.modules.get("torch")
+
+
+def is_tensor(x):
+    t = _torch()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def as_input(x, what="x"):
+    """(C-contiguous float32 NumPy array over x's memory or a copy, the original object).
+    TypeError for anything that is not a float32 NumPy array or CPU torch tensor."""
+    if type(x) is np.ndarray:
+        if x.dtype != np.float32:
+            raise TypeError(f"qnum: {what} has dtype {x.dtype}; qnum quantizes float32 arrays only "
+                            f"(convert with x.astype(np.float32))")
+        return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    if isinstance(x, np.ndarray):  # subclasses (np.matrix, memmap): view as a plain array
+        return as_input(np.asarray(x).view(np.ndarray), what)
+    if is_tensor(x):
+        t = _torch()
+        if x.dtype != t.float32:
+            raise TypeError(f"qnum: {what} has dtype {x.dtype}; qnum quantizes float32 tensors only "
+                            f"(convert with x.float())")
+        if x.device.type != "cpu":
+            raise TypeError(f"qnum: {what} is on device {x.device}; qnum runs on CPU tensors only")
+        return x.detach().contiguous()
+    raise TypeError(f"qnum: {what} is a {type(x).__name__}; expected a float32 numpy.ndarray or torch.Tensor")
+
+
+def empty_like_output(x, shape):
+    """An uninitialised float32 array/tensor of `shape`, of the same kind as x."""
+    if is_tensor(x):
+        return _torch().empty(shape, dtype=x.dtype)
+    return np.empty(shape, np.float32)
+
+
+def check_out(out, x, shape):
+    """Validates a caller-supplied output: same kind as x, float32, C-contiguous, `shape`."""
+    if is_tensor(x) != is_tensor(out) or not (is_tensor(out) or isinstance(out, np.ndarray)):
+        raise TypeError(f"qnum: out is a {type(out).__name__}; it must be the same kind as the input "
+                        f"({type(x).__name__})")
+    if is_tensor(out):
+        ok = out.dtype == _torch().float32 and out.is_contiguous() and out.device.type == "cpu"
+    else:
+        ok = out.dtype == np.float32 and out.flags.c_contiguous and out.flags.writeable
+    if not ok:
+        raise TypeError(f"qnum: out must be a writable C-contiguous float32 array on the CPU "
+                        f"(got dtype {out.dtype})")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"qnum: out has shape {tuple(out.shape)}, expected {tuple(shape)}")
+    return out.detach() if is_tensor(out) else out
