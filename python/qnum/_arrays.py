@@ -6,6 +6,7 @@ import sys
 import numpy as np
 
 _ROLES = {"weight": 0, "activation": 1, "bias": 2}
+_F32 = np.dtype(np.float32)
 
 
 def role_code(role):
@@ -29,7 +30,9 @@ def as_input(x, what="x"):
     """(C-contiguous float32 NumPy array over x's memory or a copy, the original object).
     TypeError for anything that is not a float32 NumPy array or CPU torch tensor."""
     if type(x) is np.ndarray:
-        if x.dtype != np.float32:
+        if x.dtype is _F32 and x.flags.c_contiguous:  # the common case, checked first
+            return x
+        if x.dtype != _F32:
             raise TypeError(f"qnum: {what} has dtype {x.dtype}; qnum quantizes float32 arrays only "
                             f"(convert with x.astype(np.float32))")
         return x if x.flags.c_contiguous else np.ascontiguousarray(x)
@@ -48,13 +51,16 @@ def as_input(x, what="x"):
 
 def empty_like_output(x, shape):
     """An uninitialised float32 array/tensor of `shape`, of the same kind as x."""
-    if is_tensor(x):
-        return _torch().empty(shape, dtype=x.dtype)
-    return np.empty(shape, np.float32)
+    if type(x) is np.ndarray or not is_tensor(x):
+        return np.empty(shape, _F32)
+    return _torch().empty(shape, dtype=x.dtype)
 
 
 def check_out(out, x, shape):
     """Validates a caller-supplied output: same kind as x, float32, C-contiguous, `shape`."""
+    if type(out) is np.ndarray and type(x) is np.ndarray and out.dtype is _F32 and out.flags.c_contiguous \
+            and out.flags.writeable and out.shape == tuple(shape):
+        return out
     if is_tensor(x) != is_tensor(out) or not (is_tensor(out) or isinstance(out, np.ndarray)):
         raise TypeError(f"qnum: out is a {type(out).__name__}; it must be the same kind as the input "
                         f"({type(x).__name__})")

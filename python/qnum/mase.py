@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from ._arrays import as_input, empty_like_output, is_tensor, role_code
+from ._arrays import _F32, as_input, empty_like_output, is_tensor, role_code
 
 __all__ = [
     "integer_quantizer", "integer_floor_quantizer", "minifloat_denorm_quantizer", "minifloat_ieee_quantizer",
@@ -53,6 +53,38 @@ def spec_text(family, **kwargs):
 def _format(text):
     from . import Format
     return Format(text, "mase")._f
+
+
+_BY_ARGS = {}  # (family, argument values...) -> Format: skips building the text per call
+
+
+def _format_for(family, **kwargs):
+    """The mode-mase Format of a MASE call, cached by its argument values (each call site passes
+    the same keywords in the same order, so the values alone identify the call)."""
+    try:
+        return _BY_ARGS[(family, *kwargs.values())]
+    except KeyError:
+        f = _format(spec_text(family, **kwargs))
+        if len(_BY_ARGS) >= 4096:
+            _BY_ARGS.clear()
+        _BY_ARGS[(family, *kwargs.values())] = f
+        return f
+    except TypeError:  # a list argument (block_size=[16]): cache under its tuple
+        key = (family, *(tuple(v) if isinstance(v, list) else v for v in kwargs.values()))
+        try:
+            return _BY_ARGS[key]
+        except (KeyError, TypeError):
+            f = _format(spec_text(family, **kwargs))
+            try:
+                _BY_ARGS[key] = f
+            except TypeError:
+                pass
+            return f
+
+
+def _block_key(block_size):
+    """block_size as a hashable cache key (MASE passes lists)."""
+    return tuple(block_size) if isinstance(block_size, list) else block_size
 
 
 def _block_role(x, skip_first_dim):
@@ -150,8 +182,11 @@ def _forward(f, role):
     return run
 
 
-def _apply(x, text, role=_WEIGHT, grad_scale=1.0):
-    f = _format(text)
+def _apply(x, f, role=_WEIGHT, grad_scale=1.0):
+    if type(x) is np.ndarray and x.dtype is _F32 and x.flags.c_contiguous:  # the common case first
+        out = np.empty(x.shape, _F32)
+        f.quantize_into(x, out, role)
+        return out
     if _needs_grad(x):
         return _functions()[0].apply(x, _forward(f, role), grad_scale)
     src = as_input(x)
@@ -164,49 +199,49 @@ def _apply(x, text, role=_WEIGHT, grad_scale=1.0):
 
 def integer_quantizer(x, width, frac_width, is_signed=True):
     """Fixed point: clamp(round(x * 2^frac_width)) / 2^frac_width, round half to even."""
-    return _apply(x, spec_text("integer", width=width, frac_width=frac_width, is_signed=is_signed))
+    return _apply(x, _format_for("integer", width=width, frac_width=frac_width, is_signed=is_signed))
 
 
 def integer_floor_quantizer(x, width, frac_width, is_signed=True):
     """Fixed point rounding down (floor)."""
-    return _apply(x, spec_text("integer_floor", width=width, frac_width=frac_width, is_signed=is_signed))
+    return _apply(x, _format_for("integer_floor", width=width, frac_width=frac_width, is_signed=is_signed))
 
 
 def minifloat_denorm_quantizer(x, width, exponent_width, exponent_bias=None):
     """Minifloat without implicit bit (MASE's ceil-exponent rule, powers of two one step down)."""
-    return _apply(x, spec_text("minifloat_denorm", width=width, exponent_width=exponent_width,
-                               exponent_bias=exponent_bias))
+    return _apply(x, _format_for("minifloat_denorm", width=width, exponent_width=exponent_width,
+                                 exponent_bias=exponent_bias))
 
 
 def minifloat_ieee_quantizer(x, width, exponent_width, exponent_bias=None):
     """IEEE-like minifloat with subnormals, saturating (MASE's clamped mantissa carry)."""
-    return _apply(x, spec_text("minifloat_ieee", width=width, exponent_width=exponent_width,
-                               exponent_bias=exponent_bias))
+    return _apply(x, _format_for("minifloat_ieee", width=width, exponent_width=exponent_width,
+                                 exponent_bias=exponent_bias))
 
 
 def log_quantizer(x, width, exponent_bias):
     """Sign and power of two; exponent_bias None = 2^(width-2) - 1."""
-    return _apply(x, spec_text("log", width=width, exponent_bias=exponent_bias))
+    return _apply(x, _format_for("log", width=width, exponent_bias=exponent_bias))
 
 
 def block_fp_quantizer(x, width=12, exponent_width=8, exponent_bias=None, block_size=[16], skip_first_dim=True):
     """Block floating point: one shared exponent per block of `block_size`."""
-    return _apply(x, spec_text("block_fp", width=width, exponent_width=exponent_width, exponent_bias=exponent_bias,
-                               block_size=block_size), _block_role(x, skip_first_dim))
+    return _apply(x, _format_for("block_fp", width=width, exponent_width=exponent_width, exponent_bias=exponent_bias,
+                                 block_size=_block_key(block_size)), _block_role(x, skip_first_dim))
 
 
 def block_minifloat_quantizer(x, width, exponent_width, exponent_bias_width, block_size=16, skip_first_dim=False):
     """Block minifloat: minifloat elements with a shared bias per block. (MASE raises TypeError
     for an int block_size and in backward; qnum reads an int as [n] and passes gradients: STE.)"""
-    return _apply(x, spec_text("block_minifloat", width=width, exponent_width=exponent_width,
-                               exponent_bias_width=exponent_bias_width, block_size=block_size),
+    return _apply(x, _format_for("block_minifloat", width=width, exponent_width=exponent_width,
+                                 exponent_bias_width=exponent_bias_width, block_size=_block_key(block_size)),
                   _block_role(x, skip_first_dim))
 
 
 def block_log_quantizer(x, width, exponent_bias_width=None, block_size=16, skip_first_dim=False):
     """Block log: log elements with a shared bias per block."""
-    return _apply(x, spec_text("block_log", width=width, exponent_bias_width=exponent_bias_width,
-                               block_size=block_size), _block_role(x, skip_first_dim))
+    return _apply(x, _format_for("block_log", width=width, exponent_bias_width=exponent_bias_width,
+                                 block_size=_block_key(block_size)), _block_role(x, skip_first_dim))
 
 
 def binary_quantizer(x, stochastic=False, bipolar=False, seed=None):
@@ -214,14 +249,13 @@ def binary_quantizer(x, stochastic=False, bipolar=False, seed=None):
     The stochastic path draws its uniforms like MASE: torch.rand_like(x) for tensors (torch's
     global generator), numpy.random.rand for arrays; `seed=s` (qnum's addition) instead replays
     torch.manual_seed(s) followed by torch.rand_like(x)."""
-    text = spec_text("binary", stochastic=stochastic, bipolar=bipolar)
+    f = _format_for("binary", stochastic=stochastic, bipolar=bipolar)
     # MASE's stochastic path goes through hard_sigmoid(x) = clamp((x + 1) / 2) whose clamp is an STE.
     scale = 0.5 if stochastic else 1.0
     if not stochastic or not bipolar:  # the non-bipolar stochastic path ignores its draws (MASE)
-        return _apply(x, text, grad_scale=scale)
+        return _apply(x, f, grad_scale=scale)
     if seed is not None:
-        return _apply(x, spec_text("binary", stochastic=True, bipolar=True, seed=int(seed)), grad_scale=scale)
-    f = _format(text)
+        return _apply(x, f.with_seed(int(seed)), grad_scale=scale)
     if is_tensor(x):
         import torch
         u = torch.rand_like(x.detach())
@@ -241,7 +275,7 @@ def binary_quantizer(x, stochastic=False, bipolar=False, seed=None):
 
 def binarize(x):
     """MASE's binary.binarize: sign(clamp(x, -1, 1)) in {-1, 0, +1}, hard-tanh STE."""
-    f = _format("binarize")
+    f = _format_for("binarize")
     run = _forward(f, _WEIGHT)
     if _needs_grad(x):
         return _functions()[1].apply(x, run)
@@ -251,8 +285,8 @@ def binarize(x):
 def residual_sign_quantizer(levels, x_quantizer, means, x):
     """MASE's residual binarization: `levels` outputs stacked on a new first axis (levels >= 2).
     `x_quantizer` is ignored, as in MASE. `means` (list, array or tensor) may require grad."""
-    mean_values = means
-    f = _format(spec_text("residual_sign", levels=levels, means=mean_values))
+    mean_values = [float(m) for m in np.asarray(means.detach() if is_tensor(means) else means, np.float32).ravel()]
+    f = _format_for("residual_sign", levels=levels, means=mean_values)
     run = _forward(f, _WEIGHT)
     if _needs_grad(x) or (is_tensor(means) and means.requires_grad and is_tensor(x)):
         import torch
@@ -265,27 +299,27 @@ def ternary_quantizer(x, threshold=None, maximum=None, median=None, mean=None, s
     """Ternary {-1, 0, +1} (or scaled by alpha per sample) with MASE's rule: the threshold is
     0.75 * mean|x| per sample (dim 0); threshold/maximum/median/mean are accepted and unused,
     as in MASE. Needs 4-D input, as MASE."""
-    return _apply(x, spec_text("ternary", threshold=threshold, maximum=maximum, median=median, mean=mean,
-                               scaling_factor=scaling_factor))
+    return _apply(x, _format_for("ternary", threshold=threshold, maximum=maximum, median=median, mean=mean,
+                                 scaling_factor=scaling_factor))
 
 
 def scale_integer_quantizer(x, width, is_signed=True, quantile=1.0):
     """Integer with a per-row (last axis) scale from the row's max |x|."""
-    return _apply(x, spec_text("scale_integer", width=width, is_signed=is_signed, quantile=quantile))
+    return _apply(x, _format_for("scale_integer", width=width, is_signed=is_signed, quantile=quantile))
 
 
 def mxint_quantizer(x, block_size, element_bits, block_dim=-1, scale_bits=8, quantile_search=False):
     """MASE's MX integer: blocks of `block_size` along block_dim, shared power-of-two scale."""
-    return _apply(x, spec_text("mxint", block_size=block_size, element_bits=element_bits, block_dim=block_dim,
-                               scale_bits=scale_bits, quantile_search=quantile_search))
+    return _apply(x, _format_for("mxint", block_size=block_size, element_bits=element_bits, block_dim=block_dim,
+                                 scale_bits=scale_bits, quantile_search=quantile_search))
 
 
 def mxfp_quantizer(x, block_size, element_exp_bits, element_frac_bits, block_dim=-1, scale_exp_bits=8,
                    quantile_search=False):
     """MASE's MX float: minifloat elements with a shared E8M0 scale per block."""
-    return _apply(x, spec_text("mxfp", block_size=block_size, element_exp_bits=element_exp_bits,
-                               element_frac_bits=element_frac_bits, block_dim=block_dim,
-                               scale_exp_bits=scale_exp_bits, quantile_search=quantile_search))
+    return _apply(x, _format_for("mxfp", block_size=block_size, element_exp_bits=element_exp_bits,
+                                 element_frac_bits=element_frac_bits, block_dim=block_dim,
+                                 scale_exp_bits=scale_exp_bits, quantile_search=quantile_search))
 
 
 def mxint_hardware(tensor, q_config, parallelism):
@@ -293,6 +327,5 @@ def mxint_hardware(tensor, q_config, parallelism):
     `parallelism` over the last two dims. The output is detached, as MASE's."""
     if not isinstance(q_config, dict):
         raise TypeError(f"qnum.mase.mxint_hardware: q_config is a {type(q_config).__name__}; expected a dict")
-    text = spec_text("mxint_hardware", **q_config, parallelism=list(parallelism))
-    f = _format(text)
+    f = _format_for("mxint_hardware", **q_config, parallelism=list(parallelism))
     return _forward(f, _WEIGHT)(tensor.detach() if is_tensor(tensor) else tensor)
