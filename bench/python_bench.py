@@ -5,16 +5,19 @@ same float32 tensor in the same process, and the Python call overhead on 1-eleme
 Needs the qnum package (`pip install ./python`) and torch + numpy (`pip install torch numpy`).
 Prints one JSON object per line, or a Markdown table with --markdown:
   {"bench": "python_quantize", "format": ..., "qnum_ms": ..., "torch_ms": ..., "ratio": ..., "same_bits": ...}
+      best process CPU time of one call each, calls interleaved, on a torch tensor (MASE's input)
   {"bench": "python_overhead", "call": ..., "us": ...}
+      best wall time per call over 300 rounds of 200 calls
 `same_bits` is the fraction of elements where both give the same float32 bits (the torch
 formulas of torch_baseline.py are MASE's, simplified where the bench says so).
 
-Usage: python3 bench/python_bench.py [--threads 1] [--size 4194304] [--sigma 1] [--markdown]
+Usage: python3 bench/python_bench.py [--threads 1] [--size 4194304] [--sigma 1] [--malloc retain|default] [--markdown]
 """
 import argparse
 import json
 import os
 import sys
+import time
 import timeit
 
 import numpy as np
@@ -46,19 +49,27 @@ CASES = [
 ]
 
 
-def best_seconds(fn, min_seconds=0.3, repeat=5):
-    """Best per-call time over `repeat` rounds of at least min_seconds/repeat each."""
+def best_cpu_seconds_pair(fa, fb, calls=15):
+    """Best process CPU time of one call of fa and of fb, calls interleaved (a, b, a, b, ...).
+    CPU time, not wall time: on a shared machine a 100 ms torch call is preempted more often
+    than a 3 ms qnum call, which would inflate the ratio; both run on this thread (one thread)."""
+    fa(), fb()
+    best_a = best_b = float("inf")
+    for _ in range(calls):
+        t = time.process_time()
+        fa()
+        best_a = min(best_a, time.process_time() - t)
+        t = time.process_time()
+        fb()
+        best_b = min(best_b, time.process_time() - t)
+    return best_a, best_b
+
+
+def best_seconds(fn, number=200, repeat=300):
+    """Best wall time per call over `repeat` short rounds of `number` calls (short rounds are
+    the ones that run without being preempted on a busy machine)."""
     fn()
-    best = float("inf")
-    for _ in range(repeat):
-        n, t = 1, 0.0
-        while True:
-            t = timeit.timeit(fn, number=n)
-            if t >= min_seconds / repeat:
-                break
-            n *= 2
-        best = min(best, t / n)
-    return best
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
 
 
 def same_bits_fraction(a, b):
@@ -73,8 +84,7 @@ def bench_quantize(size, sigma):
     for name, kind, call in CASES:
         torch_fn = tb.QUANTIZERS[name]
         xin = x.view(tb.ternary_shape(size)) if torch_fn is tb.mase_ternary else x
-        t_qnum = best_seconds(lambda: call(xin))
-        t_torch = best_seconds(lambda: torch_fn(xin))
+        t_qnum, t_torch = best_cpu_seconds_pair(lambda: call(xin), lambda: torch_fn(xin))
         rows.append({"bench": "python_quantize", "format": name, "kind": kind, "size": size, "sigma": sigma,
                      "threads": torch.get_num_threads(), "qnum_ms": t_qnum * 1e3, "torch_ms": t_torch * 1e3,
                      "ratio": t_torch / t_qnum, "same_bits": same_bits_fraction(call(xin), torch_fn(xin))})
@@ -92,7 +102,7 @@ def bench_overhead():
         ("qnum.mase.integer_quantizer(tensor[1], 8, 4)", lambda: M.integer_quantizer(t, 8, 4)),
         ("torch formula mase_integer(tensor[1])", lambda: tb.mase_integer(t)),
     ]
-    return [{"bench": "python_overhead", "call": name, "us": best_seconds(fn, 0.5) * 1e6} for name, fn in calls]
+    return [{"bench": "python_overhead", "call": name, "us": best_seconds(fn) * 1e6} for name, fn in calls]
 
 
 def main():
@@ -101,11 +111,17 @@ def main():
     ap.add_argument("--size", type=int, default=4 * 1024 * 1024)
     ap.add_argument("--sigma", type=float, default=1.0)
     ap.add_argument("--markdown", action="store_true", help="a table for docs/perf.md instead of JSON lines")
+    ap.add_argument("--malloc", choices=["retain", "default"], default="retain",
+                    help="retain: glibc keeps freed memory (qnum.retain_freed_memory(), as qnum's C++ benchmarks; "
+                         "steady state for both sides); default: glibc's adaptive thresholds, whose page faults "
+                         "depend on the allocation history and mostly slow torch's temporaries")
     args = ap.parse_args()
+    if args.malloc == "retain":
+        qnum.retain_freed_memory()
     torch.set_num_threads(args.threads)
     qnum.set_num_threads(args.threads)
     info = {"bench": "info", "torch": torch.__version__, "numpy": np.__version__, "threads": args.threads,
-            "qnum_isa": qnum.isa()}
+            "qnum_isa": qnum.isa(), "malloc": args.malloc}
     rows = bench_quantize(args.size, args.sigma)
     overhead = bench_overhead()
     if not args.markdown:
@@ -113,7 +129,7 @@ def main():
             print(json.dumps(r), flush=True)
         return
     print(f"torch {info['torch']}, numpy {info['numpy']}, {args.threads} thread(s), qnum kernels: {info['qnum_isa']}, "
-          f"{args.size} floats N(0, {args.sigma}^2)\n")
+          f"{args.size} floats N(0, {args.sigma}^2), malloc {args.malloc}\n")
     print("| MASE function (bench format) | kind | qnum.mase ms | torch ops ms | ratio | target | same bits |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:

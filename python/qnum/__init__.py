@@ -15,7 +15,7 @@ import numpy as np
 from . import _core
 from ._arrays import as_input, check_out, empty_like_output, role_code
 
-__all__ = ["Format", "formats", "set_num_threads", "num_threads", "isa", "mase", "torch"]
+__all__ = ["Format", "formats", "set_num_threads", "num_threads", "isa", "retain_freed_memory", "mase", "torch"]
 __version__ = "0.1.0"
 
 _CODE_DTYPE = np.uint32
@@ -130,6 +130,13 @@ def set_num_threads(n):
 
 def num_threads():
     return _core.num_threads()
+
+
+def retain_freed_memory():
+    """Makes the C library's malloc keep freed memory for reuse (glibc: blocks below 1 GiB
+    from the heap, no trimming), so repeated large calls stop faulting fresh pages in. Process-
+    wide: it affects NumPy's and PyTorch's CPU allocations too. False where unsupported."""
+    return _core.retain_freed_memory()
 
 
 def isa():

@@ -13,6 +13,7 @@
 #include <string>
 #include <variant>
 
+#include "qnum/core/heap.hpp"
 #include "qnum/format/format.hpp"
 #include "qnum/kernel/dispatch.hpp"
 #include "qnum/kernel/threading.hpp"
@@ -241,5 +242,6 @@ NB_MODULE(_core, m) {
   m.def("resolve_quant_config", &resolve_quant_config);
   m.def("set_num_threads", &qnum::set_num_threads, nb::arg("n"));
   m.def("num_threads", &qnum::num_threads);
+  m.def("retain_freed_memory", &qnum::retain_freed_memory);
   m.def("isa", [] { return std::string(qnum::kernel::dispatch::to_string(qnum::kernel::dispatch::selected_isa())); });
 }

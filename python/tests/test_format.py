@@ -175,6 +175,10 @@ def test_errors_are_named():
         qnum.Format("integer:width=8", mode="mase").encode(np.ones(4, np.float32))
     with pytest.raises(ValueError, match="NaN"):
         qnum.Format("integer:width=8").encode(np.array([np.nan], np.float32))
+    with pytest.raises(ValueError, match="4-D"):  # MASE's zero-scaled binary needs 4-D input
+        qnum.mase.binary_quantizer(np.ones((4, 8), np.float32), bipolar=False)
+    with pytest.raises(ValueError, match="block"):  # 40 elements are not whole blocks of 16
+        qnum.mase.mxint_quantizer(np.ones((40,), np.float32), 16, 8)
     with pytest.raises(ValueError, match="3d weight|3-D|rank"):
         qnum.mase.block_fp_quantizer(np.ones((2, 3, 16), np.float32), 8, 8, None, [16], skip_first_dim=False)
 

@@ -142,3 +142,14 @@ def test_quant_linear_config_errors_and_float():
     plain = qt.QuantLinear(4, 3, config={"name": "integer", "bypass": True})
     x = torch.randn(2, 4)
     assert torch.equal(plain(x), torch.nn.functional.linear(x, plain.weight, plain.bias))
+
+
+def test_docs_python_md_training_script_runs():
+    """The QuantLinear script of docs/python.md, run as written."""
+    from conftest import REPO
+    text = (REPO / "docs" / "python.md").read_text()
+    script = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "QuantLinear" in script and "opt.step()" in script
+    namespace = {}
+    exec(compile(script, "docs/python.md", "exec"), namespace)
+    assert isinstance(namespace["model"][0], qt.QuantLinear) and namespace["loss"].item() > 0
