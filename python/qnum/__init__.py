@@ -13,7 +13,7 @@ See docs/python.md.
 import numpy as np
 
 from . import _core
-from ._arrays import as_input, check_out, empty_like_output, role_code
+from ._arrays import as_input, check_out, new_output, role_code
 
 __all__ = ["Format", "formats", "set_num_threads", "num_threads", "isa", "retain_freed_memory", "mase", "torch"]
 __version__ = "0.1.0"
@@ -29,7 +29,7 @@ class Format:
     such as `mxfp4_e2m1`); `mode="mase"` reproduces MASE's float32 outputs bit for bit.
     """
 
-    __slots__ = ("_f",)
+    __slots__ = ("_f", "_ste")
 
     def __init__(self, spec, mode="exact"):
         if isinstance(spec, Format):
@@ -69,6 +69,15 @@ class Format:
         value_set, rounding, overflow, ste and ste_range (the inputs a clipped STE passes)."""
         return self._f.describe()
 
+    def _ste_info(self):
+        """(whether the straight-through estimator is clipped, its input range), cached."""
+        try:
+            return self._ste
+        except AttributeError:
+            d = self._f.describe()
+            self._ste = (d["ste"] == "clipped", d["ste_range"])
+            return self._ste
+
     def output_shape(self, shape):
         return tuple(self._f.output_shape(list(shape)))
 
@@ -82,8 +91,7 @@ class Format:
         src = as_input(x)
         shape = x.shape
         if out is None:
-            dst = empty_like_output(x, f.output_shape(list(shape)) if f.family == "residual_sign" else shape)
-            res = dst
+            res, dst = new_output(x, f.output_shape(list(shape)) if f.family == "residual_sign" else shape)
         else:
             res = out
             dst = check_out(out, x, f.output_shape(list(shape)))
@@ -104,7 +112,7 @@ class Format:
         own (integer, minifloat_*, log, binary) in exact mode; ValueError otherwise."""
         src = as_input(x)
         codes = np.empty(src.shape, _CODE_DTYPE)
-        self._f.encode_into(np.asarray(src.numpy() if hasattr(src, "numpy") else src), codes)
+        self._f.encode_into(src, codes)
         return codes
 
     def decode(self, codes):

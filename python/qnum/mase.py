@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from ._arrays import _F32, as_input, empty_like_output, is_tensor, role_code
+from ._arrays import _F32, as_input, is_tensor, new_output, role_code
 
 __all__ = [
     "integer_quantizer", "integer_floor_quantizer", "minifloat_denorm_quantizer", "minifloat_ieee_quantizer",
@@ -176,8 +176,8 @@ def _forward(f, role):
     def run(x):
         src = as_input(x)
         shape = x.shape
-        out = empty_like_output(x, f.output_shape(list(shape)) if f.family == "residual_sign" else shape)
-        f.quantize_into(src, out, role)
+        out, dst = new_output(x, f.output_shape(list(shape)) if f.family == "residual_sign" else shape)
+        f.quantize_into(src, dst, role)
         return out
     return run
 
@@ -190,8 +190,8 @@ def _apply(x, f, role=_WEIGHT, grad_scale=1.0):
     if _needs_grad(x):
         return _functions()[0].apply(x, _forward(f, role), grad_scale)
     src = as_input(x)
-    out = empty_like_output(x, x.shape)
-    f.quantize_into(src, out, role)
+    out, dst = new_output(x, x.shape)
+    f.quantize_into(src, dst, role)
     return out
 
 
@@ -263,9 +263,8 @@ def binary_quantizer(x, stochastic=False, bipolar=False, seed=None):
         u = np.random.rand(*x.shape).astype(np.float32)
 
     def run(v):
-        src = as_input(v)
-        out = empty_like_output(v, v.shape)
-        f.binary_with_draws_into(src, as_input(u, "uniforms"), out)
+        out, dst = new_output(v, v.shape)
+        f.binary_with_draws_into(as_input(v), as_input(u, "uniforms"), dst)
         return out
 
     if _needs_grad(x):

@@ -12,7 +12,7 @@ import json
 import torch
 
 from . import Format, _core
-from ._arrays import as_input, empty_like_output, role_code
+from ._arrays import as_input, new_output, role_code
 
 __all__ = ["fake_quantize", "FakeQuantize", "QuantLinear", "quant_config"]
 
@@ -36,12 +36,10 @@ class FakeQuantize(torch.autograd.Function):
         if tuple(f.output_shape(list(x.shape))) != tuple(x.shape):
             raise ValueError(f"qnum.torch.fake_quantize: format '{fmt}' changes the tensor's shape; "
                              f"only shape-preserving formats can be fake-quantized")
-        out = empty_like_output(x, x.shape)
-        f.quantize_into(as_input(x), out, role)
-        desc = f.describe()
-        ctx.clipped = desc["ste"] == "clipped"
+        out, dst = new_output(x, x.shape)
+        f.quantize_into(as_input(x), dst, role)
+        ctx.clipped, ctx.range = fmt._ste_info()
         if ctx.clipped:
-            ctx.range = desc["ste_range"]
             ctx.save_for_backward(x)
         return out
 
