@@ -20,6 +20,9 @@ fi
 vpy="$venv/bin/python"
 "$vpy" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" "nanobind>=2.0" numpy pytest
 if [ "${QNUM_PYTHON_TORCH:-0}" = 1 ]; then "$vpy" -m pip install -q --disable-pip-version-check torch; fi
+# ccache (scripts/build.sh's launcher, used by python/CMakeLists.txt too) keyed on paths
+# relative to the checkout, so another clone on the same machine hits the same cache.
+export CCACHE_BASEDIR="$root"
 start=$(date +%s)
 # The build tools are in the venv already: no isolated build env to download each run.
 CMAKE_BUILD_PARALLEL_LEVEL=${QNUM_JOBS:-$(nproc)} \
