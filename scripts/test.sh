@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: install missing packages, build with tests, run CTest.
+# The whole test suite: install missing packages, build with tests, run CTest, then the
+# Python package's pytest suite (scripts/test_python.sh; QNUM_SKIP_PYTHON=1 skips it).
 # Extra arguments go to ctest (e.g. -L quick for the quick subset).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -82,6 +82,12 @@ def _format_for(family, **kwargs):
             return f
 
 
+def _plain(v):
+    """A statistic passed as a 0-d tensor or array, as a Python float (a tensor would hash by
+    identity in the Format cache)."""
+    return float(v) if is_tensor(v) or isinstance(v, (np.ndarray, np.generic)) else v
+
+
 def _block_key(block_size):
     """block_size as a hashable cache key (MASE passes lists)."""
     return tuple(block_size) if isinstance(block_size, list) else block_size
@@ -298,13 +304,14 @@ def ternary_quantizer(x, threshold=None, maximum=None, median=None, mean=None, s
     """Ternary {-1, 0, +1} (or scaled by alpha per sample) with MASE's rule: the threshold is
     0.75 * mean|x| per sample (dim 0); threshold/maximum/median/mean are accepted and unused,
     as in MASE. Needs 4-D input, as MASE."""
-    return _apply(x, _format_for("ternary", threshold=threshold, maximum=maximum, median=median, mean=mean,
+    return _apply(x, _format_for("ternary", threshold=_plain(threshold), maximum=_plain(maximum),
+                                 median=_plain(median), mean=_plain(mean),
                                  scaling_factor=scaling_factor))
 
 
 def scale_integer_quantizer(x, width, is_signed=True, quantile=1.0):
     """Integer with a per-row (last axis) scale from the row's max |x|."""
-    return _apply(x, _format_for("scale_integer", width=width, is_signed=is_signed, quantile=quantile))
+    return _apply(x, _format_for("scale_integer", width=width, is_signed=is_signed, quantile=_plain(quantile)))
 
 
 def mxint_quantizer(x, block_size, element_bits, block_dim=-1, scale_bits=8, quantile_search=False):

@@ -153,3 +153,11 @@ def test_docs_python_md_training_script_runs():
     namespace = {}
     exec(compile(script, "docs/python.md", "exec"), namespace)
     assert isinstance(namespace["model"][0], qt.QuantLinear) and namespace["loss"].item() > 0
+
+
+def test_mase_statistics_as_tensors():
+    # MASE's profiled statistics may be 0-d tensors; they are accepted (and unused, as MASE's rule)
+    x = torch.randn(2, 3, 4, 4)
+    plain = qnum.mase.ternary_quantizer(x, threshold=0.5)
+    for _ in range(3):
+        assert torch.equal(qnum.mase.ternary_quantizer(x, threshold=torch.tensor(0.5), mean=torch.tensor(0.1)), plain)
