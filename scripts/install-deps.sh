@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev # JSON metadata and manifests
   libtomlplusplus-dev # TOML run configs of `qnum train --config`
   zlib1g-dev         # gzip data files
+  libarchive-dev     # `qnum download imdb` unpacks aclImdb_v1.tar.gz; torch's zip checkpoints (pytorch_model.bin)
   libsqlite3-dev     # search studies in Optuna's SQLite database layout (qnum search --storage sqlite:///…)
   libpq-dev          # search studies on a PostgreSQL server shared by several machines (--storage postgresql://…)
   postgresql         # tests: search.postgres starts a throw-away server in a temp dir (in a container
@@ -20,7 +21,7 @@ packages=(
   qemu-user          # tests: run-time ISA dispatch on emulated CPUs without AVX / AVX-512
   gnuplot-nox        # lab1-ptq-qat / lab1-prune draw plot.png with it (pngcairo terminal, no X11)
   ccache             # build cache: rebuilds and fresh clones on the same machine compile once
-  curl               # `qnum download jsc` (data::download_jsc runs curl) and its file:// tests
+  curl               # `qnum download jsc|imdb|bert-tiny|owner/name` (data/download.hpp runs curl) and their offline tests
   python3-dev        # the Python package (python/): headers the extension compiles against
   python3-venv       # scripts/test_python.sh builds and tests the Python package in a venv
 )

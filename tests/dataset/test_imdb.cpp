@@ -14,10 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "env_guard.hpp"
 #include "qnum/data/text.hpp"
 
 using namespace qnum;
 using namespace qnum::data;
+
+using qnum_test::EnvGuard;
 
 namespace {
 
@@ -38,19 +41,6 @@ fs::path write_temp(const std::string& name, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;
   return p;
 }
-
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~EnvGuard() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 std::vector<std::string> texts(const TextTable& t) {
   std::vector<std::string> v;

@@ -16,9 +16,12 @@
 
 #include "qnum/core/bits.hpp"
 #include "qnum/data/jsc.hpp"
+#include "env_guard.hpp"
 
 using namespace qnum;
 using namespace qnum::data;
+
+using qnum_test::EnvGuard;
 
 namespace {
 
@@ -29,20 +32,6 @@ std::vector<std::uint32_t> bits_of(const Tensor& t) {
   for (float v : t.values()) b.push_back(qnum::detail::float_bits(v));
   return b;
 }
-
-/// Sets (or unsets, for nullptr) an environment variable for the scope.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~EnvGuard() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 std::string write_temp(const std::string& name, const std::string& text) {
   const auto p = std::filesystem::temp_directory_path() / name;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -198,15 +199,21 @@ inline BatchIterator batches(const Dataset& d, const BatchOptions& options, std:
   return BatchIterator(d, options, epoch);
 }
 
-/// Where dataset files are looked for, in order: $QNUM_DATA_DIR (when set), then the cache
-/// ($XDG_CACHE_HOME/qnum, else ~/.cache/qnum).
+/// The download cache: $QNUM_CACHE_DIR, else $XDG_CACHE_HOME/qnum, else ~/.cache/qnum;
+/// nullopt when none of these variables is set.
+inline std::optional<std::filesystem::path> cache_dir() {
+  if (const char* c = std::getenv("QNUM_CACHE_DIR"); c && *c) return std::filesystem::path(c);
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "qnum";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "qnum";
+  return std::nullopt;
+}
+
+/// Where dataset files are looked for, in order: $QNUM_DATA_DIR (when set), then the
+/// download cache (cache_dir()).
 inline std::vector<std::filesystem::path> data_search_dirs() {
   std::vector<std::filesystem::path> dirs;
   if (const char* d = std::getenv("QNUM_DATA_DIR"); d && *d) dirs.emplace_back(d);
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    dirs.push_back(std::filesystem::path(x) / "qnum");
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    dirs.push_back(std::filesystem::path(h) / ".cache" / "qnum");
+  if (auto c = cache_dir()) dirs.push_back(*c);
   return dirs;
 }
 

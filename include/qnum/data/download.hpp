@@ -12,10 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +34,7 @@
 #include "qnum/data/dataset.hpp"
 #include "qnum/data/jsc.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "qnum/io/digest.hpp"
 
 extern char** environ;
 
@@ -40,108 +43,11 @@ namespace qnum::data {
 /// Fetches `url` into the file `out` (created or truncated); throws qnum::Error on failure.
 using Fetcher = std::function<void(const std::string& url, const std::filesystem::path& out)>;
 
-// ---- MD5 (RFC 1321) ------------------------------------------------------------------------
-
-/// Incremental MD5: update() with any chunks, then hex() once.
-class Md5 {
- public:
-  void update(std::span<const std::uint8_t> data) {
-    for (std::uint8_t b : data) {
-      block_[fill_++] = b;
-      if (fill_ == 64) {
-        compress();
-        fill_ = 0;
-      }
-    }
-    bytes_ += data.size();
-  }
-  void update(std::string_view s) { update({reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}); }
-
-  /// The digest as 32 lowercase hex digits (finishes the hash: call once).
-  std::string hex() {
-    const std::uint64_t bits = bytes_ * 8;
-    const std::uint8_t one = 0x80, zero = 0;
-    update({&one, 1});
-    while (fill_ != 56) update({&zero, 1});
-    std::array<std::uint8_t, 8> len{};
-    for (int i = 0; i < 8; ++i) len[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(bits >> (8 * i));
-    update(len);
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out;
-    for (std::uint32_t w : state_)
-      for (int i = 0; i < 4; ++i) {
-        const auto byte = (w >> (8 * i)) & 0xFF;
-        out += digits[byte >> 4];
-        out += digits[byte & 15];
-      }
-    return out;
-  }
-
- private:
-  static std::uint32_t rotl(std::uint32_t x, int c) { return (x << c) | (x >> (32 - c)); }
-  void compress() {
-    static constexpr std::array<std::uint32_t, 64> k = {
-        0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
-        0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
-        0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8,
-        0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
-        0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70,
-        0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
-        0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-        0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391};
-    static constexpr std::array<int, 16> r = {7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21};
-    std::array<std::uint32_t, 16> m{};
-    for (std::size_t i = 0; i < 16; ++i)
-      m[i] = std::uint32_t{block_[4 * i]} | (std::uint32_t{block_[4 * i + 1]} << 8) |
-             (std::uint32_t{block_[4 * i + 2]} << 16) | (std::uint32_t{block_[4 * i + 3]} << 24);
-    std::uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-    for (std::size_t i = 0; i < 64; ++i) {
-      std::uint32_t f = 0;
-      std::size_t g = 0;
-      if (i < 16) {
-        f = (b & c) | (~b & d), g = i;
-      } else if (i < 32) {
-        f = (d & b) | (~d & c), g = (5 * i + 1) % 16;
-      } else if (i < 48) {
-        f = b ^ c ^ d, g = (3 * i + 5) % 16;
-      } else {
-        f = c ^ (b | ~d), g = (7 * i) % 16;
-      }
-      const std::uint32_t t = d;
-      d = c;
-      c = b;
-      b = b + rotl(a + f + k[i] + m[g], r[(i / 16) * 4 + i % 4]);
-      a = t;
-    }
-    state_[0] += a, state_[1] += b, state_[2] += c, state_[3] += d;
-  }
-
-  std::array<std::uint32_t, 4> state_{0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476};
-  std::array<std::uint8_t, 64> block_{};
-  std::size_t fill_ = 0;
-  std::uint64_t bytes_ = 0;
-};
-
 /// MD5 of a string as 32 lowercase hex digits.
-inline std::string md5_hex(std::string_view s) {
-  Md5 h;
-  h.update(s);
-  return h.hex();
-}
+inline std::string md5_hex(std::string_view s) { return digest_hex<Md5>(s); }
 
 /// MD5 of a file's bytes as 32 lowercase hex digits; qnum::Error if it cannot be read.
-inline std::string md5_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  qnum::detail::require(static_cast<bool>(in), "md5: cannot open '", path.string(), "'");
-  Md5 h;
-  std::vector<char> buf(1 << 16);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h.update({reinterpret_cast<const std::uint8_t*>(buf.data()), static_cast<std::size_t>(in.gcount())});
-  }
-  qnum::detail::require(in.eof(), "md5: read error on '", path.string(), "'");
-  return h.hex();
-}
+inline std::string md5_file(const std::filesystem::path& path) { return digest_file<Md5>(path); }
 
 // ---- fetching ------------------------------------------------------------------------------
 
@@ -168,14 +74,52 @@ inline std::filesystem::path temp_beside(const std::filesystem::path& dest, std:
 
 }  // namespace detail
 
+/// How curl_download runs: a total to draw progress against and whether to continue a
+/// partial file.
+struct CurlOptions {
+  std::uint64_t total = 0;  ///< expected bytes (0: unknown; the bar then shows bytes only)
+  std::string label;        ///< shown before the progress bar (default: the URL's last part)
+  bool resume = false;      ///< continue `out` from its current size (HTTP Range / file offset)
+};
+
+namespace detail {
+
+/// One progress line on stderr ("\r" redrawn): label, bar, percent, MB done / total.
+inline void draw_progress(const std::string& label, std::uint64_t done, std::uint64_t total) {
+  char line[200];
+  const double mb = 1e-6;
+  if (total > 0) {
+    const double f = std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
+    std::string bar(30, ' ');
+    for (std::size_t i = 0; i < static_cast<std::size_t>(f * 30); ++i) bar[i] = '#';
+    std::snprintf(line, sizeof line, "\r%-28.28s [%s] %5.1f%% %8.1f / %.1f MB", label.c_str(), bar.c_str(),
+                  100.0 * f, static_cast<double>(done) * mb, static_cast<double>(total) * mb);
+  } else {
+    std::snprintf(line, sizeof line, "\r%-28.28s %8.1f MB", label.c_str(), static_cast<double>(done) * mb);
+  }
+  std::fputs(line, stderr);
+  std::fflush(stderr);
+}
+
+inline std::uint64_t size_or_zero(const std::filesystem::path& p) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(p, ec);
+  return ec ? 0 : static_cast<std::uint64_t>(n);
+}
+
+}  // namespace detail
+
 /// Runs `curl` (found on PATH) to fetch `url` into `out`: fails on HTTP errors, follows
-/// redirects, gives up connecting after 30 s and retries transient failures twice. file://
-/// URLs work too. qnum::Error with curl's own message when it fails or is not installed.
-inline void curl_fetch(const std::string& url, const std::filesystem::path& out) {
+/// redirects, gives up connecting after 30 s and retries transient failures twice; with
+/// o.resume it continues `out` from its size. file:// URLs work too. While it runs, a
+/// progress bar is drawn on stderr when stderr is a terminal. qnum::Error with curl's own
+/// message when it fails or is not installed.
+inline void curl_download(const std::string& url, const std::filesystem::path& out, const CurlOptions& o) {
   const std::filesystem::path err = out.string() + ".stderr";
-  std::vector<std::string> args = {"curl", "--fail",  "--silent", "--show-error", "--location", "--connect-timeout",
-                                   "30",   "--retry", "2",        "--output",     out.string(), "--",
-                                   url};
+  std::vector<std::string> args = {"curl", "--fail", "--silent", "--show-error", "--location", "--connect-timeout",
+                                   "30",   "--retry", "2",      "--output",      out.string()};
+  if (o.resume) args.insert(args.end(), {"--continue-at", "-"});
+  args.insert(args.end(), {"--", url});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -192,8 +136,23 @@ inline void curl_fetch(const std::string& url, const std::filesystem::path& out)
     qnum::detail::fail("cannot run curl to download ", url, ": ", std::strerror(rc),
                        rc == ENOENT ? " (curl is not installed: apt-get install curl)" : "");
   }
+  // The bar follows the output file's size: curl's own bar would have to share the stderr
+  // that carries its error message.
+  const bool bar = ::isatty(STDERR_FILENO) != 0;
+  const std::string label = o.label.empty() ? url.substr(url.find_last_of('/') + 1) : o.label;
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (true) {
+    const pid_t r = waitpid(pid, &status, bar ? WNOHANG : 0);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) break;
+    if (r == 0) {
+      detail::draw_progress(label, detail::size_or_zero(out), o.total);
+      ::usleep(200000);
+    }
+  }
+  if (bar) {
+    detail::draw_progress(label, detail::size_or_zero(out), o.total);
+    std::fputs("\n", stderr);
   }
   const std::string message = detail::last_line_of(err);
   std::filesystem::remove(err, ec);
@@ -203,32 +162,108 @@ inline void curl_fetch(const std::string& url, const std::filesystem::path& out)
                        message.empty() ? "" : ": " + message, ")");
 }
 
-/// Downloads `url` to `dest` (its directory is created): the bytes go to a temporary file
-/// beside dest, their MD5 must equal `md5` (32 hex digits, any case), and only then is the
-/// file renamed to dest. On any failure nothing is left at dest or beside it and the
-/// qnum::Error says what went wrong. Returns dest.
-inline std::filesystem::path download_verified(const std::string& url, std::string md5,
-                                               const std::filesystem::path& dest, const Fetcher& fetch = curl_fetch) {
-  for (auto& c : md5) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  qnum::detail::require(md5.size() == 32 && md5.find_first_not_of("0123456789abcdef") == std::string::npos,
-                        "download: expected MD5 '", md5, "' is not 32 hex digits");
+/// The default Fetcher: curl_download without resuming or a known total.
+inline void curl_fetch(const std::string& url, const std::filesystem::path& out) { curl_download(url, out, {}); }
+
+/// What a downloaded file must be: its size and any digests its publisher gives (lowercase
+/// or uppercase hex; empty: not checked). At least one digest is required.
+struct ExpectedFile {
+  std::uint64_t size = 0;  ///< 0: not known
+  std::string md5, sha256;
+  std::string git_sha1;  ///< git blob id (SHA-1 of "blob <size>\0" + bytes), as the HF hub lists small files
+};
+
+namespace detail {
+
+inline std::string lower_hex(std::string s, std::size_t digits, const char* what) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  qnum::detail::require(s.empty() || (s.size() == digits && s.find_first_not_of("0123456789abcdef") == std::string::npos),
+                        "download: expected ", what, " '", s, "' is not ", digits, " hex digits");
+  return s;
+}
+
+/// Empty when `file` is what `e` says, else what differs (size first: it is cheap).
+inline std::string mismatch(const std::filesystem::path& file, const ExpectedFile& e) {
+  const std::uint64_t size = size_or_zero(file);
+  if (e.size != 0 && size != e.size)
+    return "size " + std::to_string(size) + " bytes, expected " + std::to_string(e.size);
+  if (!e.md5.empty())
+    if (const auto got = digest_file<Md5>(file); got != e.md5) return "MD5 " + got + ", expected " + e.md5;
+  if (!e.sha256.empty())
+    if (const auto got = digest_file<Sha256>(file); got != e.sha256) return "SHA-256 " + got + ", expected " + e.sha256;
+  if (!e.git_sha1.empty())
+    if (const auto got = git_blob_sha1_file(file); got != e.git_sha1)
+      return "git blob SHA-1 " + got + ", expected " + e.git_sha1;
+  return "";
+}
+
+}  // namespace detail
+
+/// Downloads `url` to `dest` (its directory is created) and returns dest. The bytes go to
+/// a file beside dest and are renamed to dest only once their size and digests are what
+/// `expected` says; a mismatch removes them and is an error. With `resume`, that file is
+/// `<dest>.part`, kept when the transfer fails (network, interrupt) and continued by the
+/// next call; without, it is a fresh temporary removed on any failure. `fetch` empty: curl
+/// (progress bar against expected.size, resuming when asked).
+inline std::filesystem::path download_file(const std::string& url, ExpectedFile expected,
+                                           const std::filesystem::path& dest, const Fetcher& fetch = {},
+                                           bool resume = true) {
+  expected.md5 = detail::lower_hex(expected.md5, 32, "MD5");
+  expected.sha256 = detail::lower_hex(expected.sha256, 64, "SHA-256");
+  expected.git_sha1 = detail::lower_hex(expected.git_sha1, 40, "git SHA-1");
+  qnum::detail::require(!expected.md5.empty() || !expected.sha256.empty() || !expected.git_sha1.empty(),
+                        "download of ", url, ": no checksum to verify it against");
   std::error_code ec;
   std::filesystem::create_directories(dest.parent_path(), ec);
   qnum::detail::require(!ec, "download: cannot create directory '", dest.parent_path().string(), "': ", ec.message());
-  const auto tmp = detail::temp_beside(dest, "part");
+  const auto part = resume ? std::filesystem::path(dest.string() + ".part") : detail::temp_beside(dest, "part");
+  const std::uint64_t have = detail::size_or_zero(part);
+  if (expected.size != 0 && have > expected.size) std::filesystem::remove(part, ec);  // not a prefix of it
+  auto get = [&](bool continue_part) {
+    if (fetch) return fetch(url, part);
+    CurlOptions o;
+    o.total = expected.size;
+    o.resume = continue_part;
+    o.label = dest.filename().string();
+    curl_download(url, part, o);
+  };
   try {
-    fetch(url, tmp);
-    qnum::detail::require(std::filesystem::is_regular_file(tmp), "download of ", url, " produced no file");
-    const std::string got = md5_file(tmp);
-    qnum::detail::require(got == md5, "download of ", url, ": checksum mismatch (MD5 ", got, ", expected ", md5,
-                          "); the file was discarded");
-    std::filesystem::rename(tmp, dest, ec);
+    if (expected.size == 0 || detail::size_or_zero(part) != expected.size) {
+      try {
+        get(resume);
+      } catch (const Error& e) {
+        // A server that ignores ranges cannot continue the part (curl exit 33): start over.
+        if (!resume || std::string_view(e.what()).find("curl exit 33") == std::string_view::npos) throw;
+        std::filesystem::remove(part, ec);
+        get(false);
+      }
+    }
+    qnum::detail::require(std::filesystem::is_regular_file(part), "download of ", url, " produced no file");
+    if (const std::string bad = detail::mismatch(part, expected); !bad.empty()) {
+      std::filesystem::remove(part, ec);
+      qnum::detail::fail("download of ", url, ": checksum mismatch (", bad, "); the file was discarded");
+    }
+    std::filesystem::rename(part, dest, ec);
     qnum::detail::require(!ec, "download: cannot move the file into '", dest.string(), "': ", ec.message());
-  } catch (...) {
-    std::filesystem::remove(tmp, ec);
-    throw;
+  } catch (const Error& e) {
+    if (!resume || detail::size_or_zero(part) == 0) {
+      std::filesystem::remove(part, ec);
+      throw;
+    }
+    qnum::detail::fail(e.what(), " (", detail::size_or_zero(part), " bytes kept in ", part.string(),
+                       ": run the download again to resume)");
   }
   return dest;
+}
+
+/// Downloads `url` to `dest` checked against its MD5 (32 hex digits, any case), without
+/// resuming: on any failure nothing is left at dest or beside it. Returns dest.
+inline std::filesystem::path download_verified(const std::string& url, std::string md5,
+                                               const std::filesystem::path& dest, const Fetcher& fetch = curl_fetch) {
+  qnum::detail::require(!md5.empty(), "download: expected MD5 '' is not 32 hex digits");
+  ExpectedFile e;
+  e.md5 = std::move(md5);
+  return download_file(url, e, dest, fetch, false);
 }
 
 // ---- JSC from OpenML ---------------------------------------------------------------------
@@ -243,15 +278,13 @@ struct JscDownloadOptions {
   std::filesystem::path dir;
 };
 
-/// The cache directory downloads go to (the last of data_search_dirs()); qnum::Error when
-/// neither XDG_CACHE_HOME nor HOME is set.
+/// The cache directory downloads go to (cache_dir(): $QNUM_CACHE_DIR, $XDG_CACHE_HOME/qnum
+/// or ~/.cache/qnum); qnum::Error when none of those variables is set.
 inline std::filesystem::path download_cache_dir() {
-  const auto dirs = data_search_dirs();
-  const bool have_cache = (std::getenv("XDG_CACHE_HOME") && *std::getenv("XDG_CACHE_HOME")) ||
-                          (std::getenv("HOME") && *std::getenv("HOME"));
-  qnum::detail::require(have_cache && !dirs.empty(),
-                        "download: no cache directory (set XDG_CACHE_HOME or HOME, or pass a directory)");
-  return dirs.back();
+  const auto dir = cache_dir();
+  qnum::detail::require(dir.has_value(),
+                        "download: no cache directory (set QNUM_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass a directory)");
+  return *dir;
 }
 
 /// Downloads the JSC ARFF into <dir>/jsc/hls4ml_lhc_jets_hlf.arff: reads OpenML's data

@@ -321,7 +321,7 @@ inline ImdbFiles locate_imdb() {
       "extracted aclImdb/ folder of https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz, or Kaggle's "
       "'IMDB Dataset.csv' (review,sentiment) in ",
       where, (std::getenv("QNUM_DATA_DIR") ? "" : " (or set QNUM_DATA_DIR=<dir> and use <dir>/imdb/)"),
-      "; or use the offline set text-synthetic");
+      "; or run `qnum download imdb`; or use the offline set text-synthetic");
 }
 
 /// The BERT vocabulary: <dir>/bert/vocab.txt over data_search_dirs(), else an error.
@@ -333,7 +333,8 @@ inline std::filesystem::path locate_bert_vocab() {
   for (const auto& d : dirs) where += (where.empty() ? "" : " or ") + (d / "bert").string() + "/";
   if (where.empty()) where = "$QNUM_DATA_DIR/bert/";
   qnum::detail::fail("imdb: BERT vocabulary not found: put bert-base-uncased's vocab.txt (30,522 tokens, from ",
-                     "https://huggingface.co/bert-base-uncased/resolve/main/vocab.txt) in ", where);
+                     "https://huggingface.co/bert-base-uncased/resolve/main/vocab.txt) in ", where,
+                     ", or load a pretrained model that has one (--load bert-tiny downloads prajjwal1/bert-tiny)");
 }
 
 /// How IMDb is loaded.

@@ -16,9 +16,11 @@
 #include "qnum/data/download.hpp"
 #include "qnum/data/jsc.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "download/helpers.hpp"
 
 using namespace qnum;
 using namespace qnum::data;
+using namespace qnum_test;
 namespace fs = std::filesystem;
 
 namespace {
@@ -26,68 +28,6 @@ namespace {
 const fs::path kFixtures = fs::path(QNUM_TEST_SOURCE_DIR) / "dataset" / "fixtures";
 const std::string kPayload = "qnum download test payload\n";
 const std::string kPayloadMd5 = "d5113fff62a79451898e07de29becb37";  // md5sum of kPayload
-
-/// A fresh empty directory under the system temp dir, removed with the object.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("qnum-download-test-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-std::vector<std::string> files_in(const fs::path& dir) {
-  std::vector<std::string> names;
-  if (!fs::exists(dir)) return names;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) names.push_back(fs::relative(e.path(), dir).string());
-  return names;
-}
-
-std::string file_url(const fs::path& p) { return "file://" + fs::absolute(p).string(); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const qnum::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-/// Whether a `curl` program is on PATH (the tests that run it are skipped, with a note, if not).
-bool have_curl() {
-  const char* path = std::getenv("PATH");
-  std::string p = path ? path : "";
-  std::size_t start = 0;
-  while (start <= p.size()) {
-    const auto end = std::min(p.find(':', start), p.size());
-    if (fs::exists(fs::path(p.substr(start, end - start)) / "curl")) return true;
-    start = end + 1;
-  }
-  MESSAGE("curl not found on PATH: curl-based download tests skipped (apt-get install curl)");
-  return false;
-}
-
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~EnvGuard() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 }  // namespace
 

@@ -1,0 +1,137 @@
+// Reading archives with libarchive (tar, tar.gz, zip, ...: whatever libarchive detects):
+// extract_archive unpacks one into a directory, read_archive_files reads members into
+// memory (torch's zip checkpoints). Only regular files and directories are accepted; an
+// absolute name, a ".." component, a link or a device is an error naming the entry, so an
+// archive cannot write outside the target directory. Extraction goes to a temporary
+// directory beside the target, renamed into place only when every entry was written.
+#pragma once
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "qnum/core/error.hpp"
+
+namespace qnum {
+
+namespace detail {
+
+/// An open libarchive reader over a file; errors name the file.
+class ArchiveReader {
+ public:
+  explicit ArchiveReader(const std::filesystem::path& path) : path_(path.string()), a_(archive_read_new()) {
+    require(a_ != nullptr, "archive: out of memory opening '", path_, "'");
+    archive_read_support_filter_all(a_);
+    archive_read_support_format_all(a_);
+    if (archive_read_open_filename(a_, path_.c_str(), 1 << 16) != ARCHIVE_OK) fail_here("cannot open it");
+  }
+  ~ArchiveReader() { archive_read_free(a_); }
+  ArchiveReader(const ArchiveReader&) = delete;
+  ArchiveReader& operator=(const ArchiveReader&) = delete;
+
+  /// The next entry, or nullptr at the end.
+  archive_entry* next() {
+    archive_entry* e = nullptr;
+    const int rc = archive_read_next_header(a_, &e);
+    if (rc == ARCHIVE_EOF) return nullptr;
+    if (rc < ARCHIVE_WARN) fail_here("corrupt or truncated");
+    return e;
+  }
+
+  /// Streams the current entry's bytes to `sink`.
+  void read_data(const std::string& entry, const std::function<void(const char*, std::size_t)>& sink) {
+    char buf[1 << 16];
+    while (true) {
+      const la_ssize_t n = archive_read_data(a_, buf, sizeof buf);
+      if (n == 0) return;
+      if (n < 0) fail_here("entry '" + entry + "' is corrupt or truncated");
+      sink(buf, static_cast<std::size_t>(n));
+    }
+  }
+
+  [[noreturn]] void fail_here(const std::string& what) {
+    const char* msg = archive_error_string(a_);
+    fail("archive '", path_, "': ", what, msg ? std::string(" (") + msg + ")" : std::string());
+  }
+
+ private:
+  std::string path_;
+  archive* a_;
+};
+
+/// `name` as a safe relative path, or an error naming the entry.
+inline std::filesystem::path safe_entry_path(const std::string& archive, const std::string& name) {
+  const std::filesystem::path p(name);
+  require(!name.empty() && !p.is_absolute(), "archive '", archive, "': entry '", name, "' has an absolute or empty name");
+  for (const auto& part : p)
+    require(part != "..", "archive '", archive, "': entry '", name, "' leaves the target directory ('..')");
+  return p.lexically_normal();
+}
+
+}  // namespace detail
+
+/// Unpacks the archive at `path` so that its entries end up under `dest` (which must not
+/// exist yet; its parent is created). Returns the number of files written. On any error
+/// nothing is left at dest.
+inline std::size_t extract_archive(const std::filesystem::path& path, const std::filesystem::path& dest) {
+  namespace fs = std::filesystem;
+  detail::require(!fs::exists(dest), "extract: '", dest.string(), "' already exists");
+  std::error_code ec;
+  fs::create_directories(dest.parent_path(), ec);
+  detail::require(!ec, "extract: cannot create '", dest.parent_path().string(), "': ", ec.message());
+  std::random_device rd;
+  const fs::path tmp = dest.parent_path() / (".tmp." + dest.filename().string() + "." + std::to_string(rd()));
+  std::size_t files = 0;
+  try {
+    fs::create_directories(tmp);
+    detail::ArchiveReader r(path);
+    while (archive_entry* e = r.next()) {
+      const std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
+      const fs::path rel = detail::safe_entry_path(path.string(), name);
+      const auto type = archive_entry_filetype(e);
+      if (type == AE_IFDIR) {
+        fs::create_directories(tmp / rel);
+        continue;
+      }
+      detail::require(type == AE_IFREG && archive_entry_hardlink(e) == nullptr, "archive '", path.string(),
+                      "': entry '", name, "' is not a regular file or directory (links and devices are refused)");
+      fs::create_directories((tmp / rel).parent_path());
+      std::ofstream out(tmp / rel, std::ios::binary | std::ios::trunc);
+      detail::require(static_cast<bool>(out), "extract: cannot create '", (tmp / rel).string(), "'");
+      r.read_data(name, [&](const char* p, std::size_t n) { out.write(p, static_cast<std::streamsize>(n)); });
+      out.close();
+      detail::require(static_cast<bool>(out), "extract: cannot write '", (tmp / rel).string(), "' (disk full?)");
+      ++files;
+    }
+    fs::rename(tmp, dest, ec);
+    detail::require(!ec, "extract: cannot move the files into '", dest.string(), "': ", ec.message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  return files;
+}
+
+/// The regular files of the archive at `path` whose names `want` accepts, by name.
+inline std::map<std::string, std::string> read_archive_files(const std::filesystem::path& path,
+                                                             const std::function<bool(std::string_view)>& want) {
+  std::map<std::string, std::string> files;
+  detail::ArchiveReader r(path);
+  while (archive_entry* e = r.next()) {
+    const std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
+    if (archive_entry_filetype(e) != AE_IFREG || !want(name)) continue;
+    std::string& bytes = files[name];
+    if (archive_entry_size_is_set(e)) bytes.reserve(static_cast<std::size_t>(archive_entry_size(e)));
+    r.read_data(name, [&](const char* p, std::size_t n) { bytes.append(p, n); });
+  }
+  return files;
+}
+
+}  // namespace qnum
