@@ -78,6 +78,10 @@ npy "$work/f64.npy" '<f8' False '(4,)' 32
 expect_error "float64 npy" "$QNUM" quantize --format integer "$work/f64.npy" "$work/out.npy"
 npy "$work/fortran.npy" '<f4' True '(4, 8)' 128
 expect_error "fortran npy" "$QNUM" quantize --format integer "$work/fortran.npy" "$work/out.npy"
+# Found by fuzzing (fuzz/fuzz_npy.cpp): a shape whose element count overflows 64 bits.
+npy "$work/overflow.npy" '<f4' False '(4, 1615, 20000, 2056353930, 205635393)' 0
+expect_error "overflowing npy shape" "$QNUM" quantize --format integer "$work/overflow.npy" "$work/out.npy"
+grep -q "overflows 64 bits at dimension 4, of size 205635393" "$work/stderr" && ok || bad "overflow message: $(cat "$work/stderr")"
 echo "hello, world" > "$work/text.npy"
 expect_error "not npy" "$QNUM" quantize --format integer "$work/text.npy" "$work/out.npy"
 expect_error "missing input" "$QNUM" quantize --format integer "$work/nope.npy" "$work/out.npy"

@@ -13,17 +13,22 @@ namespace qnum {
 /// Dimensions of a row-major (C order) tensor, outermost first.
 using Shape = std::vector<std::int64_t>;
 
-/// Number of elements of a shape (1 for a scalar shape {}).
-inline std::int64_t numel(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
-
 inline std::string to_string(const Shape& s) {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
+}
+
+/// Number of elements of a shape (1 for a scalar shape {}). Shapes come from files written by
+/// strangers, so the product is overflow-checked: `what` names the source, and the message
+/// names the dimension at which the count leaves int64.
+inline std::int64_t numel(const Shape& s, std::string_view what = "shape") {
+  std::int64_t n = 1;
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (__builtin_mul_overflow(n, s[i], &n))
+      detail::fail(what, ": shape ", to_string(s), " has too many elements (the count overflows 64 bits at dimension ",
+                   i, ", of size ", s[i], ")");
+  return n;
 }
 
 /// What an operand is to its layer. MASE's block formats infer block shapes from it

@@ -5,6 +5,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -20,10 +22,16 @@ inline bool is_gzip(std::string_view bytes) {
          static_cast<unsigned char>(bytes[1]) == 0x8B;
 }
 
-/// Decompresses gzip data (one or more members); `what` names the source in errors.
-inline std::string gunzip(std::string_view gz, std::string_view what = "gzip data") {
+/// Largest decompressed size gunzip accepts by default: 4 GiB, well above IMDb's ~130 MB,
+/// far below what a few-MB "gzip bomb" (ratio ~1000:1) would otherwise make us allocate.
+inline constexpr std::size_t kMaxGunzipBytes = std::size_t{4} << 30;
+
+/// Decompresses gzip data (one or more members); `what` names the source in errors. Output
+/// beyond `max_bytes` is refused rather than allocated.
+inline std::string gunzip(std::string_view gz, std::string_view what = "gzip data",
+                          std::size_t max_bytes = kMaxGunzipBytes) {
   std::string out;
-  out.reserve(gz.size() * 3);
+  out.reserve(std::min(gz.size() * 3, max_bytes));
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) detail::fail("gzip: ", what, ": cannot initialise zlib");
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
@@ -35,6 +43,11 @@ inline std::string gunzip(std::string_view gz, std::string_view what = "gzip dat
     zs.next_out = reinterpret_cast<Bytef*>(buf);
     zs.avail_out = sizeof(buf);
     rc = inflate(&zs, Z_NO_FLUSH);
+    if (out.size() + (sizeof(buf) - zs.avail_out) > max_bytes) {
+      inflateEnd(&zs);
+      detail::fail("gzip: ", what, ": decompresses to more than ", max_bytes,
+                   " bytes; refused (a gzip bomb, or raise the limit)");
+    }
     out.append(buf, sizeof(buf) - zs.avail_out);
     if (rc == Z_STREAM_END) {
       if (zs.avail_in == 0) break;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qnum/core/error.hpp"
+#include "qnum/core/printable.hpp"
 #include "qnum/core/shape.hpp"
 #include "qnum/io/atomic_file.hpp"
 
@@ -59,7 +60,7 @@ inline NpyArray parse_npy(std::string_view bytes, std::string_view what) {
           ": malformed .npy header");
 
   const auto descr = detail::npy_dict_value(header, "descr", what);
-  require(descr.substr(0, 5) == "'<f4'", what, ": dtype ", descr.substr(0, descr.find_first_of(",}")),
+  require(descr.substr(0, 5) == "'<f4'", what, ": dtype ", detail::printable(descr.substr(0, descr.find_first_of(",}"))),
           " is not little-endian float32 ('<f4'); convert with x.astype(np.float32)");
   const auto fortran = detail::npy_dict_value(header, "fortran_order", what);
   require(fortran.substr(0, 5) == "False", what,
@@ -86,11 +87,13 @@ inline NpyArray parse_npy(std::string_view bytes, std::string_view what) {
     require(any, what, ": malformed shape in .npy header");
     arr.shape.push_back(d);
   }
-  const std::int64_t n = numel(arr.shape);
+  const std::int64_t n = numel(arr.shape, what);
   const std::size_t data_off = offset + header_len;
   const std::size_t have = bytes.size() - data_off;
-  require(have >= static_cast<std::size_t>(n) * 4, what, ": truncated .npy data (", have, " bytes, shape ",
-          to_string(arr.shape), " needs ", n * 4, ")");
+  // Compared as a count (have / 4), not in bytes: n * 4 may not fit in 64 bits.
+  require(static_cast<std::uint64_t>(n) <= have / 4, what, ": truncated .npy data (", have, " bytes, shape ",
+          to_string(arr.shape), " needs ",
+          n <= INT64_MAX / 4 ? std::to_string(n * 4) : std::to_string(n) + " x 4", ")");
   require(have == static_cast<std::size_t>(n) * 4, what, ": .npy has ", have - static_cast<std::size_t>(n) * 4,
           " trailing bytes after the data");
   arr.data.resize(static_cast<std::size_t>(n));
