@@ -24,6 +24,7 @@
 #include "qnum/core/rng.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/core/shape.hpp"
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -31,10 +32,16 @@ namespace qnum {
 
 struct BinarySpec {
   static constexpr std::string_view name = "binary";
+  static constexpr std::string_view help = "{-1,+1} or {0,alpha}";
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 2> mase_defaults{{{"stochastic", "false"}, {"bipolar", "false"}}};
   bool stochastic = false;
   bool bipolar = true;
 
   friend bool operator==(const BinarySpec&, const BinarySpec&) = default;
+  constexpr Grouping grouping() const {
+    return !bipolar ? Grouping::per_channel : stochastic ? Grouping::indexed : Grouping::elementwise;
+  }
   void validate() const {}
 
   static std::vector<KeyDoc> key_docs() {
@@ -56,6 +63,9 @@ struct BinarySpec {
 /// Residual sign: L levels with means mu_l; output stacked [L, ...input shape].
 struct ResidualSignSpec {
   static constexpr std::string_view name = "residual_sign";
+  static constexpr std::string_view help = "multi-level residual binarization, stacked [L, ...]";
+  static constexpr std::array<KeyDefault, 0> mase_defaults{};  // none beyond qnum's own
+  static constexpr Grouping grouping() { return Grouping::stacked; }
   int levels = 2;
   std::vector<double> means;  // empty: (L, L-1, ..., 1) / sum
 
@@ -96,6 +106,9 @@ struct ResidualSignSpec {
 /// binarize: sign(clamp(x, -1, 1)) in {-1, 0, +1}.
 struct BinarizeSpec {
   static constexpr std::string_view name = "binarize";
+  static constexpr std::string_view help = "sign(clamp(x,-1,1)) in {-1,0,+1}";
+  static constexpr std::array<KeyDefault, 0> mase_defaults{};  // none beyond qnum's own
+  static constexpr Grouping grouping() { return Grouping::elementwise; }
   friend bool operator==(const BinarizeSpec&, const BinarizeSpec&) = default;
   void validate() const {}
   static std::vector<KeyDoc> key_docs() { return {}; }

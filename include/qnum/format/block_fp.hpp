@@ -25,6 +25,7 @@
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/block.hpp"
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -34,6 +35,11 @@ namespace qnum {
 
 struct BlockFPSpec {
   static constexpr std::string_view name = "block_fp";
+  static constexpr std::string_view help = "shared exponent per block, sign-magnitude mantissas";
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 4> mase_defaults{
+      {{"width", "12"}, {"exponent_width", "8"}, {"exponent_bias", "none"}, {"block_size", "16"}}};
+  static constexpr Grouping grouping() { return Grouping::blocked; }
   int width = 8;                     // sign + mantissa bits (M = W-1)
   int exponent_width = 8;            // shared exponent bits E
   std::optional<int> exponent_bias;  // none: 2^(E-1)-1

@@ -27,6 +27,7 @@
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/block.hpp"
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -36,6 +37,10 @@ namespace qnum {
 
 struct BlockLogSpec {
   static constexpr std::string_view name = "block_log";
+  static constexpr std::string_view help = "log elements, shared bias per block";
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 1> mase_defaults{{{"block_size", "16"}}};
+  static constexpr Grouping grouping() { return Grouping::blocked; }
   int width = 8;
   int exponent_bias_width = 8;
   std::vector<int> block_size{16};

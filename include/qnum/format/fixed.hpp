@@ -5,6 +5,7 @@
 // info, value type Fixed<W, F, Signed, P>, numeric_limits, printing.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -16,6 +17,7 @@
 #include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 #include "qnum/format/value_ops.hpp"
@@ -28,6 +30,10 @@ namespace qnum {
 /// (may be negative or exceed the width: the scale is just 2^-frac_width).
 struct FixedSpec {
   static constexpr std::string_view name = "integer";
+  static constexpr std::string_view help = "fixed point k*2^-F (alias fixed; integer_floor = rounding=floor)";
+  static constexpr std::array<std::string_view, 2> aliases{"fixed", "integer_floor"};
+  static constexpr std::array<KeyDefault, 0> mase_defaults{};  // none beyond qnum's own
+  static constexpr Grouping grouping() { return Grouping::elementwise; }
   int width = 8;
   int frac_width = 4;
   bool is_signed = true;
@@ -62,6 +68,13 @@ struct FixedSpec {
     s.is_signed = kv.take_bool({"is_signed", "signed"}, true);
     const bool fl = kv.take_bool({"floor"}, false);
     if (floor_rounding) *floor_rounding = fl;
+    return s;
+  }
+  /// Format::parse's entry: `floor=true` and the name integer_floor set floor rounding.
+  static FixedSpec from_keys(KeyValues& kv, std::string_view name_used, Policy& policy) {
+    bool floor_key = false;
+    FixedSpec s = from_keys(kv, &floor_key);
+    if (floor_key || name_used == "integer_floor") policy.rounding = Rounding::floor;
     return s;
   }
   void write_keys(KeyWriter& w) const {

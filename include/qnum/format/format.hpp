@@ -12,54 +12,10 @@
 
 #include "qnum/core/policy.hpp"
 #include "qnum/core/shape.hpp"
-#include "qnum/format/binary.hpp"
-#include "qnum/format/block_fp.hpp"
-#include "qnum/format/block_log.hpp"
-#include "qnum/format/block_minifloat.hpp"
-#include "qnum/format/fixed.hpp"
-#include "qnum/format/log.hpp"
-#include "qnum/format/minifloat.hpp"
-#include "qnum/format/minifloat_denorm.hpp"
-#include "qnum/format/mx.hpp"
-#include "qnum/format/mxint_hardware.hpp"
-#include "qnum/format/scale_integer.hpp"
+#include "qnum/format/families.hpp"
 #include "qnum/format/spec_text.hpp"
-#include "qnum/format/ternary.hpp"
 
 namespace qnum {
-
-/// Every family's spec.
-using AnySpec = std::variant<FixedSpec, MinifloatDenormSpec, MinifloatSpec, LogSpec, BlockFPSpec, BlockMinifloatSpec,
-                             BlockLogSpec, BinarySpec, ResidualSignSpec, BinarizeSpec, TernarySpec, ScaleIntegerSpec,
-                             MXIntSpec, MXFPSpec, MXIntHardwareSpec>;
-
-/// A named preset: a name that stands for a fixed spec (e.g. fp8_e4m3, mxint8).
-struct FormatPreset {
-  std::string_view name;
-  AnySpec spec;
-  std::string_view help;
-};
-
-inline const std::vector<FormatPreset>& format_presets() {
-  static const std::vector<FormatPreset> presets{
-      {"fp8_e4m3", MinifloatSpec::fp8_e4m3(), "OCP FP8 E4M3: max 448, NaN at S.1111.111, no Inf"},
-      {"fp8_e5m2", MinifloatSpec::fp8_e5m2(), "OCP FP8 E5M2: max 57344, IEEE Inf and NaN"},
-      {"mxint8", MXIntSpec{8, 32, -1, 8, false}, "OCP MXINT8: 32 int8 elements (2^-6 units), E8M0 scale"},
-      {"mxfp8_e4m3", MXFPSpec{4, 3, 32, -1, 8, false}, "OCP MXFP8 E4M3, block 32"},
-      {"mxfp8_e5m2", MXFPSpec{5, 2, 32, -1, 8, false}, "OCP MXFP8 E5M2, block 32"},
-      {"mxfp6_e3m2", MXFPSpec{3, 2, 32, -1, 8, false}, "OCP MXFP6 E3M2, block 32"},
-      {"mxfp6_e2m3", MXFPSpec{2, 3, 32, -1, 8, false}, "OCP MXFP6 E2M3, block 32"},
-      {"mxfp4_e2m1", MXFPSpec{2, 1, 32, -1, 8, false}, "OCP MXFP4 E2M1, block 32"},
-  };
-  return presets;
-}
-
-/// One family for `qnum formats`.
-struct FamilyDoc {
-  std::string_view name;
-  std::vector<KeyDoc> keys;
-  std::string_view help;
-};
 
 inline std::vector<KeyDoc> policy_key_docs() {
   return {{"mode", "exact", "semantics: exact or mase_compat (the CLI's --mode)"},
@@ -68,26 +24,6 @@ inline std::vector<KeyDoc> policy_key_docs() {
           {"subnormals", "keep", "keep or flush results below the smallest normal"},
           {"ste", "identity", "straight-through gradient: identity or clipped"},
           {"seed", "0", "stochastic rounding seed"}};
-}
-
-inline std::vector<FamilyDoc> format_families() {
-  return {
-      {"integer", FixedSpec::key_docs(), "fixed point k*2^-F (alias fixed; integer_floor = rounding=floor)"},
-      {"minifloat_denorm", MinifloatDenormSpec::key_docs(), "minifloat without implicit bit"},
-      {"minifloat_ieee", MinifloatSpec::key_docs(), "IEEE-like minifloat with subnormals (presets fp8_e4m3, fp8_e5m2)"},
-      {"log", LogSpec::key_docs(), "sign + power of two"},
-      {"block_fp", BlockFPSpec::key_docs(), "shared exponent per block, sign-magnitude mantissas"},
-      {"block_minifloat", BlockMinifloatSpec::key_docs(), "minifloat elements, shared bias per block"},
-      {"block_log", BlockLogSpec::key_docs(), "log elements, shared bias per block"},
-      {"binary", BinarySpec::key_docs(), "{-1,+1} or {0,alpha}"},
-      {"residual_sign", ResidualSignSpec::key_docs(), "multi-level residual binarization, stacked [L, ...]"},
-      {"binarize", BinarizeSpec::key_docs(), "sign(clamp(x,-1,1)) in {-1,0,+1}"},
-      {"ternary", TernarySpec::key_docs(), "{-1,0,+1} or {-alpha,0,+alpha} per channel"},
-      {"scale_integer", ScaleIntegerSpec::key_docs(), "integer with per-row dynamic scale"},
-      {"mxint", MXIntSpec::key_docs(), "MX integer: shared E8M0 scale per block (preset mxint8)"},
-      {"mxfp", MXFPSpec::key_docs(), "MX float: shared E8M0 scale per block (presets mxfp8/6/4_*)"},
-      {"mxint_hardware", MXIntHardwareSpec::key_docs(), "MASE's hardware MX integer (mase mode only)"},
-  };
 }
 
 /// A number format: a family's spec and the policy it is applied with.
@@ -118,58 +54,7 @@ class Format {
     if (auto v = kv.take({"ste"})) f.policy.ste = parse_ste(*v);
     if (auto v = kv.take_opt_int({"seed"})) f.policy.seed = static_cast<std::uint64_t>(*v);
 
-    std::vector<KeyDoc> allowed;
-    auto load = [&]<class S>(std::type_identity<S>) {
-      f.spec = S::from_keys(kv);
-      allowed = S::key_docs();
-    };
-    if (name == "integer" || name == "fixed" || name == "integer_floor") {
-      bool floor_key = false;
-      f.spec = FixedSpec::from_keys(kv, &floor_key);
-      allowed = FixedSpec::key_docs();
-      if (floor_key || name == "integer_floor") f.policy.rounding = Rounding::floor;
-    } else if (name == "minifloat_denorm")
-      load(std::type_identity<MinifloatDenormSpec>{});
-    else if (name == "minifloat_ieee" || name == "minifloat")
-      load(std::type_identity<MinifloatSpec>{});
-    else if (name == "log")
-      load(std::type_identity<LogSpec>{});
-    else if (name == "block_fp")
-      load(std::type_identity<BlockFPSpec>{});
-    else if (name == "block_minifloat")
-      load(std::type_identity<BlockMinifloatSpec>{});
-    else if (name == "block_log")
-      load(std::type_identity<BlockLogSpec>{});
-    else if (name == "binary")
-      load(std::type_identity<BinarySpec>{});
-    else if (name == "residual_sign")
-      load(std::type_identity<ResidualSignSpec>{});
-    else if (name == "binarize")
-      load(std::type_identity<BinarizeSpec>{});
-    else if (name == "ternary")
-      load(std::type_identity<TernarySpec>{});
-    else if (name == "scale_integer")
-      load(std::type_identity<ScaleIntegerSpec>{});
-    else if (name == "mxint")
-      load(std::type_identity<MXIntSpec>{});
-    else if (name == "mxfp")
-      load(std::type_identity<MXFPSpec>{});
-    else if (name == "mxint_hardware")
-      load(std::type_identity<MXIntHardwareSpec>{});
-    else {
-      bool found = false;
-      for (const auto& preset : format_presets())
-        if (preset.name == name) {
-          f.spec = preset.spec;
-          found = true;
-        }
-      if (!found) {
-        std::string names;
-        for (const auto& fam : format_families()) names += (names.empty() ? "" : ", ") + std::string(fam.name);
-        for (const auto& preset : format_presets()) names += ", " + std::string(preset.name);
-        detail::fail("unknown format '", name, "' (known: ", names, ", integer_floor, fixed)");
-      }
-    }
+    const auto allowed = spec_from_keys(name, kv, f.policy, f.spec);
     kv.set_family(name);
     kv.finish(allowed);
     f.validate();
@@ -234,6 +119,23 @@ class Format {
       detail::require(!std::holds_alternative<MXIntHardwareSpec>(spec), fam,
                       ": mxint_hardware is MASE's format and exists only in mase_compat mode (--mode mase)");
     }
+  }
+
+  /// Which inputs each output element depends on (format/family_traits.hpp).
+  Grouping grouping() const { return qnum::grouping(spec); }
+  /// Whether each element is quantized on its own, so any slice of a tensor gets the same bits.
+  bool elementwise() const { return grouping() == Grouping::elementwise; }
+  /// Whether values beyond the format's range are clamped (scale_integer scales every row to
+  /// its own maximum, so nothing is ever out of range).
+  bool saturates() const {
+    return std::visit(
+        []<class S>(const S&) {
+          if constexpr (requires { S::saturates; })
+            return S::saturates;
+          else
+            return true;
+        },
+        spec);
   }
 
   FormatInfo info() const {

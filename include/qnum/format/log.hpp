@@ -5,6 +5,7 @@
 // info, value type Log<W, Bias, P>, numeric_limits, printing.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <compare>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/minifloat.hpp"  // MASE float32 primitives
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 #include "qnum/format/value_ops.hpp"
@@ -30,6 +32,9 @@ namespace qnum {
 /// Sign + (W-1)-bit exponent field f: value +-2^(f - b); no zero and no special codes.
 struct LogSpec {
   static constexpr std::string_view name = "log";
+  static constexpr std::string_view help = "sign + power of two";
+  static constexpr std::array<KeyDefault, 0> mase_defaults{};  // none beyond qnum's own
+  static constexpr Grouping grouping() { return Grouping::elementwise; }
   int width = 8;
   std::optional<int> exponent_bias;  // none: 2^(W-2)-1
 

@@ -7,6 +7,7 @@
 // Minifloat<E, M, Bias, P, S>, printing, numeric_limits.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <compare>
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 #include "qnum/format/value_ops.hpp"
@@ -57,6 +59,11 @@ inline Specials parse_specials(std::string_view s, std::string_view family) {
 /// exponent bias b (default 2^(E-1)-1), subnormals at the lowest exponent field.
 struct MinifloatSpec {
   static constexpr std::string_view name = "minifloat_ieee";
+  static constexpr std::string_view help = "IEEE-like minifloat with subnormals (presets fp8_e4m3, fp8_e5m2)";
+  static constexpr std::array<std::string_view, 1> aliases{"minifloat"};
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 1> mase_defaults{{{"exponent_bias", "none"}}};
+  static constexpr Grouping grouping() { return Grouping::elementwise; }
   int width = 8;
   int exponent_width = 4;
   std::optional<int> exponent_bias;  // none: 2^(E-1)-1
@@ -94,6 +101,10 @@ struct MinifloatSpec {
             {"exponent_width", "4", "exponent bits E (mantissa M = W-E-1)"},
             {"exponent_bias", "none", "bias b; none = 2^(E-1)-1"},
             {"specials", "none", "none (all codes finite), ieee (Inf/NaN), fn (NaN only at all-ones)"}};
+  }
+  static std::vector<SpecPreset<MinifloatSpec>> presets() {
+    return {{"fp8_e4m3", fp8_e4m3(), "OCP FP8 E4M3: max 448, NaN at S.1111.111, no Inf"},
+            {"fp8_e5m2", fp8_e5m2(), "OCP FP8 E5M2: max 57344, IEEE Inf and NaN"}};
   }
   static MinifloatSpec from_keys(KeyValues& kv) {
     MinifloatSpec s;

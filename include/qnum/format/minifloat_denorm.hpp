@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/minifloat.hpp"  // MASE float32 primitives
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -31,6 +33,10 @@ namespace qnum {
 /// 1 sign, E exponent, M = W-E-1 mantissa bits with no implicit leading one.
 struct MinifloatDenormSpec {
   static constexpr std::string_view name = "minifloat_denorm";
+  static constexpr std::string_view help = "minifloat without implicit bit";
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 1> mase_defaults{{{"exponent_bias", "none"}}};
+  static constexpr Grouping grouping() { return Grouping::elementwise; }
   int width = 8;
   int exponent_width = 4;
   std::optional<int> exponent_bias;  // none: 2^(E-1)-1

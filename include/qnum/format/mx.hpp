@@ -29,6 +29,7 @@
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/format/mx_element.hpp"
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -40,6 +41,11 @@ namespace qnum {
 /// `scale_bits` exponent per `block_size` elements along `block_dim`.
 struct MXIntSpec {
   static constexpr std::string_view name = "mxint";
+  static constexpr std::string_view help = "MX integer: shared E8M0 scale per block (preset mxint8)";
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 3> mase_defaults{
+      {{"block_dim", "-1"}, {"scale_bits", "8"}, {"quantile_search", "false"}}};
+  static constexpr Grouping grouping() { return Grouping::blocked; }
   int width = 8;  // element bits k (MASE: element_bits)
   int block_size = 32;
   int block_dim = -1;
@@ -62,6 +68,9 @@ struct MXIntSpec {
             {"scale_bits", "8", "bits of the shared exponent (OCP: 8, E8M0)"},
             {"quantile_search", "false", "per-block clip search over quantiles of |x| (MASE)"}};
   }
+  static std::vector<SpecPreset<MXIntSpec>> presets() {
+    return {{"mxint8", MXIntSpec{8, 32, -1, 8, false}, "OCP MXINT8: 32 int8 elements (2^-6 units), E8M0 scale"}};
+  }
   static MXIntSpec from_keys(KeyValues& kv) {
     MXIntSpec s;
     s.width = kv.take_int({"width", "element_bits"}, 8);
@@ -83,6 +92,11 @@ struct MXIntSpec {
 /// E3M2, E2M3, E2M1; mase_compat additionally E1M2.
 struct MXFPSpec {
   static constexpr std::string_view name = "mxfp";
+  static constexpr std::string_view help = "MX float: shared E8M0 scale per block (presets mxfp8/6/4_*)";
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 3> mase_defaults{
+      {{"block_dim", "-1"}, {"scale_exp_bits", "8"}, {"quantile_search", "false"}}};
+  static constexpr Grouping grouping() { return Grouping::blocked; }
   int exponent_width = 4;  // MASE: element_exp_bits
   int frac_width = 3;      // mantissa bits; MASE: element_frac_bits
   int block_size = 32;
@@ -113,6 +127,13 @@ struct MXFPSpec {
             {"block_dim", "-1", "axis the blocks run along"},
             {"scale_exp_bits", "8", "bits of the shared exponent (must be 8)"},
             {"quantile_search", "false", "per-block clip search over quantiles of |x| (MASE)"}};
+  }
+  static std::vector<SpecPreset<MXFPSpec>> presets() {
+    return {{"mxfp8_e4m3", MXFPSpec{4, 3, 32, -1, 8, false}, "OCP MXFP8 E4M3, block 32"},
+            {"mxfp8_e5m2", MXFPSpec{5, 2, 32, -1, 8, false}, "OCP MXFP8 E5M2, block 32"},
+            {"mxfp6_e3m2", MXFPSpec{3, 2, 32, -1, 8, false}, "OCP MXFP6 E3M2, block 32"},
+            {"mxfp6_e2m3", MXFPSpec{2, 3, 32, -1, 8, false}, "OCP MXFP6 E2M3, block 32"},
+            {"mxfp4_e2m1", MXFPSpec{2, 1, 32, -1, 8, false}, "OCP MXFP4 E2M1, block 32"}};
   }
   static MXFPSpec from_keys(KeyValues& kv) {
     MXFPSpec s;

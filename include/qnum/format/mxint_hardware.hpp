@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -21,6 +23,10 @@ namespace qnum {
 
 struct MXIntHardwareSpec {
   static constexpr std::string_view name = "mxint_hardware";
+  static constexpr std::string_view help = "MASE's hardware MX integer (mase mode only)";
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 2> mase_defaults{{{"width", "12"}, {"exponent_width", "6"}}};
+  static constexpr Grouping grouping() { return Grouping::blocked; }
   int width = 8;
   int exponent_width = 4;
   std::vector<int> parallelism{1, 16};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -24,6 +26,11 @@ namespace qnum {
 
 struct ScaleIntegerSpec {
   static constexpr std::string_view name = "scale_integer";
+  static constexpr std::string_view help = "integer with per-row dynamic scale";
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 1> mase_defaults{{{"is_signed", "true"}}};
+  static constexpr Grouping grouping() { return Grouping::per_row; }
+  static constexpr bool saturates = false;  // every row is scaled to its own maximum
   int width = 8;
   bool is_signed = true;
   std::optional<double> quantile;  // accepted and ignored (as MASE does)

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "qnum/core/error.hpp"
+#include "qnum/format/family_traits.hpp"
 
 namespace qnum {
 
@@ -51,7 +53,8 @@ inline std::string format_double(double v) {
 }  // namespace detail
 
 /// Parsed `key=value` pairs of one spec. Families `take` the keys they know (with aliases);
-/// `finish` rejects whatever is left.
+/// `finish` rejects whatever is left. Keys left out fall back to `use_defaults` (MASE's
+/// function defaults in mase mode), then to the family's own default.
 class KeyValues {
  public:
   KeyValues() = default;
@@ -89,6 +92,8 @@ class KeyValues {
   const std::string& family() const { return family_; }
   void set_family(std::string f) { family_ = std::move(f); }
   void add(std::string key, std::string value) { items_.emplace_back(std::move(key), std::move(value)); }
+  /// Values for keys left out, looked up under every alias the family takes the key by.
+  void use_defaults(std::span<const KeyDefault> defaults) { defaults_ = defaults; }
 
   /// Removes and returns the raw value of the first of `names` present.
   std::optional<std::string> take(std::initializer_list<std::string_view> names) {
@@ -99,6 +104,9 @@ class KeyValues {
           items_.erase(it);
           return v;
         }
+    for (auto name : names)
+      for (const auto& d : defaults_)
+        if (d.key == name) return std::string(d.value);
     return std::nullopt;
   }
 
@@ -194,6 +202,7 @@ class KeyValues {
 
   std::string family_;
   std::vector<std::pair<std::string, std::string>> items_;
+  std::span<const KeyDefault> defaults_;
 };
 
 /// Builds the canonical text form `name:key=value,...`.

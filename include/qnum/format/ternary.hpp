@@ -5,6 +5,7 @@
 // encode/decode, info, value type Ternary and numeric_limits.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -20,6 +21,7 @@
 #include "qnum/core/round.hpp"
 #include "qnum/core/shape.hpp"
 #include "qnum/format/binary.hpp"
+#include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/tensor_io.hpp"
 
@@ -27,6 +29,10 @@ namespace qnum {
 
 struct TernarySpec {
   static constexpr std::string_view name = "ternary";
+  static constexpr std::string_view help = "{-1,0,+1} or {-alpha,0,+alpha} per channel";
+  /// MASE's quantizer signature defaults (spec/formats.md; --mode mase takes them).
+  static constexpr std::array<KeyDefault, 1> mase_defaults{{{"scaling_factor", "false"}}};
+  static constexpr Grouping grouping() { return Grouping::per_channel; }
   bool scaling_factor = false;
   std::optional<double> threshold;              // exact: absolute threshold if set; MASE ignores it
   std::optional<double> mean, median, maximum;  // MASE statistics (ignored by MASE's rule)

@@ -648,8 +648,7 @@ class BertModel : public nn::Module {
     if (detail::observed()) return false;
     if (layers.empty()) return true;
     auto elementwise = [](const std::optional<Format>& f) {
-      return !f || std::holds_alternative<FixedSpec>(f->spec) || std::holds_alternative<MinifloatSpec>(f->spec) ||
-             std::holds_alternative<MinifloatDenormSpec>(f->spec) || std::holds_alternative<LogSpec>(f->spec);
+      return !f || f->elementwise();
     };
     const auto& last = layers.back();
     const nn::Module* key = last->attention->self->key.get();

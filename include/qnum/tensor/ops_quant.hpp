@@ -29,7 +29,7 @@ struct SteRange {
 /// (scale_integer) never saturate, so their range is unbounded. Block and data-scaled
 /// families (block_fp, mx*, binary, ternary) use their global nominal range from info().
 inline SteRange ste_range(const Format& f) {
-  if (std::holds_alternative<ScaleIntegerSpec>(f.spec)) return {};
+  if (!f.saturates()) return {};
   const double hi = f.info().max;
   if (const auto* s = std::get_if<FixedSpec>(&f.spec))
     return {detail::scale2(static_cast<double>(s->kmin()), -s->frac_width), hi};
