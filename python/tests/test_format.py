@@ -198,3 +198,8 @@ def test_codes_round_trip_to_quantize(spec):
     codes = f.encode(x)
     assert codes.max() < 2 ** 16
     assert_same_bits(f.decode(codes), f.quantize(x), spec + " decode(encode(x)) == quantize(x)")
+
+
+def test_kernel_path():
+    assert qnum.Format("integer:width=8,frac_width=4").kernel_path((4, 64)) == "simd"
+    assert qnum.Format("mxfp4_e2m1", mode="mase").kernel_path((4, 64)) in ("simd", "scalar", "reference")
