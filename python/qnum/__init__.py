@@ -69,6 +69,11 @@ class Format:
         value_set, rounding, overflow, ste and ste_range (the inputs a clipped STE passes)."""
         return self._f.describe()
 
+    def kernel_path(self, shape, role="weight"):
+        """Which implementation quantize runs on a tensor of `shape`: simd (vector loop),
+        scalar (the reference per element or block, threaded) or reference (one thread)."""
+        return self._f.kernel_path([int(d) for d in shape] or [1], role_code(role))
+
     def _ste_info(self):
         """(whether the straight-through estimator is clipped, its input range), cached."""
         try:

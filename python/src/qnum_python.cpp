@@ -232,6 +232,11 @@ NB_MODULE(_core, m) {
       .def_prop_ro("is_mase", [](const qnum::Format& f) { return f.policy.is_mase(); })
       .def("output_shape", &qnum::Format::output_shape)
       .def("describe", &describe)
+      .def("kernel_path",
+           [](const qnum::Format& f, const qnum::Shape& shape, int role) {
+             return std::string(qnum::kernel::to_string(
+                 qnum::kernel::dispatch::quantize_path(f, shape, static_cast<qnum::Role>(role))));
+           })
       .def("quantize_into", &quantize_into, nb::arg("x"), nb::arg("out"), nb::arg("role"))
       .def("binary_with_draws_into", &binary_with_draws_into)
       .def("with_seed", &with_seed)

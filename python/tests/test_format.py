@@ -188,3 +188,18 @@ def test_done_when_example():
                                      block_size=[16], skip_first_dim=False)
     assert y.shape == (2, 16) and y.dtype == np.float32
     assert np.all(y == y[0, 0]) and 0.99 <= y[0, 0] <= 1.0
+
+
+@pytest.mark.parametrize("spec", ["log:width=6", "minifloat_denorm:width=8,exponent_width=4", "binary:bipolar=true",
+                                  "fp8_e4m3", "integer:width=4,frac_width=1,is_signed=false"])
+def test_codes_round_trip_to_quantize(spec):
+    f = qnum.Format(spec)
+    x = sample(4000)
+    codes = f.encode(x)
+    assert codes.max() < 2 ** 16
+    assert_same_bits(f.decode(codes), f.quantize(x), spec + " decode(encode(x)) == quantize(x)")
+
+
+def test_kernel_path():
+    assert qnum.Format("integer:width=8,frac_width=4").kernel_path((4, 64)) == "simd"
+    assert qnum.Format("mxfp4_e2m1", mode="mase").kernel_path((4, 64)) in ("simd", "scalar", "reference")

@@ -161,3 +161,19 @@ def test_mase_statistics_as_tensors():
     plain = qnum.mase.ternary_quantizer(x, threshold=0.5)
     for _ in range(3):
         assert torch.equal(qnum.mase.ternary_quantizer(x, threshold=torch.tensor(0.5), mean=torch.tensor(0.1)), plain)
+
+
+def test_quant_linear_mase_block_fp_matches_mase_functions():
+    cfg = {"name": "block_fp", "data_in_width": 8, "data_in_exponent_width": 8, "data_in_block_size": [1, 16],
+           "weight_width": 8, "weight_exponent_width": 8, "weight_block_size": [1, 16], "mode": "mase"}
+    torch.manual_seed(2)
+    layer = qt.QuantLinear(32, 8, config=cfg)
+    x = torch.randn(4, 32, requires_grad=True)
+    y = layer(x)
+    w = qnum.mase.block_fp_quantizer(layer.weight.detach(), 8, 8, None, [1, 16], skip_first_dim=False)
+    xi = qnum.mase.block_fp_quantizer(x.detach(), 8, 8, None, [1, 16], skip_first_dim=True)
+    assert torch.equal(y.detach(), torch.nn.functional.linear(xi, w, layer.bias.detach()))
+    y.sum().backward()
+    x2 = x.detach().clone().requires_grad_(True)  # STE: the input gradient of linear(x, q(W), b)
+    torch.nn.functional.linear(x2, w, layer.bias.detach()).sum().backward()
+    assert torch.equal(x.grad, x2.grad)
