@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qnum/core/error.hpp"
+#include "qnum/data/hf_hub.hpp"
 #include "qnum/data/text.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/models/bert.hpp"
@@ -40,10 +41,12 @@ struct BertRunOptions {
 namespace detail {
 
 /// The text splits of `name` tokenized to max_length (limit > 0: rows per split).
-inline data::TextSplits load_text_splits(const std::string& name, std::int64_t max_length, std::int64_t limit) {
+inline data::TextSplits load_text_splits(const std::string& name, std::int64_t max_length, std::int64_t limit,
+                                         const std::filesystem::path& vocab = {}) {
   data::ImdbOptions io;
   io.max_length = max_length;
   io.limit = limit;
+  io.vocab = vocab;
   data::TextSyntheticOptions so;
   if (limit > 0) {
     so.train = std::min(so.train, limit);
@@ -51,6 +54,13 @@ inline data::TextSplits load_text_splits(const std::string& name, std::int64_t m
     so.test = std::min(so.test, limit);
   }
   return data::load_text_dataset(name, io, so);
+}
+
+/// The vocab.txt beside a pretrained checkpoint (a downloaded HF folder), if there is one.
+inline std::filesystem::path vocab_beside(const std::string& load) {
+  if (load.empty()) return {};
+  const auto v = std::filesystem::path(load).parent_path() / "vocab.txt";
+  return std::filesystem::is_regular_file(v) ? v : std::filesystem::path();
 }
 
 /// The BERT config of a run: config.json beside `load` (an HF checkpoint directory or a qnum
@@ -83,6 +93,11 @@ inline nlohmann::json read_quantize_config(const std::string& path) {
 
 /// Loads `load` into `m`: a qnum checkpoint (its structure first) or a Hugging Face file.
 inline nlohmann::json load_bert_weights(models::BertForSequenceClassification& m, const std::string& load) {
+  if (std::filesystem::path(load).extension() == ".bin") {  // torch.save: a Hugging Face checkpoint
+    const auto r = models::load_hf_bert(m, load);
+    std::printf("load     %s: %lld Hugging Face tensors\n", load.c_str(), static_cast<long long>(r.loaded));
+    return nlohmann::json::object();
+  }
   const auto meta = train::read_checkpoint_meta(load);
   if (meta.contains("format")) {
     if (meta.contains("structure")) passes::restore_structure(m, meta["structure"]);
@@ -118,12 +133,15 @@ inline void run_bert_train(const BertRunOptions& o) {
   qnum::detail::require(c.max_length >= 2, "train: --max-length must be >= 2 ([CLS] and [SEP]), got ", c.max_length);
   if (c.threads > 0) set_num_threads(c.threads);
 
-  const data::TextSplits data = detail::load_text_splits(c.dataset, c.max_length, o.limit.value_or(0));
-  const models::BertConfig bc = detail::bert_run_config(c.model, o.load, data);
+  // --load: a qnum checkpoint, an HF file or folder, or a hub name (downloaded once into the cache).
+  const std::string load = o.load.empty() ? "" : data::resolve_pretrained(o.load).string();
+  const data::TextSplits data =
+      detail::load_text_splits(c.dataset, c.max_length, o.limit.value_or(0), detail::vocab_beside(load));
+  const models::BertConfig bc = detail::bert_run_config(c.model, load, data);
   qnum::detail::require(c.max_length <= bc.max_position_embeddings, "train: --max-length ", c.max_length,
                         " exceeds the model's max_position_embeddings ", bc.max_position_embeddings);
   auto model = std::make_shared<models::BertForSequenceClassification>(bc, o.seed.value_or(0));
-  if (!o.load.empty()) detail::load_bert_weights(*model, o.load);
+  if (!load.empty()) detail::load_bert_weights(*model, load);
   if (!o.quantize.empty()) {
     const auto report = passes::quantize(*model, detail::read_quantize_config(o.quantize));
     std::printf("quantize %s\n", passes::summary_table(passes::summarize_quantization(report)).c_str());
@@ -176,16 +194,18 @@ inline void run_bert_train(const BertRunOptions& o) {
 /// `qnum test <bert> <text dataset> --load CKPT`: loss and accuracy on the test split.
 inline void run_bert_test(const BertRunOptions& o) {
   qnum::detail::require(!o.load.empty(), "test: --load is required");
-  const auto meta = train::read_checkpoint_meta(o.load);
+  const std::string load = data::resolve_pretrained(o.load).string();
+  const auto meta = std::filesystem::path(load).extension() == ".bin" ? nlohmann::json::object()
+                                                                      : train::read_checkpoint_meta(load);
   std::int64_t max_length = 512;
   if (meta.contains("config") && meta["config"].contains("max_length") && meta["config"]["max_length"].is_number())
     max_length = meta["config"]["max_length"].get<std::int64_t>();
   if (o.max_length) max_length = *o.max_length;
   if (o.threads && *o.threads > 0) set_num_threads(*o.threads);
-  const data::TextSplits data = detail::load_text_splits(o.dataset, max_length, o.limit.value_or(0));
-  auto model =
-      std::make_shared<models::BertForSequenceClassification>(detail::bert_run_config(o.model, o.load, data), 0);
-  detail::load_bert_weights(*model, o.load);
+  const data::TextSplits data =
+      detail::load_text_splits(o.dataset, max_length, o.limit.value_or(0), detail::vocab_beside(load));
+  auto model = std::make_shared<models::BertForSequenceClassification>(detail::bert_run_config(o.model, load, data), 0);
+  detail::load_bert_weights(*model, load);
   const auto ev = train::evaluate_text(*model, train::bert_forward(model), data.test, o.batch_size.value_or(64));
   if (o.json) {
     const nlohmann::json j{{"model", o.model},        {"dataset", o.dataset},    {"checkpoint", o.load},

@@ -21,6 +21,7 @@
 #include "bench_quantize.hpp"
 #include "bench_train.hpp"
 #include "download_command.hpp"
+#include "mase_flags.hpp"
 #include "search_command.hpp"
 #include "test_command.hpp"
 #include "train_command.hpp"
@@ -238,9 +239,9 @@ int main(int argc, char** argv) {
     sub->add_option("--threads", bench_threads, "threads")->capture_default_str();
   }
 
-  auto* dl = app.add_subcommand("download", "Download a dataset into the data cache (checksum-verified)");
+  auto* dl = app.add_subcommand("download", "Download a dataset or pretrained BERT into the cache (checksum-verified)");
   std::string dl_name, dl_dir;
-  dl->add_option("DATASET", dl_name, "dataset name (jsc)")->required();
+  dl->add_option("NAME", dl_name, "jsc, imdb, bert-tiny (or another preset), or a Hugging Face owner/name")->required();
   dl->add_option("--dir", dl_dir, "put it in DIR/<dataset>/ instead of the cache (e.g. $QNUM_DATA_DIR)");
 
   const qnum::cli::TrainCommand train_cmd(app);
@@ -249,6 +250,11 @@ int main(int argc, char** argv) {
   const qnum::cli::ReportCommand report_cmd(app);
   const qnum::cli::SearchCommand search_cmd(app);
   const qnum::cli::StudyCommand study_cmd(app);
+  // MASE's `ch` spellings on the four commands ch has (examples/cli/mase_flags.hpp).
+  const qnum::cli::MaseFlags mase_train(app, "train", qnum::mase::Command::train);
+  const qnum::cli::MaseFlags mase_test(app, "test", qnum::mase::Command::test);
+  const qnum::cli::MaseFlags mase_transform(app, "transform", qnum::mase::Command::transform);
+  const qnum::cli::MaseFlags mase_search(app, "search", qnum::mase::Command::search);
 
   try {
     app.parse(argc, argv);
@@ -262,6 +268,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    for (const auto* m : {&mase_train, &mase_test, &mase_transform, &mase_search}) m->explain();
     if (*formats) {
       if (describe.empty())
         list_formats();

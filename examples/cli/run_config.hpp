@@ -9,22 +9,26 @@
 //   optimizer, schedule, output_dir     strings (qnum; MASE spells them training_optimizer
 //   weight_decay, threads               and project_dir, accepted as aliases)
 //   task                                MASE's; only "classification" / "cls" (the only task)
-// Any other key is a qnum::Error naming it and listing the known ones; MASE keys qnum does
-// not implement (accelerator, passes, search, ...) get an error saying so. A value of the
+// MASE's other keys (accelerator, passes, search, ...; qnum/io/mase_config.hpp) are accepted
+// with one line on stderr saying why qnum train ignores them; any other key is a qnum::Error
+// naming it and listing the known ones. A value of the
 // wrong type is an error naming the key and the type expected. Messages start with
 // "FILE:LINE:COLUMN:" (toml++ reports syntax errors the same way).
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 
 #include <toml++/toml.h>
 
 #include "qnum/core/error.hpp"
+#include "qnum/io/mase_config.hpp"
 #include "qnum/train/trainer.hpp"
 
 namespace qnum::cli {
@@ -103,21 +107,6 @@ inline std::string type_name(const toml::node& v) {
   }
 }
 
-/// MASE TOML keys that qnum train does not implement, with what to do instead.
-inline std::optional<std::string_view> mase_only_key(std::string_view key) {
-  if (key == "accelerator" || key == "strategy" || key == "num_devices" || key == "gpu" || key == "nodes")
-    return "qnum trains on the CPU; set threads instead";
-  if (key == "passes" || key == "transform" || key == "search")
-    return "qnum train has no transform/search passes; leave this table out of a training config";
-  if (key == "load_name" || key == "load_type") return "pass the checkpoint to `qnum test --load CKPT` instead";
-  if (key == "project") return "set output_dir (or project_dir) to the run's directory instead";
-  if (key == "log_every_n_steps" || key == "trainer_precision" || key == "max_steps" ||
-      key == "accumulate_grad_batches" || key == "num_workers" || key == "cpu" || key == "pretrained" ||
-      key == "max_token_len")
-    return "qnum train does not implement this setting";
-  return std::nullopt;
-}
-
 }  // namespace detail
 
 /// Reads a run config (see the file comment). qnum::Error for a missing file, TOML syntax
@@ -192,9 +181,15 @@ inline RunOverrides read_run_config(const std::filesystem::path& file) {
       const auto t = text();
       require(t == "classification" || t == "cls", at, "task '", t,
               "' is not supported (qnum train does classification: task = \"classification\" or \"cls\")");
-    } else if (const auto why = detail::mase_only_key(key))
-      fail(at, "'", key, "' is a MASE key that qnum does not use: ", *why, " (known keys: ", kRunConfigKeys, ")");
-    else
+    } else if (const auto* k = mase::find_top_level_key(key)) {
+      // MASE's keys qnum train does not use: one line each (mase_config.hpp says why), then run.
+      std::ostringstream value;
+      if (v.is_string())
+        value << '"' << v.as_string()->get() << '"';  // as JSON and MASE's file write it
+      else if (!v.is_table() && !v.is_array())
+        v.visit([&](const auto& x) { value << x; });
+      std::fprintf(stderr, "note: %s%s\n", at.c_str(), mase::ignored_note(*k, value.str(), mase::Command::train).c_str());
+    } else
       fail(at, "unknown key '", key, "' (known keys: ", kRunConfigKeys, ")");
   }
   return o;

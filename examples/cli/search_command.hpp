@@ -93,6 +93,9 @@ class SearchCommand {
                      "a RUNNING trial whose heartbeat is older is failed (default 2 intervals)");
     cmd_->add_option("--trial-delay", delay_, "seconds each trial sleeps (stands in for an expensive objective)")
         ->capture_default_str();
+    cmd_->add_option("--dataset", dataset_, "--config: dataset (overrides the config's, e.g. jsc-synthetic)");
+    cmd_->add_option("--load", load_, "--config: checkpoint to search from (overrides load_name)");
+    cmd_->add_option("--output-dir", output_dir_, "--config: where results go (overrides output_dir/project_dir)");
     cmd_->add_flag("--json", json_, "print one JSON object");
   }
   SearchCommand(const SearchCommand&) = delete;  // CLI11 holds pointers to the members
@@ -112,6 +115,9 @@ class SearchCommand {
       if (cmd_->count("--seed")) ov.seed = seed_;
       ov.timeout = timeout_;
       ov.resume = resume_;
+      if (!dataset_.empty()) ov.dataset = dataset_;
+      if (!load_.empty()) ov.load = load_;
+      if (!output_dir_.empty()) ov.output_dir = output_dir_;
       run_search_config(config_, ov, json_);
       return;
     }
@@ -197,7 +203,7 @@ class SearchCommand {
 
  private:
   CLI::App* cmd_ = nullptr;
-  std::string config_, objective_, sampler_ = "random", storage_ = "memory", study_name_;
+  std::string config_, objective_, sampler_ = "random", storage_ = "memory", study_name_, dataset_, load_, output_dir_;
   std::int64_t trials_ = 0;
   std::uint64_t seed_ = 0;
   std::size_t dims_ = 5;

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "download/helpers.hpp"
 #include "qnum/data/download.hpp"
 #include "qnum/data/jsc.hpp"
 #include "qnum/io/atomic_file.hpp"
-#include "download/helpers.hpp"
 
 using namespace qnum;
 using namespace qnum::data;

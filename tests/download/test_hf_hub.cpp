@@ -69,7 +69,8 @@ TEST_CASE("download_hf_model: config, vocab and weights checked against the hub'
   o.dir = t.path;
   const auto folder = download_hf_model("owner/tiny-bert", o);
   CHECK(folder == t.path / "hf" / "owner" / "tiny-bert");
-  CHECK(files_in(folder) == std::vector<std::string>{".qnum-revision", "config.json", "pytorch_model.bin", "vocab.txt"});
+  CHECK(files_in(folder) ==
+        std::vector<std::string>{".qnum-revision", "config.json", "pytorch_model.bin", "vocab.txt"});
   CHECK(read_file(folder / "pytorch_model.bin") == repo.weights);
   CHECK(read_file(folder / ".qnum-revision") == kSha + "\n");
   CHECK(hub.requests().size() == 4);
@@ -110,11 +111,13 @@ TEST_CASE("download_hf_model offline and bad names: one line each") {
   if (have_curl()) {
     o.endpoint = "http://127.0.0.1:9";
     const auto msg = error_of([&] { download_hf_model("bert-tiny", o); });
-    CHECK(contains(msg, "prajjwal1/bert-tiny: download failed: download of http://127.0.0.1:9/api/models/"
-                        "prajjwal1/bert-tiny/revision/main?blobs=true failed (curl exit 7"));
+    CHECK(contains(msg,
+                   "prajjwal1/bert-tiny: download failed: download of http://127.0.0.1:9/api/models/"
+                   "prajjwal1/bert-tiny/revision/main?blobs=true failed (curl exit 7"));
     CHECK(contains(msg, "from http://127.0.0.1:9/prajjwal1/bert-tiny/tree/main into " +
                             (t.path / "hf" / "prajjwal1" / "bert-tiny").string()));
     CHECK(msg.find('\n') == std::string::npos);
+    CHECK(!fs::exists(t.path / "hf" / "prajjwal1"));  // no empty folders left behind
   }
   CHECK(hub_repo_of("bert-tiny") == "prajjwal1/bert-tiny");
   CHECK(hub_repo_of("google/bert_uncased_L-2_H-128_A-2") == "google/bert_uncased_L-2_H-128_A-2");
@@ -139,9 +142,8 @@ TEST_CASE("hub_bert_files: the description's shape is checked") {
   j["siblings"][0]["blobId"] = std::string(40, 'b');
   CHECK(contains(error_of([&] { hub_bert_files(j, "o/n", sha); }),
                  "o/n has neither model.safetensors nor pytorch_model.bin"));
-  j["siblings"].push_back({{"rfilename", "model.safetensors"},
-                           {"size", 10},
-                           {"lfs", {{"sha256", std::string(64, 'c')}, {"size", 10}}}});
+  j["siblings"].push_back(
+      {{"rfilename", "model.safetensors"}, {"size", 10}, {"lfs", {{"sha256", std::string(64, 'c')}, {"size", 10}}}});
   j["siblings"].push_back({{"rfilename", "pytorch_model.bin"}, {"size", 10}, {"blobId", std::string(40, 'd')}});
   const auto files = hub_bert_files(j, "o/n", sha);
   REQUIRE(files.size() == 3);

@@ -93,7 +93,7 @@ TEST_CASE("download_imdb: archive checked, unpacked into the aclImdb layout, fou
   CHECK(read_aclimdb(root, "train").rows.size() == read_aclimdb(kAclImdb, "train").rows.size());
   CHECK(read_aclimdb(root, "test").rows.size() == read_aclimdb(kAclImdb, "test").rows.size());
   CHECK(fs::exists(root / "train" / "unsup" / "0_0.txt"));
-  CHECK(!fs::exists(cache / "imdb" / "aclImdb_v1.tar.gz"));  // removed after unpacking
+  CHECK(!fs::exists(cache / "imdb" / "aclImdb_v1.tar.gz"));         // removed after unpacking
   CHECK(files_in(cache / "imdb").size() == files_in(root).size());  // no temporaries beside it
 
   EnvGuard data("QNUM_DATA_DIR", nullptr);
@@ -134,6 +134,7 @@ TEST_CASE("download_imdb: offline, the error is one line naming the archive and 
   CHECK(contains(msg, "to install it by hand"));
   CHECK(msg.find('\n') == std::string::npos);
   CHECK(files_in(t.path).empty());
+  CHECK(!fs::exists(t.path / "imdb"));  // no empty folder left behind
 }
 
 TEST_CASE("extract_archive refuses entries outside the target, links, and corrupt archives") {

@@ -58,6 +58,10 @@ TEST_CASE("download_file over HTTP: interrupted, then resumed with a Range reque
   REQUIRE(log.size() == 2);
   CHECK(log[0] == "GET /w.bin");
   CHECK(log[1] == "GET /w.bin Range: bytes=30000-");
+
+  // Downloaded once: a third call finds the file in place and fetches nothing.
+  CHECK(download_file(server.url("/w.bin"), expected_of(body), dest) == dest);
+  CHECK(server.requests().size() == 2);
 }
 
 TEST_CASE("download_file over HTTP: a server that ignores ranges makes it start over") {

@@ -29,7 +29,8 @@ void check_same_bits(const Tensor& a, const Tensor& b, const std::string& name) 
   REQUIRE(a.shape() == b.shape());
   const auto x = a.data(), y = b.data();
   std::size_t differ = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i) differ += std::bit_cast<std::uint32_t>(x[i]) != std::bit_cast<std::uint32_t>(y[i]);
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    differ += std::bit_cast<std::uint32_t>(x[i]) != std::bit_cast<std::uint32_t>(y[i]);
   CHECK(differ == 0);
 }
 
@@ -85,8 +86,8 @@ TEST_CASE("hand-made pickles: other opcodes and globals are refused by name") {
   TempDir t;
   auto run = [&](const std::string& pickle) {
     // A legacy-layout file: magic, protocol, system info, the pickle, an empty key list.
-    const std::string head = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19."s + "\x80\x02M\xe9\x03."s +
-                             "\x80\x02}."s;
+    const std::string head =
+        "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19."s + "\x80\x02M\xe9\x03."s + "\x80\x02}."s;
     write_file_atomic(t.path / "x.bin", head + pickle + "\x80\x02]."s);
     return error_of([&] { read_torch_state_dict(t.path / "x.bin"); });
   };

@@ -32,7 +32,9 @@ nlohmann::json toml_as_json(const std::filesystem::path& file) {
   return nlohmann::json::parse(out.str());
 }
 
-bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 std::string note_for(const TopLevelPlan& p, const std::string& key) {
   for (const auto& n : p.notes)
@@ -63,16 +65,20 @@ TEST_CASE("MASE's example configs: every top-level key is known, each command ho
         "a training backend)");
   CHECK(note_for(train, "log_every_n_steps") ==
         "log_every_n_steps = 5: ignored by qnum train: qnum logs once per epoch (metrics.jsonl)");
-  CHECK(note_for(train, "passes") == "passes: ignored by qnum train: used by qnum transform (the passes `qnum "
-                                     "transform` runs, in order)");
+  CHECK(note_for(train, "passes") ==
+        "passes: ignored by qnum train: used by qnum transform (the passes `qnum "
+        "transform` runs, in order)");
   CHECK(note_for(train, "search").find("used by qnum search") != std::string::npos);
-  const auto transform = plan_top_level(cfg, Command::transform, "jsc_toy_by_type.toml", keys_read_by(Command::transform));
+  const auto transform =
+      plan_top_level(cfg, Command::transform, "jsc_toy_by_type.toml", keys_read_by(Command::transform));
   CHECK(has(transform.honoured, "passes"));
-  CHECK(note_for(transform, "max_epochs") == "max_epochs = 5: ignored by qnum transform: used by qnum train test "
-                                             "(epochs to train)");
+  CHECK(note_for(transform, "max_epochs") ==
+        "max_epochs = 5: ignored by qnum transform: used by qnum train test "
+        "(epochs to train)");
   CHECK(has(transform.honoured, "transform"));
-  CHECK(note_for(train, "transform") == "transform: ignored by qnum train: used by qnum transform (style = \"graph\" "
-                                        "or \"module\": qnum's passes work on the module tree either way)");
+  CHECK(note_for(train, "transform") ==
+        "transform: ignored by qnum train: used by qnum transform (style = \"graph\" "
+        "or \"module\": qnum's passes work on the module tree either way)");
   const auto search = plan_top_level(cfg, Command::search, "jsc_toy_by_type.toml", keys_read_by(Command::search));
   CHECK(has(search.honoured, "search"));
   CHECK(note_for(search, "learning_rate") ==
@@ -89,12 +95,40 @@ TEST_CASE("MASE's example configs: every top-level key is known, each command ho
 }
 
 TEST_CASE("every MASE CLI_DEFAULTS key is in the table, once; unknown keys stay errors") {
-  for (const char* k : {"model", "dataset", "config", "task", "load_name", "load_type", "batch_size", "to_debug",
-                        "log_level", "report_to", "seed", "quant_config", "training_optimizer", "trainer_precision",
-                        "learning_rate", "weight_decay", "max_epochs", "max_steps", "accumulate_grad_batches",
-                        "log_every_n_steps", "t_max", "eta_min", "num_workers", "num_devices", "num_nodes",
-                        "accelerator", "strategy", "is_to_auto_requeue", "github_ci", "disable_dataset_cache",
-                        "is_pretrained", "max_token_len", "project_dir", "project"}) {
+  for (const char* k : {"model",
+                        "dataset",
+                        "config",
+                        "task",
+                        "load_name",
+                        "load_type",
+                        "batch_size",
+                        "to_debug",
+                        "log_level",
+                        "report_to",
+                        "seed",
+                        "quant_config",
+                        "training_optimizer",
+                        "trainer_precision",
+                        "learning_rate",
+                        "weight_decay",
+                        "max_epochs",
+                        "max_steps",
+                        "accumulate_grad_batches",
+                        "log_every_n_steps",
+                        "t_max",
+                        "eta_min",
+                        "num_workers",
+                        "num_devices",
+                        "num_nodes",
+                        "accelerator",
+                        "strategy",
+                        "is_to_auto_requeue",
+                        "github_ci",
+                        "disable_dataset_cache",
+                        "is_pretrained",
+                        "max_token_len",
+                        "project_dir",
+                        "project"}) {
     INFO(k);
     CHECK(find_top_level_key(k) != nullptr);
   }

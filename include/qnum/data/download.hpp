@@ -92,8 +92,8 @@ inline void draw_progress(const std::string& label, std::uint64_t done, std::uin
     const double f = std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
     std::string bar(30, ' ');
     for (std::size_t i = 0; i < static_cast<std::size_t>(f * 30); ++i) bar[i] = '#';
-    std::snprintf(line, sizeof line, "\r%-28.28s [%s] %5.1f%% %8.1f / %.1f MB", label.c_str(), bar.c_str(),
-                  100.0 * f, static_cast<double>(done) * mb, static_cast<double>(total) * mb);
+    std::snprintf(line, sizeof line, "\r%-28.28s [%s] %5.1f%% %8.1f / %.1f MB", label.c_str(), bar.c_str(), 100.0 * f,
+                  static_cast<double>(done) * mb, static_cast<double>(total) * mb);
   } else {
     std::snprintf(line, sizeof line, "\r%-28.28s %8.1f MB", label.c_str(), static_cast<double>(done) * mb);
   }
@@ -116,8 +116,8 @@ inline std::uint64_t size_or_zero(const std::filesystem::path& p) {
 /// message when it fails or is not installed.
 inline void curl_download(const std::string& url, const std::filesystem::path& out, const CurlOptions& o) {
   const std::filesystem::path err = out.string() + ".stderr";
-  std::vector<std::string> args = {"curl", "--fail", "--silent", "--show-error", "--location", "--connect-timeout",
-                                   "30",   "--retry", "2",      "--output",      out.string()};
+  std::vector<std::string> args = {"curl", "--fail",  "--silent", "--show-error", "--location", "--connect-timeout",
+                                   "30",   "--retry", "2",        "--output",     out.string()};
   if (o.resume) args.insert(args.end(), {"--continue-at", "-"});
   args.insert(args.end(), {"--", url});
   std::vector<char*> argv;
@@ -177,8 +177,9 @@ namespace detail {
 
 inline std::string lower_hex(std::string s, std::size_t digits, const char* what) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  qnum::detail::require(s.empty() || (s.size() == digits && s.find_first_not_of("0123456789abcdef") == std::string::npos),
-                        "download: expected ", what, " '", s, "' is not ", digits, " hex digits");
+  qnum::detail::require(
+      s.empty() || (s.size() == digits && s.find_first_not_of("0123456789abcdef") == std::string::npos),
+      "download: expected ", what, " '", s, "' is not ", digits, " hex digits");
   return s;
 }
 
@@ -199,7 +200,8 @@ inline std::string mismatch(const std::filesystem::path& file, const ExpectedFil
 
 }  // namespace detail
 
-/// Downloads `url` to `dest` (its directory is created) and returns dest. The bytes go to
+/// Downloads `url` to `dest` (its directory is created) and returns dest; a file already at
+/// dest with the expected size and digests is kept without fetching. The bytes go to
 /// a file beside dest and are renamed to dest only once their size and digests are what
 /// `expected` says; a mismatch removes them and is an error. With `resume`, that file is
 /// `<dest>.part`, kept when the transfer fails (network, interrupt) and continued by the
@@ -211,8 +213,10 @@ inline std::filesystem::path download_file(const std::string& url, ExpectedFile 
   expected.md5 = detail::lower_hex(expected.md5, 32, "MD5");
   expected.sha256 = detail::lower_hex(expected.sha256, 64, "SHA-256");
   expected.git_sha1 = detail::lower_hex(expected.git_sha1, 40, "git SHA-1");
-  qnum::detail::require(!expected.md5.empty() || !expected.sha256.empty() || !expected.git_sha1.empty(),
-                        "download of ", url, ": no checksum to verify it against");
+  qnum::detail::require(!expected.md5.empty() || !expected.sha256.empty() || !expected.git_sha1.empty(), "download of ",
+                        url, ": no checksum to verify it against");
+  // Downloaded once: a file already at dest that checks out is kept as it is.
+  if (std::filesystem::is_regular_file(dest) && detail::mismatch(dest, expected).empty()) return dest;
   std::error_code ec;
   std::filesystem::create_directories(dest.parent_path(), ec);
   qnum::detail::require(!ec, "download: cannot create directory '", dest.parent_path().string(), "': ", ec.message());
@@ -282,8 +286,9 @@ struct JscDownloadOptions {
 /// or ~/.cache/qnum); qnum::Error when none of those variables is set.
 inline std::filesystem::path download_cache_dir() {
   const auto dir = cache_dir();
-  qnum::detail::require(dir.has_value(),
-                        "download: no cache directory (set QNUM_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass a directory)");
+  qnum::detail::require(
+      dir.has_value(),
+      "download: no cache directory (set QNUM_CACHE_DIR, XDG_CACHE_HOME or HOME, or pass a directory)");
   return *dir;
 }
 

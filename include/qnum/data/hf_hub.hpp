@@ -47,9 +47,9 @@ inline std::string hub_repo_of(const std::string& name) {
 
 /// Where to fetch from and put models (tests point these at a loopback server).
 struct HubOptions {
-  std::string endpoint;            ///< empty: $HF_ENDPOINT, else https://huggingface.co
-  std::string revision = "main";   ///< branch, tag or commit
-  std::filesystem::path dir;       ///< the cache root; empty: download_cache_dir()
+  std::string endpoint;           ///< empty: $HF_ENDPOINT, else https://huggingface.co
+  std::string revision = "main";  ///< branch, tag or commit
+  std::filesystem::path dir;      ///< the cache root; empty: download_cache_dir()
 };
 
 /// One file of a model repository and what it must be.
@@ -107,7 +107,8 @@ inline std::vector<HubFile> hub_bert_files(const nlohmann::json& info, const std
   std::vector<HubFile> files;
   for (const char* name : {"config.json", "vocab.txt"}) {
     const auto* s = find(name);
-    qnum::detail::require(s != nullptr, repo, " has no ", name, " (not a BERT checkpoint with a WordPiece vocabulary?)");
+    qnum::detail::require(s != nullptr, repo, " has no ", name,
+                          " (not a BERT checkpoint with a WordPiece vocabulary?)");
     files.push_back(entry(name, *s));
   }
   const auto* w = find("model.safetensors");
@@ -119,9 +120,9 @@ inline std::vector<HubFile> hub_bert_files(const nlohmann::json& info, const std
 }
 
 /// Downloads a BERT checkpoint by name (hub_repo_of) into its folder under the cache and
-/// returns the folder; files already there and complete are not fetched again (a
-/// `.qnum-revision` file records the commit they came from). Errors (offline, checksum)
-/// say which files to put where by hand.
+/// returns the folder; files already there that match the hub's checksums are not fetched
+/// again (`.qnum-revision` records the commit the files were checked against). Errors
+/// (offline, checksum) say which files to put where by hand.
 inline std::filesystem::path download_hf_model(const std::string& name, const HubOptions& o = {},
                                                const Fetcher& fetch = {}) {
   namespace fs = std::filesystem;
@@ -133,9 +134,10 @@ inline std::filesystem::path download_hf_model(const std::string& name, const Hu
   }
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
   const fs::path folder = hub_model_dir(repo, o.dir.empty() ? download_cache_dir() : o.dir);
-  const std::string by_hand = "; to install it by hand, download config.json, vocab.txt and model.safetensors (or "
-                              "pytorch_model.bin) from " + endpoint + "/" + repo + "/tree/" + o.revision +
-                              " into " + folder.string();
+  const std::string by_hand =
+      "; to install it by hand, download config.json, vocab.txt and model.safetensors (or "
+      "pytorch_model.bin) from " +
+      endpoint + "/" + repo + "/tree/" + o.revision + " into " + folder.string();
   try {
     std::error_code ec;
     fs::create_directories(folder, ec);
@@ -154,15 +156,12 @@ inline std::filesystem::path download_hf_model(const std::string& name, const Hu
     qnum::detail::require(!info.is_discarded(), "the hub's answer at ", info_url, " is not JSON");
     std::string sha;
     const auto files = hub_bert_files(info, repo, sha);
-    const fs::path stamp = folder / ".qnum-revision";
-    const bool same_commit = fs::exists(stamp) && read_file(stamp) == sha + "\n";
-    for (const auto& f : files) {
-      const fs::path dest = folder / f.name;
-      if (same_commit && fs::is_regular_file(dest) && detail::size_or_zero(dest) == f.expected.size) continue;
-      download_file(endpoint + "/" + repo + "/resolve/" + sha + "/" + f.name, f.expected, dest, fetch);
-    }
-    write_file_atomic(stamp, sha + "\n");
+    for (const auto& f : files)  // a file already there that checks out is not fetched again
+      download_file(endpoint + "/" + repo + "/resolve/" + sha + "/" + f.name, f.expected, folder / f.name, fetch);
+    write_file_atomic(folder / ".qnum-revision", sha + "\n");
   } catch (const Error& e) {
+    std::error_code ec;
+    if (fs::remove(folder, ec)) fs::remove(folder.parent_path(), ec);  // only when empty (parts stay)
     qnum::detail::fail(repo, ": download failed: ", e.what(), by_hand);
   }
   return folder;
@@ -179,7 +178,8 @@ inline std::filesystem::path resolve_pretrained(const std::string& load, const H
   if (fs::is_regular_file(load + ".safetensors")) return load;  // a qnum checkpoint stem (runs/x/best)
   if (fs::is_directory(load)) {
     const auto w = hub_weights_in(load);
-    qnum::detail::require(!w.empty(), "--load ", load, ": the folder has neither model.safetensors nor pytorch_model.bin");
+    qnum::detail::require(!w.empty(), "--load ", load,
+                          ": the folder has neither model.safetensors nor pytorch_model.bin");
     return w;
   }
   std::string repo;

@@ -52,6 +52,8 @@ inline std::filesystem::path download_imdb(const ImdbDownloadOptions& o = {}, co
     fs::remove_all(staging, ec);
     if (!o.keep_archive) fs::remove(archive, ec);
   } catch (const Error& e) {
+    std::error_code ec;
+    fs::remove(dir, ec);  // only when empty: a kept .part stays resumable
     qnum::detail::fail("imdb: download failed: ", e.what(), "; to install it by hand, download ", o.url,
                        " and unpack it so that ", dest.string(), "/train/pos exists (or set QNUM_DATA_DIR)");
   }

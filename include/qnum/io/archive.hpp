@@ -69,7 +69,8 @@ class ArchiveReader {
 /// `name` as a safe relative path, or an error naming the entry.
 inline std::filesystem::path safe_entry_path(const std::string& archive, const std::string& name) {
   const std::filesystem::path p(name);
-  require(!name.empty() && !p.is_absolute(), "archive '", archive, "': entry '", name, "' has an absolute or empty name");
+  require(!name.empty() && !p.is_absolute(), "archive '", archive, "': entry '", name,
+          "' has an absolute or empty name");
   for (const auto& part : p)
     require(part != "..", "archive '", archive, "': entry '", name, "' leaves the target directory ('..')");
   return p.lexically_normal();

@@ -46,7 +46,8 @@ class BlockDigest {
     update({&one, 1});
     while (fill_ != 56) update({&zero, 1});
     std::array<std::uint8_t, 8> len{};
-    for (int i = 0; i < 8; ++i) len[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(bits >> (8 * (BigEndian ? 7 - i : i)));
+    for (int i = 0; i < 8; ++i)
+      len[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(bits >> (8 * (BigEndian ? 7 - i : i)));
     update(len);
     static constexpr char digits[] = "0123456789abcdef";
     std::string out;

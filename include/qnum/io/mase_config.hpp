@@ -28,19 +28,23 @@ enum class Command { train, test, transform, search };
 
 inline std::string_view command_name(Command c) {
   switch (c) {
-    case Command::train: return "train";
-    case Command::test: return "test";
-    case Command::transform: return "transform";
-    default: return "search";
+    case Command::train:
+      return "train";
+    case Command::test:
+      return "test";
+    case Command::transform:
+      return "transform";
+    default:
+      return "search";
   }
 }
 
 /// One top-level key of MASE's configs (= the dest of one `ch` option).
 struct TopLevelKey {
-  std::string_view key;   ///< MASE's TOML key
-  std::string_view flag;  ///< `ch`'s command-line spelling ("" for tables)
-  std::string_view qnum;  ///< qnum's setting it becomes; "" when qnum ignores it
-  std::string_view why;   ///< why it is ignored (or how it maps, for honoured keys)
+  std::string_view key;                                       ///< MASE's TOML key
+  std::string_view flag;                                      ///< `ch`'s command-line spelling ("" for tables)
+  std::string_view qnum;                                      ///< qnum's setting it becomes; "" when qnum ignores it
+  std::string_view why;                                       ///< why it is ignored (or how it maps, for honoured keys)
   std::string_view commands = "train test transform search";  ///< which commands honour it
 };
 
@@ -49,8 +53,10 @@ inline constexpr std::array<TopLevelKey, 39> kTopLevelKeys = {{
     {"model", "MODEL", "model", "the model name (jsc-tiny, jsc-s, bert-tiny, ...)"},
     {"dataset", "DATASET", "dataset", "the dataset name (jsc, jsc-synthetic, imdb, text-synthetic)"},
     {"task", "--task", "task", "classification (cls) only: every qnum model is a classifier"},
-    {"load_name", "--load", "load", "the checkpoint (a qnum run, an HF folder or file, or a hub name)", "transform search"},
-    {"load_type", "--load-type", "", "qnum reads a checkpoint's kind (qnum, safetensors, torch .bin) from the file itself", ""},
+    {"load_name", "--load", "load", "the checkpoint (a qnum run, an HF folder or file, or a hub name)",
+     "transform search"},
+    {"load_type", "--load-type", "",
+     "qnum reads a checkpoint's kind (qnum, safetensors, torch .bin) from the file itself", ""},
     {"batch_size", "--batch-size", "batch_size", "rows per batch"},
     {"to_debug", "--debug", "", "qnum has no debug mode: errors are already one line naming the problem", ""},
     {"log_level", "--log-level", "", "qnum prints progress and results only", ""},
@@ -58,30 +64,35 @@ inline constexpr std::array<TopLevelKey, 39> kTopLevelKeys = {{
     {"seed", "--seed", "seed", "the seed of batch order, initialisation and samplers"},
     {"quant_config", "--quant-config", "", "put the quantize settings in [passes.quantize] (or pass --quantize)", ""},
     {"training_optimizer", "--training-optimizer", "optimizer", "adam, adamw or sgd", "train test"},
-    {"trainer_precision", "--trainer-precision", "", "qnum trains in float32; lower precision is what [passes.quantize] sets", ""},
+    {"trainer_precision", "--trainer-precision", "",
+     "qnum trains in float32; lower precision is what [passes.quantize] sets", ""},
     {"learning_rate", "--learning-rate", "learning_rate", "the peak learning rate", "train test"},
     {"weight_decay", "--weight-decay", "weight_decay", "decoupled (adamw) or L2 (adam, sgd)", "train test"},
     {"max_epochs", "--max-epochs", "max_epochs", "epochs to train", "train test"},
     {"max_steps", "--max-steps", "", "qnum trains whole epochs (max_epochs)", ""},
-    {"accumulate_grad_batches", "--accumulate-grad-batches", "", "one optimizer step per batch; raise batch_size instead", ""},
+    {"accumulate_grad_batches", "--accumulate-grad-batches", "",
+     "one optimizer step per batch; raise batch_size instead", ""},
     {"log_every_n_steps", "--log-every-n-steps", "", "qnum logs once per epoch (metrics.jsonl)", ""},
     {"t_max", "", "", "qnum's cosine schedule spans the whole run (schedule = \"cosine\")", ""},
     {"eta_min", "", "", "qnum's cosine schedule decays to 0", ""},
     {"num_workers", "--cpu", "", "data loading runs in-process; compute threads are qnum's --threads", ""},
     {"num_devices", "--gpu", "", "one process on one machine", ""},
     {"num_nodes", "--nodes", "", "one process on one machine", ""},
-    {"accelerator", "--accelerator", "", "qnum trains on the CPU (its CUDA kernels are a library, not a training backend)", ""},
+    {"accelerator", "--accelerator", "",
+     "qnum trains on the CPU (its CUDA kernels are a library, not a training backend)", ""},
     {"strategy", "--strategy", "", "no distributed training: one process on one machine", ""},
     {"is_to_auto_requeue", "--auto-requeue", "", "SLURM requeueing; a killed qnum run resumes with --resume", ""},
     {"github_ci", "--github-ci", "", "MASE's CI switch; nothing to switch in qnum", ""},
     {"disable_dataset_cache", "--disable-dataset-cache", "", "qnum caches only downloads, which are checksummed", ""},
-    {"is_pretrained", "--pretrained", "", "pretrained weights come from --load (e.g. --load bert-tiny downloads prajjwal1/bert-tiny)", ""},
+    {"is_pretrained", "--pretrained", "",
+     "pretrained weights come from --load (e.g. --load bert-tiny downloads prajjwal1/bert-tiny)", ""},
     {"max_token_len", "--max-token-len", "", "BERT's tokens per text are the --max-length option", ""},
     {"project_dir", "--project-dir", "output_dir", "the folder results are written to"},
     {"project", "--project", "", "qnum names the run folder by output_dir (default qnum-runs/<model>_<dataset>)", ""},
     {"config", "--config", "", "a config file cannot name another one", ""},
     {"passes", "", "passes", "the passes `qnum transform` runs, in order", "transform"},
-    {"transform", "", "transform", "style = \"graph\" or \"module\": qnum's passes work on the module tree either way", "transform"},
+    {"transform", "", "transform", "style = \"graph\" or \"module\": qnum's passes work on the module tree either way",
+     "transform"},
     {"search", "", "search", "the search space and strategy of `qnum search`", "search"},
     {"profile", "--profile", "", "use `qnum bench` and `qnum report` for timings and statistics", ""},
     {"no_warnings", "--no-warnings", "", "qnum prints no library warnings to silence", ""},
@@ -100,14 +111,15 @@ inline std::vector<std::string> keys_read_by(Command c) {
   switch (c) {
     case Command::train:
     case Command::test:
-      return {"model", "dataset", "max_epochs", "batch_size", "learning_rate", "optimizer", "training_optimizer",
-              "schedule", "weight_decay", "seed", "threads", "output_dir", "project_dir", "task"};
+      return {
+          "model",    "dataset",      "max_epochs", "batch_size", "learning_rate", "optimizer",   "training_optimizer",
+          "schedule", "weight_decay", "seed",       "threads",    "output_dir",    "project_dir", "task"};
     case Command::transform:
-      return {"model", "dataset", "load_name", "load", "load_type", "output_dir", "project_dir", "batch_size",
-              "seed", "threads", "passes", "transform", "task"};
+      return {"model",      "dataset", "load_name", "load",   "load_type", "output_dir", "project_dir",
+              "batch_size", "seed",    "threads",   "passes", "transform", "task"};
     default:
-      return {"model", "dataset", "load_name", "load", "load_type", "output_dir", "project_dir", "batch_size",
-              "seed", "threads", "task", "search"};
+      return {"model",       "dataset",    "load_name", "load",    "load_type", "output_dir",
+              "project_dir", "batch_size", "seed",      "threads", "task",      "search"};
   }
 }
 

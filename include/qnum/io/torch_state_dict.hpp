@@ -81,23 +81,44 @@ class StateDictUnpickler {
       const std::size_t at = p_;
       const auto op = static_cast<unsigned char>(b_[p_++]);
       switch (op) {
-        case 0x80: take(1); break;                   // PROTO
-        case 0x95: take(8); break;                   // FRAME
-        case '(': push(pickle_value(PickleValue::Kind::mark)); break;
-        case '}': push(pickle_value(PickleValue::Kind::dict)); break;
-        case ']': push(pickle_value(PickleValue::Kind::list)); break;
-        case ')': push(pickle_value(PickleValue::Kind::tuple)); break;
-        case 'N': push(pickle_value(PickleValue::Kind::none)); break;
-        case 0x88: case 0x89: {                      // NEWTRUE, NEWFALSE
+        case 0x80:
+          take(1);
+          break;  // PROTO
+        case 0x95:
+          take(8);
+          break;  // FRAME
+        case '(':
+          push(pickle_value(PickleValue::Kind::mark));
+          break;
+        case '}':
+          push(pickle_value(PickleValue::Kind::dict));
+          break;
+        case ']':
+          push(pickle_value(PickleValue::Kind::list));
+          break;
+        case ')':
+          push(pickle_value(PickleValue::Kind::tuple));
+          break;
+        case 'N':
+          push(pickle_value(PickleValue::Kind::none));
+          break;
+        case 0x88:
+        case 0x89: {  // NEWTRUE, NEWFALSE
           auto v = pickle_value(PickleValue::Kind::boolean);
           v->i = op == 0x88;
           push(v);
           break;
         }
-        case 'K': push_int(static_cast<unsigned char>(take(1)[0])); break;  // BININT1
-        case 'M': push_int(le<std::uint16_t>(take(2))); break;             // BININT2
-        case 'J': push_int(static_cast<std::int32_t>(le<std::uint32_t>(take(4)))); break;  // BININT
-        case 0x8a: {                                 // LONG1 (raw bytes kept in s: torch's magic is 10 bytes)
+        case 'K':
+          push_int(static_cast<unsigned char>(take(1)[0]));
+          break;  // BININT1
+        case 'M':
+          push_int(le<std::uint16_t>(take(2)));
+          break;  // BININT2
+        case 'J':
+          push_int(static_cast<std::int32_t>(le<std::uint32_t>(take(4))));
+          break;      // BININT
+        case 0x8a: {  // LONG1 (raw bytes kept in s: torch's magic is 10 bytes)
           const auto n = static_cast<unsigned char>(take(1)[0]);
           const std::string_view d = take(n);
           std::uint64_t u = 0;
@@ -107,7 +128,7 @@ class StateDictUnpickler {
           stack_.back()->s = std::string(d);
           break;
         }
-        case 'G': {                                  // BINFLOAT (big-endian)
+        case 'G': {  // BINFLOAT (big-endian)
           const std::string_view d = take(8);
           std::uint64_t u = 0;
           for (char c : d) u = (u << 8) | static_cast<unsigned char>(c);
@@ -116,63 +137,88 @@ class StateDictUnpickler {
           push(v);
           break;
         }
-        case 'X': push_string(take(le<std::uint32_t>(take(4)))); break;                    // BINUNICODE
-        case 0x8c: push_string(take(static_cast<unsigned char>(take(1)[0]))); break;       // SHORT_BINUNICODE
-        case 'T': push_string(take(le<std::uint32_t>(take(4)))); break;                    // BINSTRING
-        case 'U': push_string(take(static_cast<unsigned char>(take(1)[0]))); break;        // SHORT_BINSTRING
-        case 'c': {                                                                        // GLOBAL
+        case 'X':
+          push_string(take(le<std::uint32_t>(take(4))));
+          break;  // BINUNICODE
+        case 0x8c:
+          push_string(take(static_cast<unsigned char>(take(1)[0])));
+          break;  // SHORT_BINUNICODE
+        case 'T':
+          push_string(take(le<std::uint32_t>(take(4))));
+          break;  // BINSTRING
+        case 'U':
+          push_string(take(static_cast<unsigned char>(take(1)[0])));
+          break;     // SHORT_BINSTRING
+        case 'c': {  // GLOBAL
           std::string module = line();
           global(module, line(), at);
           break;
         }
-        case 'q': memo_[static_cast<unsigned char>(take(1)[0])] = top(at); break;          // BINPUT
-        case 'r': memo_[le<std::uint32_t>(take(4))] = top(at); break;                      // LONG_BINPUT
-        case 0x94: memo_[memo_.size()] = top(at); break;                                   // MEMOIZE
-        case 'h': push(memo(static_cast<unsigned char>(take(1)[0]), at)); break;           // BINGET
-        case 'j': push(memo(le<std::uint32_t>(take(4)), at)); break;                       // LONG_BINGET
-        case 't': push(tuple(pop_to_mark(at))); break;
-        case 0x85: case 0x86: case 0x87: {           // TUPLE1..3
+        case 'q':
+          memo_[static_cast<unsigned char>(take(1)[0])] = top(at);
+          break;  // BINPUT
+        case 'r':
+          memo_[le<std::uint32_t>(take(4))] = top(at);
+          break;  // LONG_BINPUT
+        case 0x94:
+          memo_[memo_.size()] = top(at);
+          break;  // MEMOIZE
+        case 'h':
+          push(memo(static_cast<unsigned char>(take(1)[0]), at));
+          break;  // BINGET
+        case 'j':
+          push(memo(le<std::uint32_t>(take(4)), at));
+          break;  // LONG_BINGET
+        case 't':
+          push(tuple(pop_to_mark(at)));
+          break;
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1..3
           std::vector<PickleRef> xs(op - 0x84u);
           for (auto it = xs.rbegin(); it != xs.rend(); ++it) *it = pop(at);
           push(tuple(std::move(xs)));
           break;
         }
-        case 'a': {                                  // APPEND
+        case 'a': {  // APPEND
           auto x = pop(at);
           expect(top(at), PickleValue::Kind::list, "APPEND", at)->items.push_back(x);
           break;
         }
-        case 'e': {                                  // APPENDS
+        case 'e': {  // APPENDS
           auto xs = pop_to_mark(at);
           auto& l = expect(top(at), PickleValue::Kind::list, "APPENDS", at)->items;
           l.insert(l.end(), xs.begin(), xs.end());
           break;
         }
-        case 's': {                                  // SETITEM
+        case 's': {  // SETITEM
           auto v = pop(at), k = pop(at);
           auto& d = expect(top(at), PickleValue::Kind::dict, "SETITEM", at)->items;
           d.push_back(k), d.push_back(v);
           break;
         }
-        case 'u': {                                  // SETITEMS
+        case 'u': {  // SETITEMS
           auto kv = pop_to_mark(at);
           require(kv.size() % 2 == 0, where_, ": SETITEMS with an odd number of items at byte ", at);
           auto& d = expect(top(at), PickleValue::Kind::dict, "SETITEMS", at)->items;
           d.insert(d.end(), kv.begin(), kv.end());
           break;
         }
-        case 'b': {                                  // BUILD: only an OrderedDict's attributes (_metadata)
+        case 'b': {  // BUILD: only an OrderedDict's attributes (_metadata)
           pop(at);
           expect(top(at), PickleValue::Kind::dict, "BUILD", at);
           break;
         }
-        case 'Q': push(persistent(pop(at), at)); break;  // BINPERSID
-        case 'R': {                                      // REDUCE
+        case 'Q':
+          push(persistent(pop(at), at));
+          break;     // BINPERSID
+        case 'R': {  // REDUCE
           auto args = pop(at), fn = pop(at);
           push(reduce(fn, args, at));
           break;
         }
-        case '.': return pop(at);                        // STOP
+        case '.':
+          return pop(at);  // STOP
         default:
           fail(where_, ": pickle opcode 0x", hex(op), " at byte ", at,
                " is not allowed in a state dict (refused: the file may run code)");
@@ -384,8 +430,8 @@ inline std::map<std::string, Tensor> materialize_state_dict(const PickleRef& roo
       for (std::size_t d = 0; d < idx.size(); ++d) off += idx[d] * t->strides[d];
       const double x = storage_element(st.s, it->second.data() + static_cast<std::size_t>(off) * esize);
       v[static_cast<std::size_t>(e)] = static_cast<float>(x);
-      require(std::isnan(x) || static_cast<double>(v[static_cast<std::size_t>(e)]) == x, where, ": '", name->s,
-              "' (", st.s, ") holds ", x, ", which float32 cannot represent exactly");
+      require(std::isnan(x) || static_cast<double>(v[static_cast<std::size_t>(e)]) == x, where, ": '", name->s, "' (",
+              st.s, ") holds ", x, ", which float32 cannot represent exactly");
       for (std::size_t d = idx.size(); d-- > 0;) {
         if (++idx[d] < t->sizes[d]) break;
         idx[d] = 0;

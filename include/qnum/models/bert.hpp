@@ -49,6 +49,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/safetensors.hpp"
+#include "qnum/io/torch_state_dict.hpp"
 #include "qnum/kernel/attention.hpp"
 #include "qnum/nn/layers.hpp"
 #include "qnum/tensor/ops.hpp"
@@ -852,7 +853,7 @@ struct HfLoadReport {
   std::vector<std::string> missing, ignored;
 };
 
-/// Loads a Hugging Face BERT safetensors checkpoint (BertForSequenceClassification,
+/// Loads a Hugging Face BERT checkpoint, safetensors or torch.save `.bin` (BertForSequenceClassification,
 /// BertForPreTraining or a bare BertModel) into `model`: old LayerNorm names gamma/beta are
 /// mapped, a missing "bert." prefix is added, and tensors BERT-for-classification has no
 /// place for (position_ids, cls.* heads) are ignored. Every encoder/embedding tensor must be
@@ -862,7 +863,7 @@ struct HfLoadReport {
 inline HfLoadReport load_hf_bert(BertForSequenceClassification& model, const std::filesystem::path& path) {
   const std::string what = "checkpoint '" + path.string() + "'";
   qnum::detail::require(std::filesystem::exists(path), what, " not found");
-  SafetensorsFile st = read_safetensors(path);
+  SafetensorsFile st = read_weights_file(path);  // model.safetensors or pytorch_model.bin
   const auto own = model.state_dict();
   bool any_prefixed = false;
   for (const auto& [name, t] : st.tensors) any_prefixed = any_prefixed || name.starts_with("bert.");
