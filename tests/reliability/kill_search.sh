@@ -6,16 +6,9 @@
 # parameters left RUNNING, and in the end every grid point visited (a killed trial stays FAIL).
 # Usage: QNUM=path/to/qnum bash kill_search.sh [KILLS] [SEED]
 set -u
-QNUM=${QNUM:?set QNUM to the qnum binary}
-kills=${1:-6}
-RANDOM=${2:-29}
-work=$(mktemp -d)
-trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
-cd "$work" || exit 1
+source "$(dirname "$0")/kill_common.sh"
 storage=${STORAGE:-sqlite:///$work/k.db}
 study=kill-grid-$$
-failed=0
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
 csv_col() { # csv_col FILE COLUMN-NAME: the column's cells (no header)
   awk -F, -v want="$2" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == want) c = i; next } { print $c }' "$1"
 }

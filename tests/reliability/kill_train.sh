@@ -5,14 +5,7 @@
 # interrupted. A half-written checkpoint would make --resume fail or differ.
 # Usage: QNUM=path/to/qnum bash kill_train.sh [KILLS] [SEED]   (bounded: at most KILLS kills)
 set -u
-QNUM=${QNUM:?set QNUM to the qnum binary}
-kills=${1:-6}
-RANDOM=${2:-29}
-work=$(mktemp -d)
-trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
-cd "$work" || exit 1
-failed=0
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/kill_common.sh"
 
 # One thread: the batch order and sums are then fixed, so two runs agree bit for bit.
 train=("$QNUM" train jsc-tiny jsc-synthetic --max-epochs 40 --batch-size 32 --seed 3 --threads 1 --no-progress)
