@@ -1,0 +1,14 @@
+// BERT config.json (models/bert.hpp): parsed and validated, or refused naming the key.
+#include "fuzz_input.hpp"
+#include "qnum/models/bert.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static qnum::fuzz::InputFile file("-config.json");
+  const auto& path = file.write(data, size);
+  qnum::fuzz::expect_clean([&] {
+    const auto c = qnum::models::BertConfig::from_file(path);
+    qnum::fuzz::check(c.hidden_size > 0 && c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0,
+                      "validated sizes");
+  });
+  return 0;
+}

@@ -1,0 +1,67 @@
+// Shared by the fuzz harnesses: the rule every parser must keep on any bytes — return, or
+// throw qnum::Error with a one-line message. Any other exception, a crash, a sanitizer report
+// or a multi-line message is a finding (libFuzzer stops and saves the input).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include <unistd.h>
+
+#include "qnum/core/error.hpp"
+
+namespace qnum::fuzz {
+
+/// Runs `parse`, accepting a qnum::Error whose message is one non-empty line.
+template <class F>
+void expect_clean(F&& parse) {
+  try {
+    parse();
+  } catch (const qnum::Error& e) {
+    const std::string_view m = e.what();
+    if (m.empty() || m.find('\n') != std::string_view::npos) {
+      std::fprintf(stderr, "qnum::Error message is not one line: '%s'\n", e.what());
+      std::abort();
+    }
+  }
+}
+
+/// Fails the run (libFuzzer saves the input) when `cond` is false.
+inline void check(bool cond, const char* what) {
+  if (!cond) {
+    std::fprintf(stderr, "fuzz invariant violated: %s\n", what);
+    std::abort();
+  }
+}
+
+/// A file holding the input, for readers that take a path; one per process (fuzz jobs run
+/// in parallel), reused across runs and removed at exit.
+class InputFile {
+ public:
+  explicit InputFile(std::string_view suffix)
+      : path_(std::filesystem::temp_directory_path() /
+              ("qnum-fuzz-" + std::to_string(::getpid()) + std::string(suffix))) {}
+  ~InputFile() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  const std::filesystem::path& write(const std::uint8_t* data, std::size_t size) {
+    std::ofstream(path_, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
+                                                                   static_cast<std::streamsize>(size));
+    return path_;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::string_view as_text(const std::uint8_t* data, std::size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
+
+}  // namespace qnum::fuzz

@@ -1,0 +1,30 @@
+// Transform/quantize pass configs (`qnum transform --config`, examples/cli/transform_command.hpp):
+// the first byte picks TOML or JSON; the file is read as the CLI reads it, and its [passes]
+// (quantize, prune, lora) are applied to a jsc-tiny model with calibration data — applied,
+// or refused naming the key.
+#include "cli/transform_command.hpp"
+#include "fuzz_input.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 1) return 0;
+  static qnum::fuzz::InputFile toml("-passes.toml"), json("-passes.json");
+  const auto& path = (data[0] & 1 ? json : toml).write(data + 1, size - 1);
+  static const qnum::Tensor calibration = [] {
+    std::vector<float> v(8 * qnum::data::kJscFeatures);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 11) * 0.3f - 1.5f;
+    return qnum::Tensor({8, qnum::data::kJscFeatures}, std::move(v));
+  }();
+  qnum::fuzz::expect_clean([&] {
+    const auto cfg = qnum::cli::detail::toml_file_as_json(path);
+    const auto passes_cfg = cfg.contains("passes") ? cfg["passes"] : cfg;
+    qnum::cli::detail::require_keys(passes_cfg, "passes", {"quantize", "prune", "lora"});
+    nlohmann::json pipeline = nlohmann::json::object();
+    for (const char* k : {"quantize", "prune"})
+      if (passes_cfg.contains(k)) pipeline[k] = passes_cfg[k];
+    auto model = qnum::models::make_jsc_model("jsc-tiny");
+    qnum::passes::compress(*model, pipeline, {calibration});
+    if (passes_cfg.contains("lora")) qnum::passes::insert_lora(*model, qnum::passes::parse_lora_config(passes_cfg["lora"]));
+    (void)(*model)(calibration);
+  });
+  return 0;
+}

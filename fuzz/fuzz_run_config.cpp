@@ -1,0 +1,11 @@
+// `qnum train --config run.toml` (examples/cli/run_config.hpp): TOML parsed into overrides,
+// or refused with FILE:LINE:COLUMN and the key.
+#include "cli/run_config.hpp"
+#include "fuzz_input.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static qnum::fuzz::InputFile file("-run.toml");
+  const auto& path = file.write(data, size);
+  qnum::fuzz::expect_clean([&] { qnum::cli::read_run_config(path); });
+  return 0;
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (fuzz/, clang + ASan + UBSan) and runs each for SECONDS
+# (default 60) on its seed corpus and dictionary, one after another.
+# Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harness names: fuzz/fuzz_<name>.cpp)
+# Inputs that crash, leak, time out or break an invariant land in $build/findings/ and make
+# the script fail. The corpus grows in $build/corpus/<name> across runs (seeds: fuzz/corpus/).
+# Environment: QNUM_FUZZ_BUILD_DIR (default build-fuzz), QNUM_FUZZ_CXX (default: the newest
+# clang++-19..16 found), QNUM_JOBS (build jobs, default 2), QNUM_FUZZ_JOBS (fuzz processes
+# per harness, default 1).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+seconds=${1:-60}
+[ $# -gt 0 ] && shift
+build=${QNUM_FUZZ_BUILD_DIR:-$root/build-fuzz}
+cxx=${QNUM_FUZZ_CXX:-}
+if [ -z "$cxx" ]; then
+  for v in 19 18 17 16; do command -v "clang++-$v" >/dev/null 2>&1 && { cxx=clang++-$v; break; }; done
+fi
+[ -n "$cxx" ] || { echo "fuzz.sh: no clang++ (>= 16) found; set QNUM_FUZZ_CXX" >&2; exit 2; }
+
+# The harnesses and the dictionary each uses (- = none: the input is free text).
+declare -A dict=([npy]=npy [safetensors]=json [format_spec]=format_spec [imdb]=imdb [jsc]=jsc [vocab]=-
+                 [checkpoint_meta]=json [bert_config]=json [run_config]=toml [pass_config]=toml)
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(npy safetensors format_spec imdb jsc vocab checkpoint_meta bert_config run_config pass_config)
+
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+        -DQNUM_BUILD_FUZZ=ON -DQNUM_BUILD_TESTS=OFF -DQNUM_BUILD_EXAMPLES=OFF "${launcher[@]}" > /dev/null
+fi
+cmake --build "$build" --parallel "${QNUM_JOBS:-2}" --target "${names[@]/#/fuzz_}"
+
+mkdir -p "$build/findings"
+failed=()
+printf '%-16s %12s %8s %10s  %s\n' harness executions exec/s "corpus" result
+for name in "${names[@]}"; do
+  [ -n "${dict[$name]:-}" ] || { echo "fuzz.sh: unknown harness '$name'" >&2; exit 2; }
+  corpus=$build/corpus/$name
+  mkdir -p "$corpus"
+  args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
+        -artifact_prefix="$build/findings/$name-")
+  [ "${dict[$name]}" = - ] || args+=(-dict="$root/fuzz/dict/${dict[$name]}.dict")
+  [ "${QNUM_FUZZ_JOBS:-1}" -gt 1 ] && args+=(-fork="${QNUM_FUZZ_JOBS}" -ignore_crashes=0)
+  log=$build/findings/$name.log
+  rc=0
+  "$build/fuzz/fuzz_$name" "${args[@]}" "$corpus" "$root/fuzz/corpus/$name" > "$log" 2>&1 || rc=$?
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  files=$(find "$corpus" -type f | wc -l)
+  if [ "$rc" -eq 0 ]; then result=clean; else result="FAILED (exit $rc; see $log)"; failed+=("$name"); fi
+  printf '%-16s %12s %8s %10s  %s\n' "$name" "${execs:-?}" "${speed:-?}" "$files" "$result"
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz.sh: findings in ${failed[*]}:" >&2
+  for name in "${failed[@]}"; do grep -m3 -E 'ERROR|runtime error|invariant|not one line|terminate' "$build/findings/$name.log" >&2 || true; done
+  exit 1
+fi
