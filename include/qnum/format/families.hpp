@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qnum/core/policy.hpp"
+#include "qnum/format/binarize.hpp"
 #include "qnum/format/binary.hpp"
 #include "qnum/format/block_fp.hpp"
 #include "qnum/format/block_log.hpp"
@@ -23,8 +24,10 @@
 #include "qnum/format/log.hpp"
 #include "qnum/format/minifloat.hpp"
 #include "qnum/format/minifloat_denorm.hpp"
-#include "qnum/format/mx.hpp"
+#include "qnum/format/mxfp.hpp"
+#include "qnum/format/mxint.hpp"
 #include "qnum/format/mxint_hardware.hpp"
+#include "qnum/format/residual_sign.hpp"
 #include "qnum/format/scale_integer.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/ternary.hpp"
