@@ -27,6 +27,7 @@
 #include "qnum/format/mxfp.hpp"
 #include "qnum/format/mxint.hpp"
 #include "qnum/format/mxint_hardware.hpp"
+#include "qnum/format/nvfp4.hpp"
 #include "qnum/format/residual_sign.hpp"
 #include "qnum/format/scale_integer.hpp"
 #include "qnum/format/spec_text.hpp"
@@ -37,7 +38,7 @@ namespace qnum {
 /// Every family's spec, in the order `qnum formats` lists them.
 using AnySpec = std::variant<FixedSpec, MinifloatDenormSpec, MinifloatSpec, LogSpec, BlockFPSpec, BlockMinifloatSpec,
                              BlockLogSpec, BinarySpec, ResidualSignSpec, BinarizeSpec, TernarySpec, ScaleIntegerSpec,
-                             MXIntSpec, MXFPSpec, MXIntHardwareSpec>;
+                             MXIntSpec, MXFPSpec, MXIntHardwareSpec, NVFP4Spec>;
 
 /// Calls f(std::type_identity<S>{}) for every family S, in list order.
 template <class F>
