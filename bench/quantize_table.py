@@ -23,6 +23,7 @@ ROWS = [
     ("scale_integer", "exact"), ("scale_integer", "mase"),
     ("mxint8", "exact"), ("mxint8", "mase"),
     ("mxfp8_e4m3", "exact"), ("mxfp8_e4m3", "mase"), ("mxfp4_e2m1", "exact"), ("mxfp4_e2m1", "mase"),
+    ("nvfp4", "exact"),
 ]
 
 

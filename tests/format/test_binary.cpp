@@ -12,6 +12,8 @@
 #include "format/conformance.hpp"
 #include "format/mase_ref.hpp"
 #include "qnum/format/binary.hpp"
+#include "qnum/format/residual_sign.hpp"
+#include "qnum/format/binarize.hpp"
 #include "qnum/io/npy.hpp"
 
 using namespace qnum;

@@ -12,7 +12,9 @@
 
 #include "format/conformance.hpp"
 #include "qnum/format/format.hpp"
-#include "qnum/format/mx.hpp"
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/format/mxfp.hpp"
+#include "qnum/format/mxint.hpp"
 #include "qnum/format/mxint_hardware.hpp"
 
 using namespace qnum;

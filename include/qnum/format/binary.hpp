@@ -1,10 +1,7 @@
-// Binary formats: `binary` ({-1,+1} bipolar, or {0, alpha} scaled per output channel),
-// `residual_sign` (multi-level residual binarization, Ghasemzadeh et al.; MASE's
-// residual_sign_quantizer) and `binarize` (sign of clamp(x,-1,1) with hard-tanh STE).
+// `binary`: {-1,+1} bipolar, or {0, alpha} scaled per output channel (MASE's binary_quantizer).
 //
-// Sections: specs, torch-order float32 sums and channel helpers (shared with ternary.hpp),
-// binary quantize (elementwise and tensor, optional explicit uniforms), encode/decode,
-// residual_sign, binarize, info, value type Binary and numeric_limits.
+// Sections: spec, binary quantize (elementwise and tensor, optional explicit uniforms),
+// encode/decode, info, value type Binary and numeric_limits.
 #pragma once
 
 #include <algorithm>
@@ -24,9 +21,10 @@
 #include "qnum/core/rng.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/core/shape.hpp"
+#include "qnum/format/channel_reduce.hpp"
 #include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
-#include "qnum/format/tensor_io.hpp"
+#include "qnum/format/tensor_quantize.hpp"
 
 namespace qnum {
 
@@ -59,188 +57,6 @@ struct BinarySpec {
   }
   void write_keys(KeyWriter& w) const { w.add("stochastic", stochastic).add("bipolar", bipolar); }
 };
-
-/// Residual sign: L levels with means mu_l; output stacked [L, ...input shape].
-struct ResidualSignSpec {
-  static constexpr std::string_view name = "residual_sign";
-  static constexpr std::string_view help = "multi-level residual binarization, stacked [L, ...]";
-  static constexpr std::array<KeyDefault, 0> mase_defaults{};  // none beyond qnum's own
-  static constexpr Grouping grouping() { return Grouping::stacked; }
-  int levels = 2;
-  std::vector<double> means;  // empty: (L, L-1, ..., 1) / sum
-
-  friend bool operator==(const ResidualSignSpec&, const ResidualSignSpec&) = default;
-
-  std::vector<double> effective_means() const {
-    if (!means.empty()) return means;
-    std::vector<double> m;
-    const double sum = levels * (levels + 1) / 2.0;
-    for (int l = levels; l >= 1; --l) m.push_back(l / sum);
-    return m;
-  }
-  void validate() const {
-    detail::require(levels >= 1 && levels <= 8, name, ": levels ", levels, " must be in [1, 8]");
-    detail::require(means.empty() || static_cast<int>(means.size()) == levels, name, ": means has ", means.size(),
-                    " entries, levels is ", levels);
-    for (double m : means) detail::require(std::isfinite(m), name, ": means entry ", m, " must be finite");
-  }
-  static std::vector<KeyDoc> key_docs() {
-    return {{"levels", "2", "number of residual levels L"},
-            {"means", "none", "per-level means (e.g. 0.7x0.3); none = (L..1)/sum"},
-            {"x_quantizer", "none", "accepted for MASE compatibility; ignored by MASE"}};
-  }
-  static ResidualSignSpec from_keys(KeyValues& kv) {
-    ResidualSignSpec s;
-    s.levels = kv.take_int({"levels"}, 2);
-    if (auto m = kv.take_double_list({"means"})) s.means = *m;
-    if (auto xq = kv.take({"x_quantizer"}))
-      detail::require(KeyValues::is_none(*xq), name, ": x_quantizer must be none (MASE ignores it)");
-    return s;
-  }
-  void write_keys(KeyWriter& w) const {
-    w.add("levels", levels);
-    if (!means.empty()) w.add("means", means);
-  }
-};
-
-/// binarize: sign(clamp(x, -1, 1)) in {-1, 0, +1}.
-struct BinarizeSpec {
-  static constexpr std::string_view name = "binarize";
-  static constexpr std::string_view help = "sign(clamp(x,-1,1)) in {-1,0,+1}";
-  static constexpr std::array<KeyDefault, 0> mase_defaults{};  // none beyond qnum's own
-  static constexpr Grouping grouping() { return Grouping::elementwise; }
-  friend bool operator==(const BinarizeSpec&, const BinarizeSpec&) = default;
-  void validate() const {}
-  static std::vector<KeyDoc> key_docs() { return {}; }
-  static BinarizeSpec from_keys(KeyValues&) { return {}; }
-  void write_keys(KeyWriter&) const {}
-};
-
-// ---- torch-order float32 sums and channel helpers ------------------------------------
-
-namespace detail {
-
-/// SIMD width (floats) torch's CPU reduction used for the MASE reference data (AVX2 = 8).
-inline constexpr int kTorchSumLanes = 8;
-
-/// torch's cascade_sum core (aten/src/ATen/native/cpu/SumKernel.cpp, multi_row_sum): 4 rows
-/// of accumulators, partial sums promoted through 4 levels every 2^level_power loads.
-template <class Acc, class Load>
-[[gnu::always_inline]] QNUM_HD inline std::array<Acc, 4> torch_multi_row_sum(Load load, std::int64_t size,
-                                                                             const Acc& zero) {
-  constexpr int num_levels = 4;
-  std::int64_t ceil_log2 = 1;
-  if (size > 2) ceil_log2 = 64 - std::countl_zero(static_cast<std::uint64_t>(size - 1));
-  const std::int64_t level_power = std::max<std::int64_t>(4, ceil_log2 / num_levels);
-  const std::int64_t level_step = std::int64_t{1} << level_power;
-  const std::int64_t level_mask = level_step - 1;
-  Acc acc[num_levels][4];
-  for (auto& level : acc)
-    for (auto& a : level) a = zero;
-  std::int64_t i = 0;
-  while (i + level_step <= size) {
-    for (std::int64_t j = 0; j < level_step; ++j, ++i)
-      for (int k = 0; k < 4; ++k) acc[0][k] += load(i, k);
-    for (int j = 1; j < num_levels; ++j) {
-      for (int k = 0; k < 4; ++k) {
-        acc[j][k] += acc[j - 1][k];
-        acc[j - 1][k] = zero;
-      }
-      if ((i & (level_mask << (j * level_power))) != 0) break;
-    }
-  }
-  for (; i < size; ++i)
-    for (int k = 0; k < 4; ++k) acc[0][k] += load(i, k);
-  for (int j = 1; j < num_levels; ++j)
-    for (int k = 0; k < 4; ++k) acc[0][k] += acc[j][k];
-  return {acc[0][0], acc[0][1], acc[0][2], acc[0][3]};
-}
-
-/// torch's row_sum: the row viewed as (-1, 4), summed by torch_multi_row_sum, tail added to
-/// the first partial, then the four partials folded.
-template <class Acc, class Elem>
-[[gnu::always_inline]] QNUM_HD inline Acc torch_row_sum(Elem elem, std::int64_t size, const Acc& zero) {
-  const std::int64_t size_ilp = size / 4;
-  auto partial = torch_multi_row_sum<Acc>([&](std::int64_t i, int k) { return elem(i * 4 + k); }, size_ilp, zero);
-  for (std::int64_t i = size_ilp * 4; i < size; ++i) partial[0] += elem(i);
-  for (int k = 1; k < 4; ++k) partial[0] += partial[k];
-  return partial[0];
-}
-
-/// A float32 SIMD register of `n` lanes for emulating torch's vectorized accumulation.
-struct FloatLanes {
-  std::array<float, 16> v{};
-  int n = 8;
-  QNUM_HD FloatLanes& operator+=(const FloatLanes& o) {
-    for (int l = 0; l < n; ++l) v[static_cast<std::size_t>(l)] += o.v[static_cast<std::size_t>(l)];
-    return *this;
-  }
-};
-
-/// Sum of elem(0..n-1) (float32 values, e.g. |x[k]| computed on the fly) in the order torch's
-/// CPU `sum` uses for an inner (contiguous) reduction, so MASE's per-sample means come out bit
-/// for bit: vectorized cascade over `lanes`-wide registers, scalar tail, then the lanes added
-/// left to right. One thread runs it on the GPU too (cuda/src/binary_kernels.cu).
-template <class Elem>
-[[gnu::always_inline]] QNUM_HD inline float torch_sum_f32_of(Elem elem, std::int64_t n, int lanes = kTorchSumLanes) {
-  if (n < lanes) return 0.0f + torch_row_sum<float>([&](std::int64_t i) { return elem(i); }, n, 0.0f);
-  FloatLanes zero;
-  zero.n = lanes;
-  const std::int64_t vec_size = n / lanes;
-  const FloatLanes acc = torch_row_sum<FloatLanes>(
-      [&](std::int64_t i) {
-        FloatLanes r = zero;
-        for (int l = 0; l < lanes; ++l) r.v[static_cast<std::size_t>(l)] = elem(i * lanes + l);
-        return r;
-      },
-      vec_size, zero);
-  float total = 0.0f;
-  for (std::int64_t k = vec_size * lanes; k < n; ++k) total += elem(k);
-  for (int l = 0; l < lanes; ++l) total += acc.v[static_cast<std::size_t>(l)];
-  return 0.0f + total;  // the output is zero-filled, then accumulated into
-}
-
-/// torch_sum_f32_of over a contiguous float32 run.
-QNUM_HD inline float torch_sum_f32(const float* p, std::int64_t n, int lanes = kTorchSumLanes) {
-  return torch_sum_f32_of([p](std::int64_t i) { return p[i]; }, n, lanes);
-}
-
-/// Per-output-channel grouping used by exact mode: rank >= 2 -> one group per index of dim 0;
-/// rank 0 or 1 -> the whole tensor is one group.
-struct Groups {
-  std::int64_t count = 1, size = 0;
-};
-inline Groups channel_groups(const Shape& shape) {
-  const std::int64_t n = numel(shape);
-  if (shape.size() < 2 || shape[0] == 0) return {1, n};
-  return {shape[0], n / shape[0]};
-}
-
-/// Mean |x| over a group of n: Σ|x| in double in lane_sum's order (8 interleaved lanes, which
-/// the SIMD kernels reproduce), divided by the count; NaN propagates.
-QNUM_HD inline double mean_abs_double(const float* g, std::int64_t n) {
-  const double sum = lane_sum(n, [g](std::int64_t k) { return std::fabs(static_cast<double>(g[k])); });
-  return n == 0 ? 0.0 : sum / static_cast<double>(n);
-}
-inline double mean_abs_double(std::span<const float> g) {
-  return mean_abs_double(g.data(), static_cast<std::int64_t>(g.size()));
-}
-
-/// MASE's 4-D requirement (its reductions and expands name dims 1, 2, 3 explicitly).
-inline void require_mase_4d(std::string_view family, std::string_view what, const Shape& shape) {
-  require(shape.size() == 4, family, ": MASE's ", what,
-          " works only on 4-D tensors (it reduces and expands over dims 1, 2, 3); got shape ", to_string(shape),
-          " (rank ", shape.size(), "). Use exact mode (per output channel, any rank)");
-}
-
-/// MASE's hard sigmoid clamp((x + 1) / 2, 0, 1) in float32 (NaN propagates as torch.clamp does).
-QNUM_HD inline float mase_hard_sigmoid(float x) {
-  const float v = (x + 1.0f) / 2.0f;
-  if (v != v) return v;
-  return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
-}
-
-}  // namespace detail
 
 // ---- binary ------------------------------------------------------------------------------
 
@@ -442,119 +258,6 @@ inline FormatInfo info(const BinarySpec& s, const Policy& p) {
   return f;
 }
 
-// ---- residual_sign ------------------------------------------------------------------------
-
-namespace detail {
-
-/// MASE's binarize (c = clamp(x,-1,1); c + (sign(c) - c)) in float32: sign(clamp(x)) with
-/// NaN -> NaN and -0 -> +0 (the float32 sum is exactly sign(c) for every other input).
-QNUM_HD inline float binarize_value(float x) {
-  if (x != x) return x;
-  return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
-}
-
-}  // namespace detail
-
-namespace detail {
-
-/// residual_sign's checks (spec, shapes, output size L·n, MASE's level limit); returns the
-/// effective means.
-inline std::vector<double> residual_sign_prepare(const ResidualSignSpec& s, const Policy& p, std::size_t in_size,
-                                                 std::size_t out_size, const Shape& shape) {
-  s.validate();
-  for (auto d : shape) require(d >= 0, s.name, ": negative dimension in shape ", to_string(shape));
-  require(static_cast<std::int64_t>(in_size) == numel(shape), s.name, ": input has ", in_size, " elements but shape ",
-          to_string(shape), " needs ", numel(shape));
-  const auto L = static_cast<std::size_t>(s.levels);
-  require(out_size == in_size * L, s.name, ": output has ", out_size, " elements, needs ", in_size * L, " (levels ",
-          s.levels, " x ", in_size, ")");
-  if (p.is_mase())
-    require(s.levels <= 3, s.name, ": MASE's residual_sign_quantizer handles levels 1..3 (it returns 0 for ", s.levels,
-            "); use exact mode");
-  return s.effective_means();
-}
-
-/// The L outputs of one element x, written to out[0], out[stride], ... (the definition).
-/// exact: double residuals, o_l = sign(r) |mu_l| + 0 (no -0 levels), NaN stays NaN.
-/// mase: float32, means |float(mu_l)|; L = 1: MASE's `0 + out` turns -0 into +0.
-QNUM_HD inline void residual_sign_element(const double* means, std::size_t L, bool mase, float x, float* out,
-                                          std::size_t stride) {
-  if (mase) {
-    float r = x;
-    for (std::size_t l = 0; l < L; ++l) {
-      const float o = binarize_value(r) * std::fabs(static_cast<float>(means[l]));
-      r = r - o;
-      out[l * stride] = L == 1 ? 0.0f + o : o;
-    }
-    return;
-  }
-  double r = x;
-  for (std::size_t l = 0; l < L; ++l) {
-    const double b = r != r ? r : (r > 0 ? 1.0 : (r < 0 ? -1.0 : 0.0));
-    const double o = b * std::fabs(means[l]) + 0.0;
-    r -= o;
-    out[l * stride] = static_cast<float>(o);
-  }
-}
-inline void residual_sign_element(const std::vector<double>& means, bool mase, float x, float* out,
-                                  std::size_t stride) {
-  residual_sign_element(means.data(), means.size(), mase, x, out, stride);
-}
-
-}  // namespace detail
-
-/// Residual binarization: r_0 = x, o_l = binarize(r_{l-1}) * |mu_l|, r_l = r_{l-1} - o_l;
-/// `out` (output_shape elements) holds the o_l stacked [L, ...shape] (their sum is x-hat).
-/// MASE mode: float32 arithmetic, float32 means, levels 1..3, L = 1 unstacked.
-inline void quantize(const ResidualSignSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                     const Shape& shape, Role = Role::weight) {
-  const auto means = detail::residual_sign_prepare(s, p, in.size(), out.size(), shape);
-  const std::size_t n = in.size();
-  for (std::size_t i = 0; i < n; ++i) detail::residual_sign_element(means, p.is_mase(), in[i], out.data() + i, n);
-}
-
-inline FormatInfo info(const ResidualSignSpec& s, const Policy&) {
-  const auto means = s.effective_means();
-  // x-hat = sum_l s_l |mu_l|, s_l in {-1, 0, +1} (0 only for an exactly zero residual)
-  std::vector<double> sums{0.0};
-  for (double m : means) {
-    std::vector<double> next;
-    for (double v : sums)
-      for (double t : {-1.0, 0.0, 1.0}) next.push_back(v + t * std::fabs(m));
-    sums.swap(next);
-  }
-  std::sort(sums.begin(), sums.end());
-  sums.erase(std::unique(sums.begin(), sums.end()), sums.end());
-  FormatInfo f;
-  f.bits_per_value = s.levels;
-  f.distinct_values = static_cast<double>(sums.size());
-  for (double v : sums)
-    if (v > 0 && (f.min_positive == 0 || v < f.min_positive)) f.min_positive = v;
-  f.max = sums.back();
-  std::string ms;
-  for (double m : means) ms += (ms.empty() ? "" : ", ") + detail::format_double(m);
-  f.value_set = detail::concat("levels o_l in {-|mu_l|, 0, +|mu_l|} stacked [", s.levels,
-                               ", ...]; x-hat = sum o_l; mu = (", ms, ")");
-  return f;
-}
-
-// ---- binarize -----------------------------------------------------------------------------
-
-/// sign(clamp(x, -1, 1)) in {-1, 0, +1}; NaN stays NaN, -0 gives +0 (same in both modes).
-QNUM_HD inline float quantize(const BinarizeSpec&, const Policy&, float x, std::uint64_t = 0) {
-  return detail::binarize_value(x);
-}
-
-inline FormatInfo info(const BinarizeSpec&, const Policy&) {
-  FormatInfo f;
-  f.bits_per_value = 2;
-  f.min_positive = 1;
-  f.max = 1;
-  f.distinct_values = 3;
-  f.value_set = "{-1, 0, +1} = sign(clamp(x, -1, 1)); backward: hard-tanh STE (gradient 1 for |x| <= 1)";
-  return f;
-}
-
 // ---- value type ---------------------------------------------------------------------------
 
 /// A 1-bit bipolar value in {-1, +1}: code 1 = +1, code 0 = -1. Converting from float uses
@@ -611,15 +314,3 @@ class std::numeric_limits<qnum::Binary> {
   static constexpr qnum::Binary round_error() noexcept { return qnum::Binary::from_code(1); }
   static constexpr qnum::Binary denorm_min() noexcept { return qnum::Binary::from_code(1); }
 };
-
-namespace qnum {
-
-/// residual_sign stacks its levels: [L, ...shape] (MASE returns the plain shape for L = 1).
-inline Shape output_shape(const ResidualSignSpec& s, const Policy& p, const Shape& in) {
-  if (p.is_mase() && s.levels == 1) return in;
-  Shape out{s.levels};
-  out.insert(out.end(), in.begin(), in.end());
-  return out;
-}
-
-}  // namespace qnum

@@ -29,7 +29,7 @@
 #include "qnum/format/block.hpp"
 #include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
-#include "qnum/format/tensor_io.hpp"
+#include "qnum/format/tensor_quantize.hpp"
 
 namespace qnum {
 

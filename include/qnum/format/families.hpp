@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qnum/core/policy.hpp"
+#include "qnum/format/binarize.hpp"
 #include "qnum/format/binary.hpp"
 #include "qnum/format/block_fp.hpp"
 #include "qnum/format/block_log.hpp"
@@ -23,8 +24,11 @@
 #include "qnum/format/log.hpp"
 #include "qnum/format/minifloat.hpp"
 #include "qnum/format/minifloat_denorm.hpp"
-#include "qnum/format/mx.hpp"
+#include "qnum/format/mxfp.hpp"
+#include "qnum/format/mxint.hpp"
 #include "qnum/format/mxint_hardware.hpp"
+#include "qnum/format/nvfp4.hpp"
+#include "qnum/format/residual_sign.hpp"
 #include "qnum/format/scale_integer.hpp"
 #include "qnum/format/spec_text.hpp"
 #include "qnum/format/ternary.hpp"
@@ -34,7 +38,7 @@ namespace qnum {
 /// Every family's spec, in the order `qnum formats` lists them.
 using AnySpec = std::variant<FixedSpec, MinifloatDenormSpec, MinifloatSpec, LogSpec, BlockFPSpec, BlockMinifloatSpec,
                              BlockLogSpec, BinarySpec, ResidualSignSpec, BinarizeSpec, TernarySpec, ScaleIntegerSpec,
-                             MXIntSpec, MXFPSpec, MXIntHardwareSpec>;
+                             MXIntSpec, MXFPSpec, MXIntHardwareSpec, NVFP4Spec>;
 
 /// Calls f(std::type_identity<S>{}) for every family S, in list order.
 template <class F>

@@ -23,7 +23,7 @@
 #include "qnum/core/round.hpp"
 #include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
-#include "qnum/format/tensor_io.hpp"
+#include "qnum/format/tensor_quantize.hpp"
 #include "qnum/format/value_ops.hpp"
 
 namespace qnum {

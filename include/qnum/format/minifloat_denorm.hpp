@@ -24,7 +24,7 @@
 #include "qnum/format/minifloat.hpp"  // MASE float32 primitives
 #include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
-#include "qnum/format/tensor_io.hpp"
+#include "qnum/format/tensor_quantize.hpp"
 
 namespace qnum {
 

@@ -12,7 +12,7 @@
 #include "qnum/core/hd.hpp"
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
-#include "qnum/format/tensor_io.hpp"
+#include "qnum/format/tensor_quantize.hpp"
 
 namespace qnum {
 

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "qnum/core/hd.hpp"
-#include "qnum/format/mx.hpp"
+#include "qnum/format/mxfp.hpp"
+#include "qnum/format/mxint.hpp"
 
 namespace qnum {
 

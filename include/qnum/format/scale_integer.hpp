@@ -20,7 +20,7 @@
 #include "qnum/core/round.hpp"
 #include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
-#include "qnum/format/tensor_io.hpp"
+#include "qnum/format/tensor_quantize.hpp"
 
 namespace qnum {
 

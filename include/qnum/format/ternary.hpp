@@ -20,10 +20,10 @@
 #include "qnum/core/policy.hpp"
 #include "qnum/core/round.hpp"
 #include "qnum/core/shape.hpp"
-#include "qnum/format/binary.hpp"
+#include "qnum/format/channel_reduce.hpp"
 #include "qnum/format/family_traits.hpp"
 #include "qnum/format/spec_text.hpp"
-#include "qnum/format/tensor_io.hpp"
+#include "qnum/format/tensor_quantize.hpp"
 
 namespace qnum {
 

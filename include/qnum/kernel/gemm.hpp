@@ -40,9 +40,11 @@
 #include <vector>
 
 #include "qnum/core/error.hpp"
-#include "qnum/format/tensor_io.hpp"  // before mx: mx_element.hpp needs stochastic_draw
+#include "qnum/format/tensor_quantize.hpp"  // before mx: mx_element.hpp needs stochastic_draw
 
-#include "qnum/format/mx.hpp"
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/format/mxfp.hpp"
+#include "qnum/format/mxint.hpp"
 #include "qnum/kernel/gemm_madd16.hpp"
 #include "qnum/kernel/gemm_tiles.hpp"
 #include "qnum/kernel/threading.hpp"

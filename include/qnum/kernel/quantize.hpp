@@ -79,7 +79,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/core/shape.hpp"
 #include "qnum/format/format.hpp"
-#include "qnum/format/tensor_io.hpp"
+#include "qnum/format/tensor_quantize.hpp"
 #include "qnum/kernel/log2_thresholds.hpp"
 #include "qnum/kernel/quantize_path.hpp"
 #include "qnum/kernel/threading.hpp"

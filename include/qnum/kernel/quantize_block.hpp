@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "qnum/format/block_fp.hpp"
-#include "qnum/format/mx.hpp"
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/format/mxfp.hpp"
+#include "qnum/format/mxint.hpp"
 
 namespace qnum::kernel {
 inline namespace QNUM_KERNEL_ISA_NS {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "qnum/format/binary.hpp"
+#include "qnum/format/residual_sign.hpp"
 #include "qnum/format/scale_integer.hpp"
 #include "qnum/format/ternary.hpp"
 

@@ -22,7 +22,9 @@
 #include "qnum/format/block.hpp"
 #include "qnum/format/block_log.hpp"
 #include "qnum/format/block_minifloat.hpp"
-#include "qnum/format/mx.hpp"
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/format/mxfp.hpp"
+#include "qnum/format/mxint.hpp"
 
 namespace qnum::kernel {
 inline namespace QNUM_KERNEL_ISA_NS {

@@ -17,6 +17,8 @@
 #include "qnum/core/policy.hpp"
 #include "qnum/core/shape.hpp"
 #include "qnum/format/binary.hpp"
+#include "qnum/format/residual_sign.hpp"
+#include "qnum/format/binarize.hpp"
 #include "qnum/format/ternary.hpp"
 
 namespace qnum::cuda {

@@ -13,7 +13,9 @@
 #include "qnum/format/log.hpp"
 #include "qnum/format/minifloat.hpp"
 #include "qnum/format/minifloat_denorm.hpp"
-#include "qnum/format/mx.hpp"
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/format/mxfp.hpp"
+#include "qnum/format/mxint.hpp"
 
 namespace qnum::cuda {
 

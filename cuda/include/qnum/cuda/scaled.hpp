@@ -12,7 +12,9 @@
 
 #include "qnum/core/policy.hpp"
 #include "qnum/core/shape.hpp"
-#include "qnum/format/mx.hpp"
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/format/mxfp.hpp"
+#include "qnum/format/mxint.hpp"
 #include "qnum/format/mxint_hardware.hpp"
 #include "qnum/format/scale_integer.hpp"
 
