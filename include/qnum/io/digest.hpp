@@ -1,6 +1,6 @@
 // Message digests for checking downloads: MD5 (RFC 1321; what Stanford and OpenML publish),
 // SHA-1 (the git blob ids the Hugging Face hub lists for small files) and SHA-256 (FIPS
-// 180-4; the hub's LFS object ids). Our own, ~150 lines: OpenSSL would be a new library
+// 180-4; the hub's LFS object ids). Our own, ~200 lines: OpenSSL would be a new library
 // dependency of every program including the data headers for three fixed algorithms.
 // All three share the Merkle-Damgard framing (64-byte blocks, 0x80 padding, a 64-bit bit
 // count), which BlockDigest does once; they differ in the compression function and in byte
