@@ -4,7 +4,7 @@
 // attention) for inference. The Qat variants first quantize every Linear to 8-bit fixed point
 // (data_in 8/4, weight 8/7, bias 8/5: examples/configs/bert_int8_qat.toml) — the baseline's
 // --qat, MASE's LinearInteger. Threads: QNUM_BENCH_THREADS (default 1), as the baseline's
-// --threads. All call qnum::retain_freed_memory() first, as TextTrainer::fit does.
+// --threads. All call qnum::retain_freed_memory() first, as Trainer::fit does.
 // qnum's classifier runs the last layer for the [CLS] token only (the logits are the same:
 // BertModel::encode_first_token); the AllTokens variants turn that off and do the work
 // transformers does, token for token.
@@ -22,7 +22,7 @@
 #include "qnum/models/bert.hpp"
 #include "qnum/passes/quantize.hpp"
 #include "qnum/train/recipe.hpp"
-#include "qnum/train/text_trainer.hpp"
+#include "qnum/train/recipe.hpp"
 
 namespace {
 

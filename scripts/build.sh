@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds qnum (CLI, tests, benchmarks) into build/ (override with QNUM_BUILD_DIR).
+# Configures and builds qnum (CLI, tests, benchmarks) into build/ (override with QNUM_BUILD_DIR);
+# QNUM_TARGETS="qnum lab1-ptq-qat" builds only those targets.
 # The programs are built for this machine (QNUM_NATIVE=ON: AVX-512/VNNI kernels where the
 # CPU has them); the installed library itself stays portable unless asked otherwise.
 set -euo pipefail
@@ -16,4 +17,6 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 elif [ $# -gt 0 ]; then
   cmake "$build" "$@"
 fi
-cmake --build "$build" --parallel "$jobs"
+targets=()
+[ -n "${QNUM_TARGETS:-}" ] && read -r -a targets <<< "--target $QNUM_TARGETS"
+cmake --build "$build" --parallel "$jobs" "${targets[@]}"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The main job: install missing packages, build, list the formats, quantize a generated
-# tensor in several formats (exact and MASE-compatible) printing the error table, train a
-# small model, and quantize + prune another with `qnum transform`.
+# The main job: install missing packages, build the `qnum` program only (the test command
+# builds the rest), list the formats, quantize a generated tensor in several formats (exact
+# and MASE-compatible) printing the error table, train a small JSC model, quantize + prune
+# another with `qnum transform`, and take a small BERT through train, resume, test and
+# predict on the offline text set, with the same commands.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install-deps.sh"
-bash "$root/scripts/build.sh"
+QNUM_TARGETS=qnum bash "$root/scripts/build.sh"
 qnum=${QNUM_BUILD_DIR:-$root/build}/examples/qnum
 echo
 "$qnum" formats
@@ -26,4 +28,12 @@ echo
 "$qnum" transform --config "$root/examples/configs/jsc_s_quantize_prune.toml" --load "$runs/jsc-s/best" \
   --output-dir "$runs/jsc-s-transformed"
 "$qnum" report jsc-s --load "$runs/jsc-s-transformed/transformed" | tail -4
+echo
+# The same commands on BERT (a one-layer bert:1-64-2-128 on text-synthetic, offline): the
+# text recipe by default, one epoch, a second by --resume, the test split, own sentences.
+bert=(bert:1-64-2-128 text-synthetic --max-length 64 --output-dir "$runs/bert" --no-progress)
+"$qnum" train "${bert[@]}" --max-epochs 1
+"$qnum" train "${bert[@]}" --max-epochs 2 --resume | tail -4
+"$qnum" test bert:1-64-2-128 text-synthetic --load "$runs/bert/best"
+"$qnum" predict bert:1-64-2-128 --load "$runs/bert/best" "a wonderful film" "not a wonderful film"
 rm -rf "$runs"

@@ -7,12 +7,13 @@
 #pragma once
 
 #include <string>
+
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "qnum/core/error.hpp"
 #include "qnum/data/jsc.hpp"
-#include "qnum/models/bert.hpp"
-#include "qnum/models/jsc.hpp"
+#include "qnum/models/registry.hpp"
 
 namespace qnum::cli {
 
@@ -29,24 +30,30 @@ inline data::JscSplits load_dataset(const std::string& name) {
                      "; the text datasets imdb and text-synthetic are for BERT models)");
 }
 
-/// Every model name the CLI knows, for messages: the JSC zoo, then BERT's.
-inline std::string known_models_text() {
-  std::string s;
-  for (const auto& n : models::jsc_model_names()) s += (s.empty() ? "" : ", ") + n;
-  s += "; BERT:";
-  for (const auto& n : models::bert_model_names()) s += " " + n;
-  return s;
+/// The input kind of dataset `name`: tokenized text for the text datasets, else feature rows.
+inline models::InputKind dataset_input(const std::string& name) {
+  return name == "imdb" || name == "text-synthetic" || name == "imdb-synthetic" ? models::InputKind::tokens
+                                                                                : models::InputKind::features;
 }
 
-/// qnum::Error naming the known models when `name` is neither a JSC nor a BERT model.
-inline void require_known_model(const std::string& name) {
-  if (models::is_bert_model(name)) return;
-  try {
-    models::make_jsc_model(name, 0);
-  } catch (const qnum::Error& e) {
-    qnum::detail::fail("unknown model '", name, "' (known: ", known_models_text(), ")",
-                       name == "jsc-m" ? "; MASE has no jsc-m: give the widths, e.g. jsc-mlp:16-64-32-32-5" : "");
-  }
+/// qnum::Error when model `model` cannot take dataset `dataset` (names both kinds).
+inline void require_matching_data(const std::string& model, const std::string& dataset) {
+  const models::InputKind m = models::model_spec(model).input, d = dataset_input(dataset);
+  qnum::detail::require(m == d, "model '", model, "' takes ", models::kind_name(m), " but dataset '", dataset, "' holds ",
+                        models::kind_name(d), m == models::InputKind::tokens ? " (text datasets: imdb, text-synthetic)"
+                                                                             : " (feature datasets: jsc, jsc-synthetic)");
+}
+
+/// qnum::Error when the checkpoint `path` (metadata `meta`) was saved from another model
+/// than `model`, naming what it holds and what was asked. Files without qnum metadata
+/// (e.g. Hugging Face weights) pass: their tensors are checked when they load.
+inline void require_checkpoint_of(const std::string& model, const std::string& path, const nlohmann::json& meta) {
+  const std::string held = meta.value("model", std::string());
+  if (held.empty() || held == model) return;
+  const models::ModelSpec* spec = models::find_model(held);
+  qnum::detail::fail("checkpoint '", path, "' holds model '", held, "'",
+                     spec ? std::string(" (") + models::kind_name(spec->input) + ")" : std::string(), ", not '", model,
+                     "' (", models::kind_name(models::model_spec(model).input), "): give MODEL ", held);
 }
 
 }  // namespace qnum::cli

@@ -1,6 +1,7 @@
 // The `qnum` command line: list and describe formats, quantize .npy tensors, show the
-// quantization error of several formats on a generated tensor, benchmark kernels, and train
-// and test JSC models (train_command.hpp, test_command.hpp).
+// quantization error of several formats on a generated tensor, benchmark kernels, and train,
+// test and predict with any registered model (train_command.hpp, test_command.hpp,
+// predict_command.hpp; models/registry.hpp).
 //
 // Errors in user input (specs, files, options) print one line `qnum: error: ...` and exit 2.
 #include <CLI/CLI.hpp>
@@ -22,6 +23,7 @@
 #include "bench_train.hpp"
 #include "download_command.hpp"
 #include "mase_flags.hpp"
+#include "predict_command.hpp"
 #include "search_command.hpp"
 #include "test_command.hpp"
 #include "train_command.hpp"
@@ -246,6 +248,7 @@ int main(int argc, char** argv) {
 
   const qnum::cli::TrainCommand train_cmd(app);
   const qnum::cli::TestCommand test_cmd(app);
+  const qnum::cli::PredictCommand predict_cmd(app);
   const qnum::cli::TransformCommand transform_cmd(app);
   const qnum::cli::ReportCommand report_cmd(app);
   const qnum::cli::SearchCommand search_cmd(app);
@@ -293,6 +296,8 @@ int main(int argc, char** argv) {
       train_cmd.run();
     } else if (test_cmd.parsed()) {
       test_cmd.run();
+    } else if (predict_cmd.parsed()) {
+      predict_cmd.run();
     } else if (transform_cmd.parsed()) {
       transform_cmd.run();
     } else if (report_cmd.parsed()) {

@@ -47,7 +47,8 @@ class TestCommand {
     qnum::detail::require(batch_size_ >= 1, "test: --batch-size must be >= 1, got ", batch_size_);
     qnum::detail::require(threads_ >= 0, "test: --threads must be >= 0, got ", threads_);
     if (threads_ > 0) set_num_threads(threads_);
-    require_known_model(model_);
+    require_matching_data(model_, dataset_);
+    require_checkpoint_of(model_, load_, train::read_checkpoint_meta(load_));
     if (models::is_bert_model(model_)) {
       BertRunOptions b;
       b.model = model_;

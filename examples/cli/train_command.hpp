@@ -1,10 +1,12 @@
 // `qnum train MODEL DATASET [options]`: MASE's `ch train jsc-tiny jsc` (spec/system.md §11)
-// on qnum's trainer. Settings: TrainConfig defaults < `--config run.toml` < command-line
-// options; with --resume, the defaults are the settings saved in the run's `last`
-// checkpoint instead, so `qnum train M D --output-dir DIR --resume --max-epochs 30` extends
-// a run without repeating its options. Prints the run (stdout), the trainer's per-epoch
-// progress (stderr), then the test-set evaluation of the best checkpoint and where the
-// checkpoints and metrics are.
+// for every model on the one trainer (train/trainer.hpp). Settings: the model's default
+// recipe (JSC: MASE's, train::table_recipe; BERT: the text recipe, train::text_recipe) <
+// `--config run.toml` < command-line options; with --resume, the defaults are the settings
+// saved in the run's `last` checkpoint instead, so `qnum train M D --output-dir DIR --resume
+// --max-epochs 30` extends a run without repeating its options (and for BERT rebuilds the
+// quantized layers / LoRA adapters it saved). Prints the run and the settings in force
+// (stdout), the trainer's per-epoch progress (stderr), then the test-set evaluation of the
+// best checkpoint and where the checkpoints and metrics are.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -28,34 +30,6 @@
 
 namespace qnum::cli {
 
-/// The TrainConfig saved in a checkpoint's metadata ("config", as train::to_json writes it).
-inline train::TrainConfig config_from_checkpoint(const nlohmann::json& meta, const std::string& what) {
-  train::TrainConfig c;
-  const auto& j = meta.value("config", nlohmann::json::object());
-  qnum::detail::require(j.is_object(), what, ": metadata 'config' is not an object");
-  auto get = [&](const char* key, auto& field) {
-    using T = std::decay_t<decltype(field)>;
-    if (!j.contains(key) || j[key].is_null()) return;
-    try {
-      field = j[key].get<T>();
-    } catch (const nlohmann::json::exception&) {
-      qnum::detail::fail(what, ": metadata config '", key, "' = ", j[key].dump(), " has the wrong type");
-    }
-  };
-  get("model", c.model);
-  get("dataset", c.dataset);
-  get("max_epochs", c.max_epochs);
-  get("batch_size", c.batch_size);
-  get("learning_rate", c.learning_rate);
-  get("optimizer", c.optimizer);
-  get("schedule", c.schedule);
-  get("weight_decay", c.weight_decay);
-  get("seed", c.seed);
-  get("threads", c.threads);
-  get("output_dir", c.output_dir);
-  return c;
-}
-
 /// The `train` subcommand: its options (registered on construction) and its run.
 class TrainCommand {
  public:
@@ -68,12 +42,16 @@ class TrainCommand {
     cmd_->add_option("DATASET", dataset_,
                      "dataset: " + join(dataset_names()) + "; for BERT: " + std::string(data::kTextDatasetNames));
     cmd_->add_option("--config", config_path_, "TOML run config (keys: " + std::string(kRunConfigKeys) + ")");
-    cmd_->add_option("--max-epochs", max_epochs_, "epochs to train (default 20)");
-    cmd_->add_option("--batch-size", batch_size_, "rows per batch (default 256)");
+    cmd_->add_option("--max-epochs", max_epochs_, "epochs to train (default: JSC 20, BERT 1)");
+    cmd_->add_option("--batch-size", batch_size_, "rows per batch (default: JSC 256, BERT 32)");
     cmd_->add_option("--learning-rate", learning_rate_, "initial learning rate (default 1e-3)");
-    cmd_->add_option("--optimizer,--training-optimizer", optimizer_, "adam (default), adamw or sgd");
-    cmd_->add_option("--schedule", schedule_, "per-epoch learning rate: cosine (default), linear or constant");
-    cmd_->add_option("--weight-decay", weight_decay_, "weight decay (default 0; sgd then uses MASE's 5e-4)");
+    cmd_->add_option("--optimizer,--training-optimizer", optimizer_, "adam, adamw or sgd (default: JSC adam, BERT adamw)");
+    cmd_->add_option("--schedule", schedule_, "learning rate schedule: cosine, linear or constant (default: JSC cosine, BERT linear)");
+    cmd_->add_option("--schedule-unit", schedule_unit_, "the schedule steps per epoch (MASE; JSC default) or per step (HF; BERT default)")
+        ->check(CLI::IsMember({"epoch", "step"}));
+    cmd_->add_option("--warmup-ratio", warmup_ratio_, "per-step schedules: linear warm-up over this share of steps (default: BERT 0.06)");
+    cmd_->add_option("--max-grad-norm", max_grad_norm_, "gradient clipping norm (default: BERT 1, JSC 0 = none)");
+    cmd_->add_option("--weight-decay", weight_decay_, "weight decay (default: JSC 0, sgd then uses MASE's 5e-4; BERT 0.01)");
     cmd_->add_option(
         "--seed", seed_,
         "seed of the model initialisation and the batch order (default 0; a BERT run shuffles with 42 unless given)");
@@ -85,8 +63,6 @@ class TrainCommand {
     // BERT / text datasets only.
     cmd_->add_option("--max-length", bert_.max_length, "BERT: tokens per text incl. [CLS]/[SEP] (default 512)");
     cmd_->add_option("--limit", bert_.limit, "BERT: keep at most N rows per split (quick runs)");
-    cmd_->add_option("--warmup-ratio", bert_.warmup_ratio, "BERT: linear warm-up over this share of steps (default 0)");
-    cmd_->add_option("--max-grad-norm", bert_.max_grad_norm, "BERT: gradient clipping norm (default 1; 0: none)");
     cmd_->add_option("--load", bert_.load,
                      "BERT: start from a checkpoint: qnum's or Hugging Face's model.safetensors (config.json beside "
                      "it gives the sizes)");
@@ -106,13 +82,13 @@ class TrainCommand {
     o.merge(command_line());
     qnum::detail::require(o.model.has_value(),
                           "train: no MODEL (give it as the first argument or `model` in --config; ",
-                          "known: ", known_models_text(), ")");
+                          "known: ", models::known_model_names(), ")");
     qnum::detail::require(o.dataset.has_value(), "train: no DATASET (give it as the second argument or `dataset` in ",
                           "--config; known: ", join(dataset_names()), ")");
-    require_known_model(*o.model);
-    if (models::is_bert_model(*o.model)) return run_bert(o);
-    train::TrainConfig c;
-    o.apply(c);
+    require_matching_data(*o.model, *o.dataset);
+    const bool text = models::model_spec(*o.model).input == models::InputKind::tokens;
+    train::TrainConfig c = models::default_recipe(*o.model);
+    apply(o, c);
     if (resume_) {
       // The saved run's settings are the defaults; the file and the command line still win.
       const auto dir = train::resolve_output_dir(c);
@@ -122,41 +98,25 @@ class TrainCommand {
       if (std::filesystem::exists(meta_file)) {
         const auto meta = nlohmann::json::parse(read_file(meta_file), nullptr, false);
         qnum::detail::require(meta.is_object(), "train: cannot resume: '", meta_file.string(), "' is not JSON");
-        c = config_from_checkpoint(meta, meta_file.string());
-        o.apply(c);
+        const std::string saved = meta.value("model", std::string());
+        qnum::detail::require(saved.empty() || saved == c.model, "train: cannot resume from '", meta_file.string(),
+                              "': it holds model '", saved, "', not '", c.model, "'");
+        c = train::config_from_json(meta.value("config", nlohmann::json::object()), c, meta_file.string());
+        apply(o, c);
       }
     }
     c.progress = !no_progress_;
     train::validate(c);
-
-    auto model = models::make_jsc_model(c.model, c.seed);
-    const data::JscSplits data = load_dataset(c.dataset);
-    train::Trainer trainer(model, c);
-    std::printf("train    %s (%lld parameters) on %s\n", c.model.c_str(),
-                static_cast<long long>(model->num_parameters()), c.dataset.c_str());
-    std::printf("data     %s\n", data.summary().c_str());
-    std::printf(
-        "settings max_epochs %d, batch_size %lld, learning_rate %g, optimizer %s, schedule %s, "
-        "weight_decay %g, seed %llu%s\n",
-        c.max_epochs, static_cast<long long>(c.batch_size), c.learning_rate, c.optimizer.c_str(), c.schedule.c_str(),
-        c.weight_decay, static_cast<unsigned long long>(c.seed), resume_ ? " (resuming)" : "");
-    std::printf("output   %s\n", trainer.output_dir().string().c_str());
-    std::fflush(stdout);
-
-    const auto records = trainer.fit(data.train, data.val, resume_);
-
-    // The test set, on the best checkpoint (MASE's lab 1 tests best.ckpt).
-    auto best = models::make_jsc_model(c.model, c.seed);
-    const auto meta = train::load_checkpoint(trainer.best_checkpoint(), *best, nullptr);
-    const auto ev = train::evaluate(*best, data.test, c.batch_size);
-    const int best_epoch = meta.value("epoch", 0);
-    std::printf("test     loss %.6f accuracy %.4f (%lld rows; best checkpoint, epoch %d)\n", ev.loss, ev.accuracy,
-                static_cast<long long>(ev.count), best_epoch);
-    std::printf("best     %s (epoch %d, val_loss %.6f)\n", trainer.best_checkpoint().string().c_str(), best_epoch,
-                trainer.best_val_loss());
-    std::printf("last     %s (epoch %d)\n", trainer.last_checkpoint().string().c_str(),
-                records.empty() ? 0 : records.back().epoch);
-    std::printf("metrics  %s\n", trainer.metrics_file().string().c_str());
+    if (text) {
+      qnum::detail::require(c.max_length >= 2, "train: --max-length must be >= 2 ([CLS] and [SEP]), got ",
+                            c.max_length);
+      train_text(c, o.seed.value_or(0));
+    } else {
+      for (const char* name : {"--max-length", "--limit", "--load", "--quantize", "--lora-rank"})
+        qnum::detail::require(cmd_->get_option(name)->count() == 0, "train: ", name, " applies to BERT models only, not to ",
+                              c.model);
+      train_table(c);
+    }
   }
 
  private:
@@ -167,24 +127,104 @@ class TrainCommand {
     return s;
   }
 
-  /// BERT runs (bert_commands.hpp): the shared options plus the BERT ones; defaults are the
-  /// TextTrainConfig's (HF's: 1 epoch, batch 8, lr 5e-5), not the JSC ones.
-  void run_bert(const RunOverrides& o) const {
-    qnum::detail::require(!resume_, "train: --resume is not supported for BERT runs yet");
-    qnum::detail::require(!o.optimizer || *o.optimizer == "adamw", "train: BERT runs use AdamW (got --optimizer ",
-                          o.optimizer.value_or(""), ")");
-    BertRunOptions b = bert_;
-    b.model = *o.model;
-    b.dataset = *o.dataset;
-    b.max_epochs = o.max_epochs;
-    b.batch_size = o.batch_size;
-    b.learning_rate = o.learning_rate;
-    b.weight_decay = o.weight_decay;
-    b.seed = o.seed;
-    b.threads = o.threads;
-    b.output_dir = o.output_dir.value_or("");
-    b.progress = !no_progress_;
-    run_bert_train(b);
+  /// The given settings, then the command line's recipe options only this command has.
+  void apply(const RunOverrides& o, train::TrainConfig& c) const {
+    o.apply(c);
+    auto given = [&](const char* name) { return cmd_->get_option(name)->count() > 0; };
+    if (given("--schedule-unit")) c.schedule_unit = schedule_unit_;
+    if (given("--warmup-ratio")) c.warmup_ratio = warmup_ratio_;
+    if (given("--max-grad-norm")) c.max_grad_norm = max_grad_norm_;
+    if (bert_.max_length) c.max_length = *bert_.max_length;
+  }
+
+  /// A JSC model on a feature table.
+  void train_table(const train::TrainConfig& c) const {
+    const models::Classifier m = models::make_classifier(c.model, {c.seed});
+    const auto& model = m.module;
+    const data::JscSplits data = load_dataset(c.dataset);
+    train::Trainer trainer(model, m.forward, c);
+    std::printf("train    %s (%lld parameters) on %s\n", c.model.c_str(),
+                static_cast<long long>(model->num_parameters()), c.dataset.c_str());
+    std::printf("data     %s\n", data.summary().c_str());
+    print_settings(trainer);
+    const auto records = trainer.fit(data.train, data.val, resume_);
+    // The test set, on the best checkpoint (MASE's lab 1 tests best.ckpt).
+    const models::Classifier best = models::make_classifier(c.model, {c.seed});
+    const auto meta = train::load_checkpoint(trainer.best_checkpoint(), *best.module, nullptr);
+    print_outcome(trainer, train::evaluate(*best.module, best.forward, data.test, c.evaluation_batch_size()), meta,
+                  records);
+  }
+
+  /// A BERT on a text dataset: --load (qnum's or Hugging Face's weights), --quantize (QAT),
+  /// --lora-rank; on --resume the saved structure (quantized layers, adapters) instead.
+  void train_text(const train::TrainConfig& c, std::uint64_t init_seed) const {
+    if (c.threads > 0) set_num_threads(c.threads);
+    // --load: a qnum checkpoint, an HF file or folder, or a hub name (downloaded once into the cache).
+    const std::string load = bert_.load.empty() ? "" : data::resolve_pretrained(bert_.load).string();
+    const data::TextSplits data =
+        detail::load_text_splits(c.dataset, c.max_length, bert_.limit.value_or(0), detail::vocab_beside(load));
+    const auto out = train::resolve_output_dir(c);
+    const std::string config_from = resume_ && std::filesystem::exists(out / "config.json")
+                                        ? (out / "last.safetensors").string()
+                                        : load;
+    const models::BertConfig bc = detail::bert_run_config(c.model, config_from, data);
+    qnum::detail::require(c.max_length <= bc.max_position_embeddings, "train: --max-length ", c.max_length,
+                          " exceeds the model's max_position_embeddings ", bc.max_position_embeddings);
+    auto model = std::make_shared<models::BertForSequenceClassification>(bc, init_seed);
+    if (resume_) {
+      // The trainer loads the weights; the structure must exist before its optimizer does.
+      const auto meta = train::read_checkpoint_meta(out / "last.safetensors");
+      if (meta.contains("structure")) passes::restore_structure(*model, meta["structure"]);
+    } else {
+      if (!load.empty()) detail::load_bert_weights(*model, load);
+      detail::apply_bert_passes(*model, bert_);
+    }
+    train::Trainer trainer(model, models::bert_forward(model), c);
+    trainer.set_extra_metadata(detail::bert_metadata(bc, data));
+    std::printf("train    %s (%lld parameters; %lld layers, hidden %lld, heads %lld, intermediate %lld) on %s\n",
+                c.model.c_str(), static_cast<long long>(model->num_parameters()),
+                static_cast<long long>(bc.num_hidden_layers), static_cast<long long>(bc.hidden_size),
+                static_cast<long long>(bc.num_attention_heads), static_cast<long long>(bc.intermediate_size),
+                c.dataset.c_str());
+    std::printf("data     %s\n", data.summary().c_str());
+    print_settings(trainer);
+    std::filesystem::create_directories(trainer.output_dir());
+    write_file_atomic(trainer.output_dir() / "config.json", bc.to_json().dump(2) + "\n");
+    const auto records = trainer.fit(data.train, data.val, resume_);
+    // The test set on the best checkpoint.
+    auto best = std::make_shared<models::BertForSequenceClassification>(bc, 0);
+    const auto meta = detail::load_bert_weights(*best, trainer.best_checkpoint().string());
+    print_outcome(trainer,
+                  train::evaluate(*best, models::bert_forward(best), data.test, c.evaluation_batch_size(),
+                                  c.pad_to_multiple_of),
+                  meta, records);
+  }
+
+  /// The recipe in force and where the run goes.
+  void print_settings(const train::Trainer& t) const {
+    const train::TrainConfig& c = t.config();
+    std::printf("settings max_epochs %d, batch_size %lld, learning_rate %g, optimizer %s, schedule %s per %s",
+                c.max_epochs, static_cast<long long>(c.batch_size), c.learning_rate, c.optimizer.c_str(),
+                c.schedule.c_str(), c.schedule_unit.c_str());
+    if (c.schedule_unit == "step") std::printf(" (warmup_ratio %g)", c.warmup_ratio);
+    std::printf(", weight_decay %g, max_grad_norm %g", c.weight_decay, c.max_grad_norm);
+    if (c.max_length > 0) std::printf(", max_length %lld", static_cast<long long>(c.max_length));
+    std::printf(", seed %llu%s\n", static_cast<unsigned long long>(c.seed), resume_ ? " (resuming)" : "");
+    std::printf("output   %s\n", t.output_dir().string().c_str());
+    std::fflush(stdout);
+  }
+
+  /// The test evaluation of the best checkpoint and where the run's files are.
+  static void print_outcome(const train::Trainer& t, const train::Evaluation& ev, const nlohmann::json& best_meta,
+                            const std::vector<train::EpochRecord>& records) {
+    const int best_epoch = best_meta.value("epoch", 0);
+    std::printf("test     loss %.6f accuracy %.4f (%lld rows; best checkpoint, epoch %d)\n", ev.loss, ev.accuracy,
+                static_cast<long long>(ev.count), best_epoch);
+    std::printf("best     %s (epoch %d, val_loss %.6f)\n", t.best_checkpoint().string().c_str(), best_epoch,
+                t.best_val_loss());
+    std::printf("last     %s (epoch %d)\n", t.last_checkpoint().string().c_str(),
+                records.empty() ? 0 : records.back().epoch);
+    std::printf("metrics  %s\n", t.metrics_file().string().c_str());
   }
 
   /// The options given on the command line (positionals included).
@@ -206,10 +246,10 @@ class TrainCommand {
   }
 
   CLI::App* cmd_ = nullptr;
-  std::string model_, dataset_, config_path_, optimizer_, schedule_, output_dir_;
+  std::string model_, dataset_, config_path_, optimizer_, schedule_, schedule_unit_, output_dir_;
   int max_epochs_ = 0, threads_ = 0;
   std::int64_t batch_size_ = 0;
-  double learning_rate_ = 0, weight_decay_ = 0;
+  double learning_rate_ = 0, weight_decay_ = 0, warmup_ratio_ = 0, max_grad_norm_ = 0;
   std::uint64_t seed_ = 0;
   bool resume_ = false, no_progress_ = false;
   BertRunOptions bert_;

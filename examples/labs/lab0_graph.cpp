@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     require(!ec, "cannot create output directory '", dir.string(), "': ", ec.message());
 
     // The example batch: the first training texts, padded to the longest (dynamic padding).
-    const auto first = qnum::data::text_batches(data.train, {batch, false, false, 0, 1})[0];
+    const auto first = qnum::data::batches(data.train, {batch, false, false, 0, 1})[0];
     const qnum::Shape ids_shape{first.batch_size, first.seq_len};
     const Tensor ids = as_tensor(first.input_ids, ids_shape), mask = as_tensor(first.attention_mask, ids_shape);
     const Tensor labels = as_tensor(first.labels, {first.batch_size});

@@ -34,7 +34,7 @@ double fused_logit_gap(const TextLab& lab, const std::shared_ptr<TextLab::Model>
   qnum::autograd::NoGradGuard no_grad;
   adapted->eval();
   fused->eval();
-  const auto b = qnum::data::text_batches(lab.data().test, {64, false, false, 0, 1})[0];
+  const auto b = qnum::data::batches(lab.data().test, {64, false, false, 0, 1})[0];
   const qnum::models::BertInput in{b.batch_size, b.seq_len, b.input_ids, b.attention_mask, b.token_type_ids};
   const auto ya = adapted->forward(in), yf = fused->forward(in);
   double gap = 0;

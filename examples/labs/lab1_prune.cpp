@@ -9,7 +9,7 @@
 // <dir>/results.csv (sparsity,method,accuracy; rows grouped by method), <dir>/plot.gp and,
 // with gnuplot, <dir>/plot.png; prints the table on stdout. Runs: <dir>/fp32,
 // <dir>/prune-<method>-<sparsity>. JSC models train with the Trainer on jsc-synthetic/jsc; BERT
-// models (--model bert-tiny) with the TextTrainer on text-synthetic/imdb (lab_text.hpp).
+// models (--model bert-tiny) with the Trainer on text-synthetic/imdb (lab_text.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -9,7 +9,7 @@
 // Writes <dir>/results.csv (width,ptq_accuracy,qat_accuracy), <dir>/plot.gp and, with
 // gnuplot, <dir>/plot.png; prints the table on stdout. Runs: <dir>/fp32, <dir>/qat-w<W>.
 // JSC models train with the Trainer on jsc-synthetic/jsc; BERT models (--model bert-tiny)
-// with the TextTrainer on text-synthetic/imdb (lab_text.hpp: its defaults and options).
+// with the Trainer on text-synthetic/imdb (lab_text.hpp: its defaults and options).
 #include <algorithm>
 #include <cstdio>
 #include <optional>

@@ -1,6 +1,6 @@
 // What the Lab 2 programs (lab2-nas, lab2-compression) share: the text data, the NAS-BERT
 // space (include/qnum/search/nas_bert.hpp) from the command line, one study per curve whose
-// trials build a fresh randomly initialised BERT, train it with the TextTrainer and return
+// trials build a fresh randomly initialised BERT, train it with the Trainer and return
 // its validation accuracy — optionally after compressing it (quantize + prune) and training
 // it further —, the best trial of each curve measured on the test split, and the outputs:
 // results.csv (trial, then one best-so-far column per curve), trials.csv (every trial:
@@ -32,7 +32,7 @@
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
 #include "qnum/search/tpe.hpp"
-#include "qnum/train/text_trainer.hpp"
+#include "qnum/train/trainer.hpp"
 
 namespace qnum::labs {
 
@@ -150,7 +150,7 @@ class Lab2 {
   /// (metrics.jsonl stays): a search writes one model per trial.
   double train(const std::shared_ptr<models::BertForSequenceClassification>& model, const std::filesystem::path& run,
                int epochs, std::uint64_t seed) const {
-    train::TextTrainConfig c;
+    train::TrainConfig c = train::text_recipe();
     c.model = "nas-bert";
     c.dataset = o_.dataset;
     c.max_epochs = epochs;
@@ -163,7 +163,7 @@ class Lab2 {
     c.threads = o_.threads;
     c.output_dir = run.string();
     c.progress = o_.progress;
-    train::TextTrainer t(model, train::bert_forward(model), c);
+    train::Trainer t(model, models::bert_forward(model), c);
     const auto records = t.fit(data_.train, data_.val);
     for (const char* f : {"best.safetensors", "best.json", "last.safetensors", "last.json"})
       std::filesystem::remove(run / f);
@@ -173,7 +173,7 @@ class Lab2 {
   /// Accuracy of `model` on `split`.
   double accuracy(const std::shared_ptr<models::BertForSequenceClassification>& model,
                   const data::TokenDataset& split) const {
-    return train::evaluate_text(*model, train::bert_forward(model), split, 64).accuracy;
+    return train::evaluate(*model, models::bert_forward(model), split, 64).accuracy;
   }
 
  private:

@@ -7,7 +7,7 @@
 // a choice "<module path>_type" in {linear, identity}. Every choice takes effect (MASE's
 // tutorial changed only the hidden and intermediate sizes); a hidden size the head count
 // does not divide ends the trial PRUNED with the reason. Each trial builds a fresh randomly
-// initialised BERT (--seed), trains it --epochs with the TextTrainer (AdamW, HF's recipe) and
+// initialised BERT (--seed), trains it --epochs with the Trainer (AdamW, HF's recipe) and
 // returns its validation accuracy; each curve's best model is measured on the test split.
 // grid visits points of the full product in a seeded random order without listing it
 // (ShuffledGridSampler), so N grid trials are a fair curve.

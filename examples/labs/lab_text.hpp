@@ -1,6 +1,6 @@
 // The Lab 1 programs on BERT: TextLab is the JSC `Lab` of lab_common.hpp for a BERT classifier
 // on a text dataset (imdb through QNUM_DATA_DIR, text-synthetic offline), trained by the
-// TextTrainer with the recipe of `qnum train bert-tiny imdb` (AdamW, linear warm-up and decay
+// Trainer with the recipe of `qnum train bert-tiny imdb` (AdamW, linear warm-up and decay
 // per step, grad-norm clipping 1.0). It offers the same members, so the sweeps are written
 // once (templates over the lab type).
 //
@@ -22,7 +22,7 @@
 #include "../cli/bert_commands.hpp"
 #include "lab_common.hpp"
 #include "qnum/models/bert.hpp"
-#include "qnum/train/text_trainer.hpp"
+#include "qnum/train/trainer.hpp"
 
 namespace qnum::labs {
 
@@ -85,7 +85,7 @@ class TextLab : public LabBase {
   double train_fp32() {
     note("training fp32 " + o_.model + " for " + std::to_string(o_.epochs) + " epoch(s)");
     auto model = std::make_shared<Model>(config_, o_.seed);
-    train::TextTrainer t(model, train::bert_forward(model), config("fp32", o_.epochs, o_.learning_rate, 42));
+    train::Trainer t(model, models::bert_forward(model), config("fp32", o_.epochs, o_.learning_rate, 42));
     t.fit(data_.train, data_.val);
     auto best = std::make_shared<Model>(config_, o_.seed);
     train::load_checkpoint(t.best_checkpoint(), *best, nullptr);
@@ -125,7 +125,7 @@ class TextLab : public LabBase {
   std::vector<train::EpochRecord> finetune(const std::shared_ptr<Model>& model, const std::string& run, int epochs,
                                            double learning_rate = 0) const {
     if (epochs <= 0) return {};
-    train::TextTrainer t(model, train::bert_forward(model),
+    train::Trainer t(model, models::bert_forward(model),
                          config(run, epochs, learning_rate > 0 ? learning_rate : o_.finetune_learning_rate,
                                 nn::detail::derive_seed(42, 1)));
     return t.fit(data_.train, data_.val);
@@ -133,18 +133,18 @@ class TextLab : public LabBase {
 
   /// Accuracy on the test split.
   double test_accuracy(const std::shared_ptr<Model>& model) const {
-    return train::evaluate_text(*model, train::bert_forward(model), data_.test, eval_batch_size()).accuracy;
+    return train::evaluate(*model, models::bert_forward(model), data_.test, eval_batch_size()).accuracy;
   }
   /// Accuracy on the validation split.
   double val_accuracy(const std::shared_ptr<Model>& model) const {
-    return train::evaluate_text(*model, train::bert_forward(model), data_.val, eval_batch_size()).accuracy;
+    return train::evaluate(*model, models::bert_forward(model), data_.val, eval_batch_size()).accuracy;
   }
 
   /// Runs `model` (eval mode, no gradients) on the first `batches` training batches in
   /// dataset order: the calibration of global activation pruning.
   void calibrate(Model& model, int batches) const {
     int n = 0;
-    for (const data::TextBatch& b : data::text_batches(data_.train, {o_.batch_size, false, false, 0, 1})) {
+    for (const data::Batch& b : data::batches(data_.train, {o_.batch_size, false, false, 0, 1})) {
       if (n++ == batches) break;
       model.forward(models::BertInput{b.batch_size, b.seq_len, b.input_ids, b.attention_mask, b.token_type_ids});
     }
@@ -155,8 +155,8 @@ class TextLab : public LabBase {
 
   /// The batch order of the fp32 run is seeded 42 (the HF Trainer's default seed, as
   /// `qnum train` does); --seed seeds the model's initialisation and random pruning.
-  train::TextTrainConfig config(const std::string& run, int epochs, double lr, std::uint64_t batch_seed) const {
-    train::TextTrainConfig c;
+  train::TrainConfig config(const std::string& run, int epochs, double lr, std::uint64_t batch_seed) const {
+    train::TrainConfig c = train::text_recipe();
     c.model = o_.model;
     c.dataset = o_.dataset;
     c.max_epochs = epochs;

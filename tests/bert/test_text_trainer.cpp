@@ -1,6 +1,6 @@
 // The text trainer on text-synthetic: a tiny BERT learns (far above chance), metrics and
 // checkpoints are written and reload, gradient clipping, per-step warm-up/decay, QAT and
-// LoRA runs.
+// LoRA runs, resume bit for bit.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -18,7 +18,7 @@
 #include "qnum/passes/lora.hpp"
 #include "qnum/passes/quantize.hpp"
 #include "qnum/passes/structure.hpp"
-#include "qnum/train/text_trainer.hpp"
+#include "qnum/train/trainer.hpp"
 
 using qnum::Tensor;
 using qnum_test::error_of;
@@ -51,8 +51,8 @@ std::shared_ptr<models::BertForSequenceClassification> small_bert(std::uint64_t 
   return std::make_shared<models::BertForSequenceClassification>(c, seed);
 }
 
-train::TextTrainConfig quick_config(const std::string& name) {
-  train::TextTrainConfig c;
+train::TrainConfig quick_config(const std::string& name) {
+  train::TrainConfig c = train::text_recipe();
   c.model = "bert:1-32-2-64";
   c.dataset = "text-synthetic";
   c.max_epochs = 3;
@@ -70,8 +70,8 @@ train::TextTrainConfig quick_config(const std::string& name) {
 TEST_CASE("text trainer: a tiny BERT learns text-synthetic far above chance; checkpoints reload") {
   const auto& d = synthetic();
   auto model = small_bert(1);
-  const auto before = train::evaluate_text(*model, train::bert_forward(model), d.test, 64);
-  train::TextTrainer t(model, train::bert_forward(model), quick_config("learn"));
+  const auto before = train::evaluate(*model, models::bert_forward(model), d.test, 64);
+  train::Trainer t(model, models::bert_forward(model), quick_config("learn"));
   std::vector<double> lrs;
   t.on_step([&](std::int64_t, float) { lrs.push_back(t.optimizer().lr()); });
   const auto records = t.fit(d.train, d.val);
@@ -99,7 +99,7 @@ TEST_CASE("text trainer: a tiny BERT learns text-synthetic far above chance; che
   CHECK(meta["config"]["optimizer"] == "adamw");
   auto reloaded = small_bert(99);
   train::load_checkpoint(t.last_checkpoint(), *reloaded, nullptr);
-  const auto again = train::evaluate_text(*reloaded, train::bert_forward(reloaded), d.test, 64);
+  const auto again = train::evaluate(*reloaded, models::bert_forward(reloaded), d.test, 64);
   CHECK(again.accuracy == test.accuracy);
   CHECK(again.loss == test.loss);
   std::filesystem::remove_all(t.output_dir());
@@ -141,7 +141,7 @@ TEST_CASE("text trainer: QAT (integer 8/4 linear, matmul and softmax) and LoRA t
     CHECK(model->bert->layers[0]->attention->self->softmax->is_quantized());
     auto cfg = quick_config("qat");
     cfg.max_epochs = 2;
-    train::TextTrainer t(model, train::bert_forward(model), cfg);
+    train::Trainer t(model, models::bert_forward(model), cfg);
     const auto rec = t.fit(d.train, d.val);
     const auto ev = t.evaluate(d.test);
     MESSAGE("QAT test accuracy ", ev.accuracy);
@@ -165,7 +165,7 @@ TEST_CASE("text trainer: QAT (integer 8/4 linear, matmul and softmax) and LoRA t
     const auto frozen_before = model->bert->embeddings->word_embeddings->weight.to_vector();
     auto cfg = quick_config("lora");
     cfg.max_epochs = 1;
-    train::TextTrainer t(model, train::bert_forward(model), cfg);
+    train::Trainer t(model, models::bert_forward(model), cfg);
     t.fit(d.train, d.val);
     CHECK(model->bert->embeddings->word_embeddings->weight.to_vector() == frozen_before);
     CHECK(train::read_checkpoint_meta(t.last_checkpoint())["structure"].dump().find("lora") != std::string::npos);
@@ -177,14 +177,53 @@ TEST_CASE("text trainer: bad settings and empty data are errors") {
   auto model = small_bert(5);
   auto cfg = quick_config("bad");
   cfg.schedule = "exponential";
-  CHECK(error_of([&] { train::TextTrainer(model, train::bert_forward(model), cfg); }).find("exponential") !=
+  CHECK(error_of([&] { train::Trainer(model, models::bert_forward(model), cfg); }).find("exponential") !=
         std::string::npos);
   cfg = quick_config("bad");
   cfg.warmup_ratio = 2;
-  CHECK(error_of([&] { train::TextTrainer(model, train::bert_forward(model), cfg); }).find("warmup_ratio") !=
+  CHECK(error_of([&] { train::Trainer(model, models::bert_forward(model), cfg); }).find("warmup_ratio") !=
         std::string::npos);
   cfg = quick_config("bad");
-  train::TextTrainer t(model, train::bert_forward(model), cfg);
+  train::Trainer t(model, models::bert_forward(model), cfg);
   CHECK(error_of([&] { t.fit(qnum::data::TokenDataset{}, synthetic().val); }).find("training set is empty") !=
         std::string::npos);
+}
+
+TEST_CASE("trainer on text: 1 epoch + resume 1 more == 2 epochs straight, bit for bit (per-step schedule, dropout)") {
+  const auto& d = synthetic();
+  const auto sub = d.train.subset(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                                            16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29});
+  auto cfg = quick_config("resume-straight");
+  cfg.max_epochs = 2;
+  cfg.batch_size = 8;
+  auto straight = small_bert(6);
+  train::Trainer a(straight, models::bert_forward(straight), cfg);
+  const auto ra = a.fit(sub, d.val);
+
+  cfg.output_dir = temp_dir("resume-split").string();
+  auto first = small_bert(6);
+  train::Trainer b(first, models::bert_forward(first), cfg);
+  b.on_epoch_end([](const train::EpochRecord&) { return false; });  // "killed" after epoch 1
+  REQUIRE(b.fit(sub, d.val).size() == 1);
+  auto resumed = small_bert(77);  // weights, optimizer state and dropout counters come from `last`
+  train::Trainer c(resumed, models::bert_forward(resumed), cfg);
+  const auto rc = c.fit(sub, d.val, true);
+  REQUIRE(rc.size() == 2);
+  CHECK(rc[1].train_loss == ra[1].train_loss);
+  CHECK(rc[1].val_loss == ra[1].val_loss);
+  const auto wa = straight->state_dict(), wc = resumed->state_dict();
+  std::size_t differing = 0;
+  for (const auto& [name, t] : wa)
+    if (t.to_vector() != wc.at(name).to_vector()) ++differing;
+  CHECK(differing == 0);
+  CHECK(c.optimizer().lr() == a.optimizer().lr());
+  // A checkpoint of another model is refused, naming what it holds.
+  auto other = cfg;
+  other.model = "bert:2-32-2-64";
+  auto m2 = small_bert(1);
+  train::Trainer wrong(m2, models::bert_forward(m2), other);
+  const auto err = error_of([&] { wrong.fit(sub, d.val, true); });
+  CHECK(err.find("trained as model 'bert:1-32-2-64'") != std::string::npos);
+  std::filesystem::remove_all(a.output_dir());
+  std::filesystem::remove_all(c.output_dir());
 }

@@ -176,7 +176,7 @@ expect_error "unknown optimizer" "$QNUM" train jsc-tiny jsc-synthetic --optimize
 expect_error "no dataset" "$QNUM" train jsc-tiny
 expect_error "resume without run" "$QNUM" train jsc-tiny jsc-synthetic --output-dir "$work/none" --resume
 expect_error "test other model" "$QNUM" test jsc-s jsc-synthetic --load "$run/best"
-stderr_has "test other model" "2.weight"
+stderr_has "test other model" "holds model 'jsc-tiny' (feature rows), not 'jsc-s'"
 expect_error "test missing checkpoint" "$QNUM" test jsc-tiny jsc-synthetic --load "$work/none/best"
 mkdir -p "$work/data" "$work/home" "$work/cache"
 expect_error "jsc without data" env QNUM_DATA_DIR="$work/data" HOME="$work/home" XDG_CACHE_HOME="$work/cache" \
@@ -184,6 +184,39 @@ expect_error "jsc without data" env QNUM_DATA_DIR="$work/data" HOME="$work/home"
 stderr_has "jsc without data" "put hls4ml_lhc_jets_hlf.arff"
 stderr_has "jsc without data" "$work/data/jsc/"
 [ ! -e "$work/run-jsc" ] && ok || bad "jsc without data created the output directory"
+
+# BERT through the same commands on text-synthetic: the text recipe by default, --resume
+# extending a run (bit-identity of resume: tests/bert), predict on the user's own texts, bad
+# input.
+bert=bert:1-32-2-64
+bopts=(--limit 48 --max-length 24 --batch-size 16 --threads 1 --no-progress)
+"$QNUM" train $bert text-synthetic --max-epochs 1 --output-dir "$work/bert" "${bopts[@]}" > "$work/bert.out" 2>&1 &&
+  ok || bad "bert train exit code ($(tail -n 1 "$work/bert.out"))"
+grep -q "optimizer adamw, schedule linear per step (warmup_ratio 0.06), weight_decay 0.01, max_grad_norm 1" \
+  "$work/bert.out" && ok || bad "bert: the text recipe is not the default"
+"$QNUM" train $bert text-synthetic --max-epochs 2 --output-dir "$work/bert" --resume "${bopts[@]}" > /dev/null 2>&1 &&
+  ok || bad "bert train --resume exit code"
+[ "$(wc -l < "$work/bert/metrics.jsonl")" = 2 ] && grep -q '^{"epoch":2,' <<< "$(tail -n 1 "$work/bert/metrics.jsonl")" &&
+  ok || bad "bert --resume: metrics.jsonl lacks epoch 2"
+"$QNUM" predict $bert --load "$work/bert/best" "a good film" "not a good film" > "$work/pred.out" 2>&1 && ok ||
+  bad "predict exit code ($(cat "$work/pred.out"))"
+[ "$(grep -cE $'^(positive|negative)\t[01][.][0-9]{4} [01][.][0-9]{4}\t' "$work/pred.out")" = 2 ] && ok ||
+  bad "predict: want 2 lines 'label<TAB>p0 p1<TAB>text', got $(cat "$work/pred.out")"
+printf 'a good film\n\nthe plot is bad\n' | "$QNUM" predict $bert --load "$work/bert/best" --json > "$work/pred.json" &&
+  ok || bad "predict --json from stdin exit code"
+[ "$(grep -c '"probabilities":\[' "$work/pred.json")" = 2 ] && ok || bad "predict --json: want 2 objects"
+expect_error "predict no input" "$QNUM" predict $bert --load "$work/bert/best" --input /dev/null
+stderr_has "predict no input" "no text to classify"
+expect_error "predict jsc checkpoint" "$QNUM" predict $bert --load "$run/best" "a film"
+stderr_has "predict jsc checkpoint" "holds model 'jsc-tiny' (feature rows), not '$bert'"
+expect_error "predict feature model" "$QNUM" predict jsc-tiny --load "$run/best" "a film"
+stderr_has "predict feature model" "takes feature rows"
+expect_error "test bert with jsc checkpoint" "$QNUM" test $bert text-synthetic --load "$run/best"
+stderr_has "test bert with jsc checkpoint" "holds model 'jsc-tiny'"
+expect_error "bert on feature rows" "$QNUM" train bert-tiny jsc-synthetic
+stderr_has "bert on feature rows" "takes tokenized text but dataset 'jsc-synthetic' holds feature rows"
+expect_error "resume other model" "$QNUM" train bert:1-32-2-128 text-synthetic --output-dir "$work/bert" --resume
+stderr_has "resume other model" "holds model '$bert'"
 
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

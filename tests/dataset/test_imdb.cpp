@@ -236,10 +236,10 @@ TEST_CASE("text batches: dynamic padding, multiple of 8, masks, seeded order") {
   d.add(std::vector<std::int32_t>{2, 13, 14, 15, 16, 17, 3}, 1);
   d.add(std::vector<std::int32_t>{2, 3}, 0);
   d.add(std::vector<std::int32_t>{2, 18, 19, 20, 21, 22, 23, 24, 25, 3}, 1);
-  TextBatchOptions o;
+  BatchOptions o;
   o.batch_size = 2;
   o.shuffle = false;
-  const auto it = text_batches(d, o);
+  const auto it = batches(d, o);
   REQUIRE(it.size() == 3);
   const auto b0 = it[0];
   CHECK(b0.seq_len == 4);  // the longest of rows 0, 1
@@ -253,30 +253,30 @@ TEST_CASE("text batches: dynamic padding, multiple of 8, masks, seeded order") {
   CHECK(it[2].seq_len == 10);
   o.pad_to_multiple_of = 8;
   o.pad_id = 99;
-  const auto it8 = text_batches(d, o);
+  const auto it8 = batches(d, o);
   CHECK(it8[0].seq_len == 8);
   CHECK(it8[2].seq_len == 16);
   CHECK(it8[0].input_ids[4] == 99);
   const auto b2 = it8[2];
   CHECK(std::count(b2.attention_mask.begin(), b2.attention_mask.end(), 1) == 10);
   o.drop_last = true;
-  CHECK(text_batches(d, o).size() == 2);
+  CHECK(batches(d, o).size() == 2);
   // Shuffled: each epoch a permutation, the same for the same (seed, epoch).
   o.shuffle = true;
   o.drop_last = false;
   o.seed = 3;
   std::vector<std::int64_t> e0, e0b, e1;
-  for (const auto& b : text_batches(d, o, 0)) e0.insert(e0.end(), b.indices.begin(), b.indices.end());
-  for (const auto& b : text_batches(d, o, 0)) e0b.insert(e0b.end(), b.indices.begin(), b.indices.end());
-  for (const auto& b : text_batches(d, o, 1)) e1.insert(e1.end(), b.indices.begin(), b.indices.end());
+  for (const auto& b : batches(d, o, 0)) e0.insert(e0.end(), b.indices.begin(), b.indices.end());
+  for (const auto& b : batches(d, o, 0)) e0b.insert(e0b.end(), b.indices.begin(), b.indices.end());
+  for (const auto& b : batches(d, o, 1)) e1.insert(e1.end(), b.indices.begin(), b.indices.end());
   CHECK(e0 == e0b);
   CHECK(std::is_permutation(e0.begin(), e0.end(), std::vector<std::int64_t>{0, 1, 2, 3, 4}.begin()));
   CHECK(e0 != e1);
   o.batch_size = 0;
-  CHECK(error_of([&] { text_batches(d, o); }).find("batch_size must be positive") != std::string::npos);
+  CHECK(error_of([&] { batches(d, o); }).find("batch_size must be positive") != std::string::npos);
   o.batch_size = 2;
   o.pad_to_multiple_of = 0;
-  CHECK(error_of([&] { text_batches(d, o); }).find("pad_to_multiple_of must be >= 1") != std::string::npos);
+  CHECK(error_of([&] { batches(d, o); }).find("pad_to_multiple_of must be >= 1") != std::string::npos);
 }
 
 TEST_CASE("text-synthetic: seeded, balanced, nothing unknown or truncated, and not bag-of-words trivial") {

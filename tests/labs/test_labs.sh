@@ -85,7 +85,7 @@ case "$mode" in
     grep -q "jsc_small\|hls4ml_lhc_jets_hlf.arff" "$tmp/jsc.err" || fail "jsc: the real-file reader was not used"
     ;;
   bert)
-    # The same sweeps on a small BERT and the offline text set (TextLab: the TextTrainer).
+    # The same sweeps on a small BERT and the offline text set (TextLab: the one Trainer with the text recipe).
     bert=(--model bert:1-32-2-64 --limit 48 --max-length 16 --threads 1 --no-progress)
     run bptq 0 "$LAB_PTQ_QAT" "${bert[@]}" --widths 16,8 --weight-frac-width -1 --output-dir "$tmp/bptq"
     check_csv bptq "$tmp/bptq/results.csv" "width,ptq_accuracy,qat_accuracy" 2 "2 3"

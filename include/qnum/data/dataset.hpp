@@ -1,6 +1,8 @@
-// In-memory classification datasets and their batches: a Dataset (features [N, F] + int64
-// labels), a seeded permutation, a standardiser fitted like scikit-learn's StandardScaler,
-// and a deterministic batch iterator whose order depends only on (seed, epoch) — never on
+// In-memory classification datasets and their batches, one interface for both input kinds:
+// a Dataset (features [N, F] + int64 labels) and a TokenDataset (tokenized text, one
+// variable-length id sequence per example), a seeded permutation, a standardiser fitted like
+// scikit-learn's StandardScaler, and one deterministic batch iterator (feature rows, or
+// token ids with dynamic padding) whose order depends only on (seed, epoch) — never on
 // threads or on how many batches were drawn before. Also where data files live:
 // QNUM_DATA_DIR, then the user cache directory.
 #pragma once
@@ -114,35 +116,137 @@ struct Standardizer {
   }
 };
 
+/// Token id sequences (CSR: tokens[offsets[i] .. offsets[i+1]) is example i, [CLS] ... [SEP]
+/// included) with one class index per example: tokenized text.
+struct TokenDataset {
+  std::vector<std::int32_t> tokens;
+  std::vector<std::int64_t> offsets{0};
+  std::vector<std::int64_t> labels;
+  std::int64_t num_classes = 2;
+
+  std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
+  std::int64_t length(std::int64_t i) const {
+    return offsets[static_cast<std::size_t>(i) + 1] - offsets[static_cast<std::size_t>(i)];
+  }
+  std::span<const std::int32_t> example(std::int64_t i) const {
+    return std::span<const std::int32_t>(tokens).subspan(static_cast<std::size_t>(offsets[static_cast<std::size_t>(i)]),
+                                                         static_cast<std::size_t>(length(i)));
+  }
+  void add(std::span<const std::int32_t> ids, std::int64_t label) {
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
+    offsets.push_back(static_cast<std::int64_t>(tokens.size()));
+    labels.push_back(label);
+  }
+  /// The examples `indices` (in that order) as a new dataset.
+  TokenDataset subset(std::span<const std::int64_t> indices) const {
+    TokenDataset d;
+    d.num_classes = num_classes;
+    for (auto i : indices) {
+      qnum::detail::require(i >= 0 && i < size(), "TokenDataset::subset: index ", i, " out of range for ", size(),
+                            " examples");
+      d.add(example(i), labels[static_cast<std::size_t>(i)]);
+    }
+    return d;
+  }
+  std::int64_t max_length() const {
+    std::int64_t m = 0;
+    for (std::int64_t i = 0; i < size(); ++i) m = std::max(m, length(i));
+    return m;
+  }
+  std::vector<std::int64_t> class_counts() const {
+    std::vector<std::int64_t> c(static_cast<std::size_t>(num_classes), 0);
+    for (auto l : labels) ++c[static_cast<std::size_t>(l)];
+    return c;
+  }
+};
+
 /// How an epoch is cut into batches.
 struct BatchOptions {
   std::int64_t batch_size = 256;
   bool shuffle = true;     ///< a fresh seeded order each epoch; false keeps the dataset order
   bool drop_last = false;  ///< drop a final batch smaller than batch_size
   std::uint64_t seed = 0;
+  std::int64_t pad_to_multiple_of = 1;  ///< tokens: round each batch's length up (e.g. 8, tensor-core friendly)
+  std::int32_t pad_id = 0;              ///< tokens: [PAD] of bert-base-uncased
 };
 
-/// One batch: features [B, F], labels and the dataset rows they came from.
+/// One batch of either kind. A feature table gives `features` [B, F]; tokenized text gives
+/// row-major [batch_size, seq_len] input_ids, attention_mask and token_type_ids, dynamically
+/// padded (pad positions have input_ids = pad_id and attention_mask = 0; token types are 0,
+/// single sequences). Both give the labels and the dataset rows they came from.
 struct Batch {
-  Tensor features;
-  std::vector<std::int64_t> labels;
-  std::vector<std::int64_t> indices;
+  Tensor features;                   ///< [B, F]; undefined for tokens
+  std::int64_t batch_size = 0;       ///< rows
+  std::int64_t seq_len = 0;          ///< tokens per row after padding; 0 for features
+  std::vector<std::int64_t> input_ids, attention_mask, token_type_ids;
+  std::vector<std::int64_t> labels;   ///< [batch_size]
+  std::vector<std::int64_t> indices;  ///< dataset rows of the batch
+
+  /// The mask as float (1 = attend, 0 = padding), for additive attention masks.
+  std::vector<float> attention_mask_float() const { return {attention_mask.begin(), attention_mask.end()}; }
 };
 
-/// The batches of one epoch. The order is permutation(N, seed, stream = epoch), so epoch e
-/// is the same whatever ran before it (resuming a run reproduces it). Holds its own copy of
-/// the labels and a handle to the features, so it may outlive the Dataset it came from.
+/// The rows `rows` of a feature table as a batch.
+inline Batch make_batch(const Dataset& d, std::span<const std::int64_t> rows, const BatchOptions& = {}) {
+  const auto f = d.num_features();
+  Batch b;
+  b.batch_size = static_cast<std::int64_t>(rows.size());
+  b.indices.assign(rows.begin(), rows.end());
+  std::vector<float> x(rows.size() * static_cast<std::size_t>(f));
+  const float* src = d.features.data();
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    qnum::detail::require(rows[r] >= 0 && rows[r] < d.size(), "batches: row ", rows[r], " out of range for ", d.size(),
+                          " rows");
+    std::memcpy(x.data() + r * f, src + rows[r] * f, static_cast<std::size_t>(f) * sizeof(float));
+    b.labels.push_back(d.labels[static_cast<std::size_t>(rows[r])]);
+  }
+  b.features = Tensor({b.batch_size, f}, std::move(x));
+  return b;
+}
+
+/// The examples `rows` of tokenized text as a batch padded to its longest example (rounded
+/// up to a multiple of options.pad_to_multiple_of).
+inline Batch make_batch(const TokenDataset& d, std::span<const std::int64_t> rows, const BatchOptions& options = {}) {
+  const std::int64_t multiple = options.pad_to_multiple_of;
+  qnum::detail::require(multiple >= 1, "batches: pad_to_multiple_of must be >= 1, got ", multiple);
+  Batch b;
+  b.batch_size = static_cast<std::int64_t>(rows.size());
+  std::int64_t t = 0;
+  for (auto r : rows) {
+    qnum::detail::require(r >= 0 && r < d.size(), "batches: row ", r, " out of range for ", d.size(), " examples");
+    t = std::max(t, d.length(r));
+  }
+  b.seq_len = (t + multiple - 1) / multiple * multiple;
+  const auto cells = static_cast<std::size_t>(b.batch_size * b.seq_len);
+  b.input_ids.assign(cells, options.pad_id);
+  b.attention_mask.assign(cells, 0);
+  b.token_type_ids.assign(cells, 0);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto ex = d.example(rows[i]);
+    for (std::size_t j = 0; j < ex.size(); ++j) {
+      b.input_ids[i * static_cast<std::size_t>(b.seq_len) + j] = ex[j];
+      b.attention_mask[i * static_cast<std::size_t>(b.seq_len) + j] = 1;
+    }
+    b.labels.push_back(d.labels[static_cast<std::size_t>(rows[i])]);
+  }
+  b.indices.assign(rows.begin(), rows.end());
+  return b;
+}
+
+/// The batches of one epoch over a feature table or tokenized text. The order is
+/// permutation(N, seed, stream = epoch), so epoch e is the same whatever ran before it
+/// (resuming a run reproduces it). A feature table is held by handle (the iterator may
+/// outlive it); tokenized text by reference (it must outlive the iterator).
 class BatchIterator {
  public:
   BatchIterator(const Dataset& d, BatchOptions options, std::uint64_t epoch)
-      : features_(d.features), labels_(d.labels), options_(options) {
-    qnum::detail::require(options.batch_size > 0, "batches: batch_size must be positive, got ", options.batch_size);
-    if (options.shuffle) {
-      order_ = permutation(d.size(), options.seed, epoch);
-    } else {
-      order_.resize(static_cast<std::size_t>(d.size()));
-      for (std::int64_t i = 0; i < d.size(); ++i) order_[static_cast<std::size_t>(i)] = i;
-    }
+      : table_(d), options_(options) {
+    init(d.size(), epoch);
+  }
+  BatchIterator(const TokenDataset& d, BatchOptions options, std::uint64_t epoch) : text_(&d), options_(options) {
+    qnum::detail::require(options.pad_to_multiple_of >= 1, "batches: pad_to_multiple_of must be >= 1, got ",
+                          options.pad_to_multiple_of);
+    init(d.size(), epoch);
   }
 
   /// Number of batches this epoch.
@@ -156,17 +260,9 @@ class BatchIterator {
     qnum::detail::require(i >= 0 && i < size(), "batches: batch ", i, " out of range (", size(), " batches)");
     const auto n = static_cast<std::int64_t>(order_.size());
     const auto begin = i * options_.batch_size, end = std::min(n, begin + options_.batch_size);
-    const auto f = features_.size(1);
-    Batch b;
-    b.indices.assign(order_.begin() + begin, order_.begin() + end);
-    std::vector<float> x(static_cast<std::size_t>((end - begin) * f));
-    const float* src = features_.data();
-    for (std::size_t r = 0; r < b.indices.size(); ++r) {
-      std::memcpy(x.data() + r * f, src + b.indices[r] * f, static_cast<std::size_t>(f) * sizeof(float));
-      b.labels.push_back(labels_[static_cast<std::size_t>(b.indices[r])]);
-    }
-    b.features = Tensor({end - begin, f}, std::move(x));
-    return b;
+    const auto rows = std::span<const std::int64_t>(order_).subspan(static_cast<std::size_t>(begin),
+                                                                    static_cast<std::size_t>(end - begin));
+    return text_ ? make_batch(*text_, rows, options_) : make_batch(table_, rows, options_);
   }
 
   /// Input iterator over the batches (range-for).
@@ -188,14 +284,28 @@ class BatchIterator {
   iterator end() const { return {this, size()}; }
 
  private:
-  Tensor features_;
-  std::vector<std::int64_t> labels_;
+  void init(std::int64_t n, std::uint64_t epoch) {
+    qnum::detail::require(options_.batch_size > 0, "batches: batch_size must be positive, got ", options_.batch_size);
+    if (options_.shuffle) {
+      order_ = permutation(n, options_.seed, epoch);
+    } else {
+      order_.resize(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) order_[static_cast<std::size_t>(i)] = i;
+    }
+  }
+
+  Dataset table_;                        ///< a feature table (shares the features' storage)
+  const TokenDataset* text_ = nullptr;  ///< or tokenized text
   BatchOptions options_;
   std::vector<std::int64_t> order_;
 };
 
-/// The batches of `epoch` over `d`.
+/// The batches of `epoch` over a feature table.
 inline BatchIterator batches(const Dataset& d, const BatchOptions& options, std::uint64_t epoch = 0) {
+  return BatchIterator(d, options, epoch);
+}
+/// The batches of `epoch` over tokenized text (d must outlive the result).
+inline BatchIterator batches(const TokenDataset& d, const BatchOptions& options, std::uint64_t epoch = 0) {
   return BatchIterator(d, options, epoch);
 }
 

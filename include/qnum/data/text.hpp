@@ -3,7 +3,10 @@
 #pragma once
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "qnum/core/error.hpp"
 #include "qnum/data/imdb.hpp"
@@ -27,5 +30,19 @@ inline TextSplits load_text_dataset(std::string_view name, const ImdbOptions& im
   }
   qnum::detail::fail("unknown text dataset '", name, "' (known: ", kTextDatasetNames, ")");
 }
+
+/// The tokenizer a text dataset is tokenized with (imdb: bert-base-uncased's vocabulary
+/// from the data directories; text-synthetic: its own), e.g. to tokenize new texts the same
+/// way as a model's training data.
+inline std::shared_ptr<const WordPieceTokenizer> text_dataset_tokenizer(std::string_view name) {
+  if (name == "imdb") return std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::from_file(locate_bert_vocab()));
+  if (name == "text-synthetic" || name == "imdb-synthetic")
+    return std::make_shared<const WordPieceTokenizer>(text_synthetic_vocab(), WordPieceOptions{},
+                                                      "text-synthetic vocabulary");
+  qnum::detail::fail("unknown text dataset '", name, "' (known: ", kTextDatasetNames, ")");
+}
+
+/// The class names of the text datasets (both are sentiment: 0 negative, 1 positive).
+inline std::vector<std::string> text_dataset_labels() { return {"negative", "positive"}; }
 
 }  // namespace qnum::data

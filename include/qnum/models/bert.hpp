@@ -51,6 +51,7 @@
 #include "qnum/io/safetensors.hpp"
 #include "qnum/io/torch_state_dict.hpp"
 #include "qnum/kernel/attention.hpp"
+#include "qnum/models/forward.hpp"
 #include "qnum/nn/layers.hpp"
 #include "qnum/tensor/ops.hpp"
 
@@ -897,6 +898,14 @@ inline HfLoadReport load_hf_bert(BertForSequenceClassification& model, const std
   model.load_state_dict(state, false);
   r.loaded = static_cast<std::int64_t>(state.size());
   return r;
+}
+
+/// The Forward of a BERT classifier: a batch's token ids, attention mask and token types.
+inline Forward bert_forward(std::shared_ptr<BertForSequenceClassification> m) {
+  return [m](const data::Batch& b) {
+    qnum::detail::require(!b.features.defined(), "BERT takes tokenized text, but the data are feature rows");
+    return m->forward(BertInput{b.batch_size, b.seq_len, b.input_ids, b.attention_mask, b.token_type_ids});
+  };
 }
 
 }  // namespace qnum::models

@@ -1,6 +1,7 @@
-// Evaluation of a classifier on a whole dataset: mean cross-entropy and accuracy over all
-// rows, in eval mode and without recording gradients. The trainer's validation step and
-// `qnum test` both use it, so the numbers they report are the same computation.
+// Evaluation of a classifier on a whole dataset (feature table or tokenized text): mean
+// cross-entropy and accuracy over all rows, in eval mode and without recording gradients
+// (so BERT's attention takes the fused kernel). The trainer's validation step, `qnum test`
+// and the labs all use it, so the numbers they report are the same computation.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 
 #include "qnum/core/error.hpp"
 #include "qnum/data/dataset.hpp"
+#include "qnum/models/forward.hpp"
 #include "qnum/nn/module.hpp"
 #include "qnum/tensor/autograd.hpp"
 #include "qnum/tensor/ops.hpp"
@@ -21,12 +23,15 @@ struct Evaluation {
   std::int64_t count = 0;
 };
 
-/// Runs `model` over `data` in batches of `batch_size` (dataset order) in eval mode under
-/// NoGradGuard, and returns the cross-entropy averaged over every row (each row's
-/// -log_softmax at its label, summed in double; not a mean of batch means) and the fraction
-/// of rows whose arg-max logit (the first on ties) is the label. The model's train/eval mode
-/// is restored afterwards. An empty dataset gives NaN loss and accuracy and count 0.
-inline Evaluation evaluate(nn::Module& model, const data::Dataset& data, std::int64_t batch_size) {
+/// Runs `forward` over `data` in batches of `batch_size` (dataset order; token batches padded
+/// to a multiple of pad_to_multiple_of) with `model` in eval mode under NoGradGuard, and
+/// returns the cross-entropy averaged over every row (each row's -log_softmax at its label,
+/// summed in double; not a mean of batch means) and the fraction of rows whose arg-max logit
+/// (the first on ties) is the label. The model's train/eval mode is restored afterwards. An
+/// empty dataset gives NaN loss and accuracy and count 0.
+template <class Data>
+Evaluation evaluate(nn::Module& model, const models::Forward& forward, const Data& data, std::int64_t batch_size,
+                    std::int64_t pad_to_multiple_of = 1) {
   qnum::detail::require(batch_size > 0, "evaluate: batch_size must be positive, got ", batch_size);
   Evaluation r;
   if (data.size() == 0) return r;
@@ -36,8 +41,8 @@ inline Evaluation evaluate(nn::Module& model, const data::Dataset& data, std::in
   double loss_sum = 0.0;
   std::int64_t correct = 0;
   try {
-    for (const data::Batch& b : data::batches(data, {batch_size, false, false, 0})) {
-      const Tensor logits = model.forward(b.features);
+    for (const data::Batch& b : data::batches(data, {batch_size, false, false, 0, pad_to_multiple_of})) {
+      const Tensor logits = forward(b);
       qnum::detail::require(logits.rank() == 2 && logits.size(0) == static_cast<std::int64_t>(b.labels.size()),
                             "evaluate: the model returned ", to_string(logits.shape()), " for a batch of ",
                             b.labels.size(), " rows (expected [rows, classes])");
@@ -66,6 +71,11 @@ inline Evaluation evaluate(nn::Module& model, const data::Dataset& data, std::in
   r.loss = loss_sum / static_cast<double>(r.count);
   r.accuracy = static_cast<double>(correct) / static_cast<double>(r.count);
   return r;
+}
+
+/// evaluate() of a model mapping feature rows [B, F] to logits.
+inline Evaluation evaluate(nn::Module& model, const data::Dataset& data, std::int64_t batch_size) {
+  return evaluate(model, models::features_forward(model), data, batch_size);
 }
 
 }  // namespace qnum::train

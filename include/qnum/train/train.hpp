@@ -1,6 +1,7 @@
-// The training layer: evaluate.hpp (loss/accuracy over a dataset), recipe.hpp (optimizer
-// and per-epoch schedule by name), checkpoint.hpp (safetensors + JSON checkpoints),
-// progress.hpp (stderr progress) and trainer.hpp (the fit loop with metrics and resume).
+// The training layer: evaluate.hpp (loss/accuracy over a dataset of either input kind),
+// recipe.hpp (TrainConfig, the table and text recipes, optimizer and schedules by name),
+// checkpoint.hpp (safetensors + JSON checkpoints), progress.hpp (stderr progress) and
+// trainer.hpp (the one fit loop with metrics and resume).
 #pragma once
 
 #include "qnum/train/checkpoint.hpp"

@@ -1,16 +1,20 @@
-// The trainer behind `qnum train MODEL DATASET`: MASE's Lightning loop for classification
-// (spec/system.md §10.3) made deterministic and resumable.
+// The one training loop behind `qnum train MODEL DATASET`, the labs and the searches, for
+// every model and both input kinds (feature tables and tokenized text, data/dataset.hpp):
+// MASE's Lightning loop for classification (spec/system.md §10.3) and the Hugging Face
+// Trainer's per-step recipe (§10.1) as settings of one recipe (recipe.hpp), made
+// deterministic and resumable.
 //
 // Each epoch e (1-based in records and messages; 0-based for the data order and the
-// schedule): set the epoch's learning rate (schedules are per epoch, see recipe.hpp), run
-// the shuffled batches data::batches(train, {batch_size, seed = config.seed}, e - 1)
-// through forward, cross_entropy, backward and an optimizer step; evaluate on the
-// validation set; rewrite <output_dir>/metrics.jsonl atomically with every record so far;
-// save `best` when the validation loss is the lowest yet (MASE keeps the lowest val_loss)
-// and `last` always. The checkpoints' metadata carries the epoch, the best validation loss
-// and the whole history, so fit(..., resume = true) restarts from `last` and reproduces an
-// uninterrupted run bit for bit (data order, learning rate, optimizer state, BatchNorm
-// statistics and Dropout counters are all restored or functions of the epoch).
+// schedule): the shuffled batches data::batches(train, {batch_size, seed = config.seed}, e)
+// go through forward, cross-entropy, backward, gradient clipping (max_grad_norm > 0), the
+// learning rate of the epoch or step, and an optimizer step; then evaluate on the validation
+// set; rewrite <output_dir>/metrics.jsonl atomically with every record so far; save `best`
+// when the validation loss is the lowest yet (MASE keeps the lowest val_loss) and `last`
+// always. The checkpoints' metadata carries the epoch, the best validation loss, the whole
+// history, the recipe and what passes made of the model, so fit(..., resume = true) restarts
+// from `last` and reproduces an uninterrupted run bit for bit (data order, learning rate,
+// optimizer state, BatchNorm statistics and Dropout counters are all restored or functions
+// of the epoch and step).
 //
 // A NaN or infinite loss stops the run with a qnum::Error naming the epoch, the batch and
 // the last good checkpoint; nothing is written after the bad step, so `best` and `last`
@@ -31,9 +35,11 @@
 #include <nlohmann/json.hpp>
 
 #include "qnum/core/error.hpp"
+#include "qnum/core/heap.hpp"
 #include "qnum/data/dataset.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/kernel/threading.hpp"
+#include "qnum/models/forward.hpp"
 #include "qnum/nn/nn.hpp"
 #include "qnum/passes/structure.hpp"
 #include "qnum/tensor/ops.hpp"
@@ -43,62 +49,6 @@
 #include "qnum/train/recipe.hpp"
 
 namespace qnum::train {
-
-/// The settings of a training run (MASE's CLI/TOML keys and defaults where it has them).
-struct TrainConfig {
-  std::string model = "jsc-tiny";  ///< recorded in checkpoints; the caller builds the model
-  std::string dataset = "jsc";     ///< recorded in checkpoints; the caller loads the data
-  int max_epochs = 20;
-  std::int64_t batch_size = 256;
-  double learning_rate = 1e-3;
-  std::string optimizer = "adam";   ///< adam | adamw | sgd (see recipe.hpp)
-  std::string schedule = "cosine";  ///< cosine | linear | constant, per epoch (see recipe.hpp)
-  double weight_decay = 0;
-  std::uint64_t seed = 0;  ///< the batch order; the model's initialisation is the caller's
-  int threads = 0;         ///< > 0: qnum::set_num_threads(threads) when fit starts; 0: leave as is
-  /// Where metrics and checkpoints go; "<model>" and "<dataset>" are replaced by the names.
-  std::string output_dir = "qnum-runs/<model>_<dataset>";
-  bool progress = true;  ///< progress on stderr (a live line on a terminal, else a line per epoch)
-};
-
-/// The config as JSON (the "config" field of checkpoint metadata).
-inline nlohmann::json to_json(const TrainConfig& c) {
-  return {{"model", c.model},
-          {"dataset", c.dataset},
-          {"max_epochs", c.max_epochs},
-          {"batch_size", c.batch_size},
-          {"learning_rate", c.learning_rate},
-          {"optimizer", c.optimizer},
-          {"schedule", c.schedule},
-          {"weight_decay", c.weight_decay},
-          {"seed", c.seed},
-          {"threads", c.threads},
-          {"output_dir", c.output_dir}};
-}
-
-/// c.output_dir with "<model>" and "<dataset>" replaced (an empty one means the default).
-inline std::filesystem::path resolve_output_dir(const TrainConfig& c) {
-  std::string s = c.output_dir.empty() ? TrainConfig{}.output_dir : c.output_dir;
-  for (const auto& [key, value] : {std::pair<std::string, std::string>{"<model>", c.model}, {"<dataset>", c.dataset}})
-    for (std::size_t pos; (pos = s.find(key)) != std::string::npos;) s.replace(pos, key.size(), value);
-  return s;
-}
-
-/// Checks a config: positive sizes, a finite learning rate, known optimizer and schedule.
-inline void validate(const TrainConfig& c) {
-  using qnum::detail::require;
-  require(c.max_epochs >= 1, "train: max_epochs must be >= 1, got ", c.max_epochs);
-  require(c.batch_size >= 1, "train: batch_size must be >= 1, got ", c.batch_size);
-  require(std::isfinite(c.learning_rate) && c.learning_rate >= 0.0, "train: learning_rate ", c.learning_rate,
-          " must be finite and >= 0");
-  require(std::isfinite(c.weight_decay) && c.weight_decay >= 0.0, "train: weight_decay ", c.weight_decay,
-          " must be finite and >= 0");
-  require(c.threads >= 0, "train: threads must be >= 0 (0 = default), got ", c.threads);
-  parse_schedule(c.schedule);
-  bool known = false;
-  for (const auto& n : optimizer_names()) known = known || n == c.optimizer;
-  require(known, "optimizer: unknown name '", c.optimizer, "' (known: adam, adamw, sgd)");
-}
 
 /// One line of metrics.jsonl. `epoch` is 1-based; losses are means over rows.
 struct EpochRecord {
@@ -125,25 +75,30 @@ inline EpochRecord epoch_record_from_json(const nlohmann::json& j) {
   return {static_cast<int>(num("epoch")), num("train_loss"), num("val_loss"), num("val_accuracy"), num("seconds")};
 }
 
-/// Trains a classifier (a module mapping features [B, F] to logits [B, C]) as the file
-/// comment describes.
+/// Trains a classifier as the file comment describes.
 class Trainer {
  public:
-  /// Takes the model to train (shared: the caller keeps its handle) and the settings, which
-  /// are validated here (unknown optimizer or schedule names are errors listing the known
-  /// ones). The optimizer is built over the model's parameters now.
-  Trainer(std::shared_ptr<nn::Module> model, TrainConfig config)
-      : model_(std::move(model)), config_(std::move(config)) {
-    qnum::detail::require(model_ != nullptr, "Trainer: the model is null");
+  /// Takes the model to train (shared: the caller keeps its handle), the function mapping a
+  /// batch to its logits, and the settings, which are validated here (unknown optimizer or
+  /// schedule names are errors listing the known ones). The optimizer is built over the
+  /// model's parameters now.
+  Trainer(std::shared_ptr<nn::Module> model, models::Forward forward, TrainConfig config)
+      : model_(std::move(model)), forward_(std::move(forward)), config_(std::move(config)) {
+    qnum::detail::require(model_ != nullptr && forward_ != nullptr, "Trainer: the model is null");
     validate(config_);
     out_dir_ = resolve_output_dir(config_);
     opt_ = make_optimizer(config_.optimizer, model_->parameters(), config_.learning_rate, config_.weight_decay);
   }
+  /// A model mapping feature rows [B, F] to logits.
+  Trainer(std::shared_ptr<nn::Module> model, TrainConfig config)
+      : Trainer(model, model ? models::features_forward(model) : models::Forward{}, std::move(config)) {}
 
   /// Trains for config.max_epochs epochs (or, with `resume`, continues the run saved as
   /// `last` in the output directory from its next epoch) and returns the records of every
-  /// epoch of the run, resumed ones included.
-  std::vector<EpochRecord> fit(const data::Dataset& train, const data::Dataset& val, bool resume = false) {
+  /// epoch of the run, resumed ones included. `Data` is data::Dataset or data::TokenDataset.
+  template <class Data>
+  std::vector<EpochRecord> fit(const Data& train, const Data& val, bool resume = false) {
+    retain_freed_memory();  // each step reuses the last step's pages (core/heap.hpp)
     qnum::detail::require(train.size() > 0, "train: the training set is empty");
     qnum::detail::require(val.size() > 0, "train: the validation set is empty");
     if (config_.threads > 0) set_num_threads(config_.threads);
@@ -154,37 +109,47 @@ class Trainer {
     history_.clear();
     best_val_loss_ = std::numeric_limits<double>::infinity();
     have_last_ = false;
-    int start = 0;
-    if (resume) start = load_last();
+    const int start = resume ? load_last() : 0;
+    const data::BatchOptions bo{config_.batch_size, true, false, config_.seed, config_.pad_to_multiple_of};
+    const std::int64_t per_epoch = data::batches(train, bo, 0).size();
+    total_steps_ = per_epoch * config_.max_epochs;
+    warmup_ = config_.warmup_steps > 0
+                  ? config_.warmup_steps
+                  : static_cast<std::int64_t>(std::ceil(config_.warmup_ratio * static_cast<double>(total_steps_)));
+    const bool per_step = config_.schedule_unit == "step";
+    std::vector<Tensor> params = model_->parameters();
     Progress progress(config_.progress);
+    std::int64_t step = static_cast<std::int64_t>(start) * per_epoch;
 
     for (int e = start; e < config_.max_epochs; ++e) {
       const auto t0 = std::chrono::steady_clock::now();
-      const double lr = epoch_learning_rate(config_.schedule, config_.learning_rate, e, config_.max_epochs);
-      opt_->set_lr(lr);
+      if (!per_step)
+        opt_->set_lr(epoch_learning_rate(config_.schedule, config_.learning_rate, e, config_.max_epochs));
       model_->train();
-      const auto epoch_batches =
-          data::batches(train, {config_.batch_size, true, false, config_.seed}, static_cast<std::uint64_t>(e));
-      const std::int64_t n = epoch_batches.size();
+      const auto epoch_batches = data::batches(train, bo, static_cast<std::uint64_t>(e));
       double loss_sum = 0.0;
       std::int64_t rows = 0;
-      for (std::int64_t i = 0; i < n; ++i) {
+      for (std::int64_t i = 0; i < per_epoch; ++i, ++step) {
         const data::Batch b = epoch_batches[i];
         opt_->zero_grad();
-        const Tensor loss = cross_entropy(model_->forward(b.features), b.labels);
+        const Tensor loss = cross_entropy(forward_(b), b.labels);
         const float lv = loss.item();
         if (!std::isfinite(lv)) {
           progress.abort();
           fail_non_finite(lv, "loss", e + 1, " batch " + std::to_string(i + 1));
         }
         loss.backward();
+        if (config_.max_grad_norm > 0) last_grad_norm_ = clip_grad_norm(params, config_.max_grad_norm);
+        if (per_step)
+          opt_->set_lr(step_learning_rate(config_.schedule, config_.learning_rate, step, warmup_, total_steps_));
         opt_->step();
-        const auto br = static_cast<std::int64_t>(b.labels.size());
-        loss_sum += static_cast<double>(lv) * static_cast<double>(br);
-        rows += br;
-        progress.batch(e + 1, config_.max_epochs, i + 1, n, loss_sum / static_cast<double>(rows));
+        loss_sum += static_cast<double>(lv) * static_cast<double>(b.batch_size);
+        rows += b.batch_size;
+        progress.batch(e + 1, config_.max_epochs, i + 1, per_epoch, loss_sum / static_cast<double>(rows));
+        if (on_step_) on_step_(step + 1, lv);
       }
-      const Evaluation ev = evaluate(*model_, val, config_.batch_size);
+      const Evaluation ev = train::evaluate(*model_, forward_, val, config_.evaluation_batch_size(),
+                                            config_.pad_to_multiple_of);
       if (!std::isfinite(ev.loss)) {
         progress.abort();
         fail_non_finite(ev.loss, "validation loss", e + 1, "");
@@ -200,16 +165,27 @@ class Trainer {
       }
       save_checkpoint(out_dir_, "last", *model_, opt_.get(), checkpoint_meta(rec));
       have_last_ = true;
-      progress.epoch(rec.epoch, config_.max_epochs, rec.train_loss, rec.val_loss, rec.val_accuracy, rec.seconds, lr,
-                     best);
+      progress.epoch(rec.epoch, config_.max_epochs, rec.train_loss, rec.val_loss, rec.val_accuracy, rec.seconds,
+                     opt_->lr(), best);
       if (on_epoch_ && !on_epoch_(rec)) break;
     }
     return history_;
   }
 
+  /// Evaluates the current model on `d` (e.g. the test split at the end of a run).
+  template <class Data>
+  Evaluation evaluate(const Data& d) const {
+    return train::evaluate(*model_, forward_, d, config_.evaluation_batch_size(), config_.pad_to_multiple_of);
+  }
+
   /// Sets a function called after each epoch, once its metrics and checkpoints are written;
   /// returning false stops fit() there (as an interruption would: resume continues it).
   void on_epoch_end(std::function<bool(const EpochRecord&)> f) { on_epoch_ = std::move(f); }
+  /// A function called after every optimizer step with the 1-based step and its loss.
+  void on_step(std::function<void(std::int64_t, float)> f) { on_step_ = std::move(f); }
+  /// Fields added to every checkpoint's metadata (e.g. the model's config and the tokenizer's
+  /// fingerprint, which later commands rebuild the model from).
+  void set_extra_metadata(nlohmann::json extra) { extra_meta_ = std::move(extra); }
 
   /// The directory metrics and checkpoints go to (config.output_dir resolved).
   const std::filesystem::path& output_dir() const { return out_dir_; }
@@ -226,6 +202,11 @@ class Trainer {
   const std::vector<EpochRecord>& history() const { return history_; }
   /// The lowest validation loss of the run so far (infinity before the first epoch).
   double best_val_loss() const { return best_val_loss_; }
+  /// Optimizer steps of the whole run and of its warm-up (set when fit starts).
+  std::int64_t total_steps() const { return total_steps_; }
+  std::int64_t warmup_steps() const { return warmup_; }
+  /// The global gradient norm before the last clipping (max_grad_norm > 0).
+  double last_grad_norm() const { return last_grad_norm_; }
 
  private:
   /// Loads `last` into the model and optimizer, restores history and best loss, rewrites
@@ -252,7 +233,7 @@ class Trainer {
   nlohmann::json checkpoint_meta(const EpochRecord& rec) const {
     nlohmann::json history = nlohmann::json::array();
     for (const auto& r : history_) history.push_back(to_json(r));
-    return {
+    nlohmann::json meta = {
         {"model", config_.model},
         {"dataset", config_.dataset},
         {"epoch", rec.epoch},
@@ -263,6 +244,8 @@ class Trainer {
         // What passes made of the model (quantized layers, masks, adapters), so that the
         // checkpoint loads into a fresh model again (passes::restore_structure).
         {"structure", passes::describe_structure(*model_)}};
+    for (const auto& [k, v] : extra_meta_.items()) meta[k] = v;
+    return meta;
   }
 
   void write_metrics() const {
@@ -285,13 +268,18 @@ class Trainer {
   }
 
   std::shared_ptr<nn::Module> model_;
+  models::Forward forward_;
   TrainConfig config_;
   std::filesystem::path out_dir_;
   std::unique_ptr<nn::Optimizer> opt_;
   std::vector<EpochRecord> history_;
   double best_val_loss_ = std::numeric_limits<double>::infinity();
   bool have_last_ = false;
+  std::int64_t total_steps_ = 0, warmup_ = 0;
+  double last_grad_norm_ = 0;
+  nlohmann::json extra_meta_ = nlohmann::json::object();
   std::function<bool(const EpochRecord&)> on_epoch_;
+  std::function<void(std::int64_t, float)> on_step_;
 };
 
 }  // namespace qnum::train
