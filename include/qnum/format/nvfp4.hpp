@@ -8,8 +8,9 @@
 //   block scale s = the E4M3 value nearest (ties to even) to amax_block / (6 t), at most 448;
 //   element = the E2M1 value nearest (ties to even) to x / (s t), at most 6;
 //   value = element * s * t, rounded once to float32 (clamped to +-FLT_MAX).
-//   Both quotients are taken in double: with float32 operands the exact quotient is never
-//   within 2^-53 of an E4M3 or E2M1 tie without being on it, so rounding it is exact.
+//   Both roundings are exact decisions: the block scale rounds amax / (6t) taken in double (a
+//   quotient of float32 operands is never within 2^-53 of an E4M3 tie without being on it);
+//   elements compare |x| with the E2M1 midpoints times s*t (exact products in double).
 //   A NaN or Inf in a block gives the block E4M3's NaN scale code: the whole block is NaN.
 //   A block whose scale rounds to 0 quantizes to (signed) zeros.
 //   Blocks never cross rows; a row's last block may be shorter.
@@ -75,12 +76,21 @@ namespace detail {
 QNUM_HD constexpr MXElement nvfp4_e2m1() { return MXElement::fp(2, 1); }
 QNUM_HD constexpr MXElement nvfp4_e4m3() { return MXElement::fp(4, 3); }
 
-/// The E2M1 magnitude code (0..7) nearest to v >= 0, ties to the even code, saturating at 6.
-QNUM_HD inline std::uint8_t nvfp4_e2m1_code(double v) {
-  if (!(v < 6.0)) return 7;
-  const double step = v < 2.0 ? 0.5 : (v < 4.0 ? 1.0 : 2.0);            // binade [2^e, 2^(e+1)) has 2 steps
-  const double q = round_int(v / step, Rounding::nearest_even) * step;  // v / step: exact (power of two)
-  return static_cast<std::uint8_t>(mx_element_code(nvfp4_e2m1(), static_cast<float>(q < 6.0 ? q : 6.0)));
+/// The E2M1 magnitude code (0..7) of a = |x| under the block factor st = s * t > 0: the E2M1
+/// value nearest to a / st, ties to the even code, saturating at 6. Decided by comparing a with
+/// the midpoints between E2M1 magnitudes times st (`mid_st`, exact products in double), which
+/// is the exact decision and needs no division.
+QNUM_HD inline std::uint8_t nvfp4_e2m1_code(double a, const double* mid_st) {
+  int c = 0;
+  while (c < 7 && a > mid_st[c]) ++c;
+  if (c < 7 && a == mid_st[c] && c % 2 == 1) ++c;  // a tie between codes c and c + 1: the even one
+  return static_cast<std::uint8_t>(c);
+}
+
+/// The midpoints between consecutive E2M1 magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6) times st.
+QNUM_HD inline void nvfp4_e2m1_midpoints(double st, double* mid_st) {
+  constexpr double mid[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
+  for (int k = 0; k < 7; ++k) mid_st[k] = mid[k] * st;  // <= 3 + 28 significant bits: exact
 }
 
 /// The E4M3 code (0..0x7E) nearest to v >= 0, ties to even, saturating at 448.
@@ -109,14 +119,17 @@ struct NVFP4Block {
   }
   /// The block scale's value (NaN for the NaN code).
   QNUM_HD float scale_value() const { return decode(detail::nvfp4_e4m3(), scale); }
-  /// Element i's value under tensor scale t: code * scale * t rounded once, within +-FLT_MAX.
-  QNUM_HD float value(int i, float t) const {
+  /// The value of E2M1 code c (sign included) in this block under tensor scale t: c * scale * t
+  /// rounded once, within +-FLT_MAX; NaN for the NaN scale.
+  QNUM_HD float code_value(std::uint8_t c, float t) const {
     const double s = scale_value();
     if (detail::is_nan(s)) return static_cast<float>(s);
-    const double v = static_cast<double>(decode(detail::nvfp4_e2m1(), code(i))) * s * static_cast<double>(t);
+    const double v = static_cast<double>(decode(detail::nvfp4_e2m1(), c)) * s * static_cast<double>(t);
     constexpr double fmax = std::numeric_limits<float>::max();
     return static_cast<float>(v < -fmax ? -fmax : (v > fmax ? fmax : v));
   }
+  /// Element i's value under tensor scale t.
+  QNUM_HD float value(int i, float t) const { return code_value(code(i), t); }
 };
 static_assert(sizeof(NVFP4Block) == 9, "NVFP4Block: one scale byte and 16 four-bit codes");
 
@@ -144,17 +157,22 @@ QNUM_HD inline NVFP4Block nvfp4_encode(const float* x, int n, float t) {
   const double td = t;
   b.scale = nvfp4_e4m3_code(amax / (6.0 * td));
   const double st = static_cast<double>(b.scale_value()) * td;
+  double mid_st[7];
+  nvfp4_e2m1_midpoints(st, mid_st);
   for (int i = 0; i < n; ++i) {
-    const std::uint8_t mag = st > 0.0 ? nvfp4_e2m1_code(abs(static_cast<double>(x[i])) / st) : 0;
+    const std::uint8_t mag = st > 0.0 ? nvfp4_e2m1_code(abs(static_cast<double>(x[i])), mid_st) : 0;
     b.set_code(i, static_cast<std::uint8_t>(mag | (sign_bit(x[i]) ? 0x8 : 0x0)));
   }
   return b;
 }
 
-/// quantize's definition of one block: out[i] = the value of encode(x)[i] (out may equal x).
+/// quantize's definition of one block: out[i] = the value of encode(x)[i] (out may equal x),
+/// each of the 16 code values computed once per block.
 QNUM_HD inline void nvfp4_block_values(const float* x, int n, float t, float* out) {
   const NVFP4Block b = nvfp4_encode(x, n, t);
-  for (int i = 0; i < n; ++i) out[i] = b.value(i, t);
+  float values[16];
+  for (int c = 0; c < 16; ++c) values[c] = b.code_value(static_cast<std::uint8_t>(c), t);
+  for (int i = 0; i < n; ++i) out[i] = values[b.code(i)];
 }
 
 }  // namespace detail
