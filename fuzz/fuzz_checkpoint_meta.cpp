@@ -11,8 +11,7 @@
 
 namespace {
 struct Checkpoint {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("qnum-fuzz-ckpt-" + std::to_string(::getpid()));
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("qnum-fuzz-ckpt-" + std::to_string(::getpid()));
   std::map<std::string, qnum::Tensor> tensors;
   Checkpoint() {
     auto model = qnum::models::make_jsc_model("jsc-tiny");

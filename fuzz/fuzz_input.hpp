@@ -51,8 +51,8 @@ class InputFile {
     std::filesystem::remove(path_, ec);
   }
   const std::filesystem::path& write(const std::uint8_t* data, std::size_t size) {
-    std::ofstream(path_, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
-                                                                   static_cast<std::streamsize>(size));
+    std::ofstream(path_, std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
     return path_;
   }
 

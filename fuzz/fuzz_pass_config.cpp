@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (passes_cfg.contains(k)) pipeline[k] = passes_cfg[k];
     auto model = qnum::models::make_jsc_model("jsc-tiny");
     qnum::passes::compress(*model, pipeline, {calibration});
-    if (passes_cfg.contains("lora")) qnum::passes::insert_lora(*model, qnum::passes::parse_lora_config(passes_cfg["lora"]));
+    if (passes_cfg.contains("lora"))
+      qnum::passes::insert_lora(*model, qnum::passes::parse_lora_config(passes_cfg["lora"]));
     (void)(*model)(calibration);
   });
   return 0;
