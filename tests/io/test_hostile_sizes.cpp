@@ -71,3 +71,8 @@ TEST_CASE("gzip: output beyond the limit is refused, not allocated") {
                        "gzip: g.gz: decompresses to more than 100000 bytes; refused (a gzip bomb, or raise the limit)",
                        Error);
 }
+
+TEST_CASE("safetensors: metadata that is not UTF-8 is refused by the writer with qnum::Error") {
+  // fuzz_checkpoint_meta: nlohmann's type_error 316 escaped from safetensors_bytes.
+  CHECK_THROWS_AS(safetensors_bytes({}, {{"k", "bad \xe3\" utf-8"}}), Error);
+}
