@@ -21,6 +21,7 @@ packages=(
   gnuplot-nox        # lab1-ptq-qat / lab1-prune draw plot.png with it (pngcairo terminal, no X11)
   ccache             # build cache: rebuilds and fresh clones on the same machine compile once
   curl               # `qnum download jsc` (data::download_jsc runs curl) and its file:// tests
+  clang-19 libclang-rt-19-dev # second compiler: the sanitizer suite (test.sh --sanitize) and libFuzzer (fuzz.sh)
 )
 
 missing=()
