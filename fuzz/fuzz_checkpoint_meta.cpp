@@ -11,8 +11,7 @@
 
 namespace {
 struct Checkpoint {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("qnum-fuzz-ckpt-" + std::to_string(::getpid()));
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("qnum-fuzz-ckpt-" + std::to_string(::getpid()));
   std::map<std::string, qnum::Tensor> tensors;
   Checkpoint() {
     auto model = qnum::models::make_jsc_model("jsc-tiny");
@@ -29,7 +28,11 @@ struct Checkpoint {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static Checkpoint ck;
   const auto path = ck.dir / "fuzz.safetensors";
-  qnum::write_safetensors(path, ck.tensors, {{qnum::train::kMetaKey, std::string(qnum::fuzz::as_text(data, size))}});
+  try {  // metadata that is not UTF-8 cannot be stored in a safetensors (JSON) header
+    qnum::write_safetensors(path, ck.tensors, {{qnum::train::kMetaKey, std::string(qnum::fuzz::as_text(data, size))}});
+  } catch (const qnum::Error&) {
+    return 0;
+  }
   qnum::fuzz::expect_clean([&] {
     auto model = qnum::models::make_jsc_model("jsc-tiny");
     auto opt = qnum::train::make_optimizer("adam", model->parameters(), 1e-3, 0.0);

@@ -9,7 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto& path = (data[0] & 1 ? arff : csv).write(data + 1, size - 1);
   qnum::fuzz::expect_clean([&] {
     const auto t = qnum::data::read_jsc_file(path);
-    qnum::fuzz::check(t.features.shape().size() == 2 && t.features.shape()[1] == qnum::data::kJscFeatures, "16 features");
+    qnum::fuzz::check(t.features.shape().size() == 2 && t.features.shape()[1] == qnum::data::kJscFeatures,
+                      "16 features");
     qnum::fuzz::check(static_cast<std::int64_t>(t.labels.size()) == t.features.shape()[0], "one label per row");
     for (const auto y : t.labels) qnum::fuzz::check(y >= 0 && y < qnum::data::kJscClasses, "label 0-4");
   });

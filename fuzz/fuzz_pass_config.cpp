@@ -7,6 +7,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;
+  // Known, not ours: toml++ 3.3.0 (Debian 12) reaches __builtin_unreachable() on some non-ASCII
+  // code points where whitespace may stand (marzer/tomlplusplus#295, fixed upstream by #305).
+  // Until the package has the fix, the harness keeps to ASCII input.
+  if (qnum::fuzz::has_non_ascii(data, size)) return 0;
   static qnum::fuzz::InputFile toml("-passes.toml"), json("-passes.json");
   const auto& path = (data[0] & 1 ? json : toml).write(data + 1, size - 1);
   static const qnum::Tensor calibration = [] {
@@ -23,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (passes_cfg.contains(k)) pipeline[k] = passes_cfg[k];
     auto model = qnum::models::make_jsc_model("jsc-tiny");
     qnum::passes::compress(*model, pipeline, {calibration});
-    if (passes_cfg.contains("lora")) qnum::passes::insert_lora(*model, qnum::passes::parse_lora_config(passes_cfg["lora"]));
+    if (passes_cfg.contains("lora"))
+      qnum::passes::insert_lora(*model, qnum::passes::parse_lora_config(passes_cfg["lora"]));
     (void)(*model)(calibration);
   });
   return 0;

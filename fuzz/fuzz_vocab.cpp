@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     qnum::data::EncodeOptions o;
     o.max_length = 16;
     const auto e = tok.encode(text, o);
-    qnum::fuzz::check(e.input_ids.size() <= 16 && e.attention_mask.size() == e.input_ids.size(), "encoding within max_length");
+    qnum::fuzz::check(e.input_ids.size() <= 16 && e.attention_mask.size() == e.input_ids.size(),
+                      "encoding within max_length");
   });
   return 0;
 }

@@ -48,14 +48,14 @@ for name in "${names[@]}"; do
   log=$build/findings/$name.log
   rc=0
   "$build/fuzz/fuzz_$name" "${args[@]}" "$corpus" "$root/fuzz/corpus/$name" > "$log" 2>&1 || rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  speed=$(grep -ao 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   files=$(find "$corpus" -type f | wc -l)
   if [ "$rc" -eq 0 ]; then result=clean; else result="FAILED (exit $rc; see $log)"; failed+=("$name"); fi
   printf '%-16s %12s %8s %10s  %s\n' "$name" "${execs:-?}" "${speed:-?}" "$files" "$result"
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz.sh: findings in ${failed[*]}:" >&2
-  for name in "${failed[@]}"; do grep -m3 -E 'ERROR|runtime error|invariant|not one line|terminate' "$build/findings/$name.log" >&2 || true; done
+  for name in "${failed[@]}"; do grep -a -m3 -E 'ERROR|runtime error|invariant|not one line|terminate' "$build/findings/$name.log" >&2 || true; done
   exit 1
 fi

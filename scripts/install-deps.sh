@@ -24,6 +24,7 @@ packages=(
   curl               # `qnum download jsc|imdb|bert-tiny|owner/name` (data/download.hpp runs curl) and their offline tests
   python3-dev        # the Python package (python/): headers the extension compiles against
   python3-venv       # scripts/test_python.sh builds and tests the Python package in a venv
+  clang-19 libclang-rt-19-dev # second compiler: the sanitizer suite (test.sh --sanitize) and libFuzzer (fuzz.sh)
 )
 
 missing=()

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: install missing packages, build with tests, run CTest, then the
 # Python package's pytest suite (scripts/test_python.sh; QNUM_SKIP_PYTHON=1 skips it).
-# Extra arguments go to ctest (e.g. -L quick for the quick subset).
+# Extra arguments go to ctest (e.g. -L quick for the quick subset); --sanitize first:
+# the same suite built with clang + ASan/UBSan/LSan instead (scripts/test-sanitize.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = --sanitize ]; then shift; exec bash "$root/scripts/test-sanitize.sh" "$@"; fi
 bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh" -DQNUM_BUILD_TESTS=ON -DQNUM_BUILD_EXAMPLES=ON
 cd "${QNUM_BUILD_DIR:-$root/build}"

@@ -67,3 +67,36 @@ TEST_CASE("npy: writes are atomic and never clobber on failure") {
   CHECK_THROWS_AS(write_npy("/nonexistent-dir/x.npy", {1}, {1.0f}), Error);
   CHECK_THROWS_AS(write_npy(std::filesystem::temp_directory_path() / "x.npy", {2}, {1.0f}), Error);
 }
+
+TEST_CASE("npy: the fuzzer's overflowing shape is refused naming the dimension") {
+  // Found by fuzz/fuzz_npy.cpp: this product overflowed int64 (undefined behaviour) and the
+  // CLI reported a negative byte count.
+  const auto bytes =
+      header("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 1615, 20000, 2056353930, 205635393), }");
+  CHECK_THROWS_WITH_AS(parse_npy(bytes, "x.npy"),
+                       "x.npy: shape [4, 1615, 20000, 2056353930, 205635393] has too many elements (the count "
+                       "overflows 64 bits at dimension 4, of size 205635393)",
+                       Error);
+}
+
+TEST_CASE("npy: a count that fits int64 but not in bytes is truncated, not wrapped") {
+  // 2^40 * 2^22 = 2^62 values: n * 4 = 2^64 wraps to 0 in 64-bit arithmetic.
+  const auto bytes = header("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627775, 4194304), }");
+  CHECK_THROWS_WITH_AS(parse_npy(bytes, "x.npy"),
+                       "x.npy: truncated .npy data (0 bytes, shape [1099511627775, 4194304] needs "
+                       "4611686018423193600 x 4)",
+                       Error);
+  CHECK_THROWS_WITH_AS(
+      parse_npy(header("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000,), }") + std::string(8, '\0'),
+                "x.npy"),
+      "x.npy: truncated .npy data (8 bytes, shape [1000000000] needs 4000000000)", Error);
+}
+
+TEST_CASE("npy: bytes of the file quoted in a message are escaped and cut (one line)") {
+  // Found by fuzz/fuzz_npy.cpp: a dtype running into the header's newline and NULs.
+  const auto h = header("{'descr': '<f\n\x01" + std::string(60, 'x') + ", 'fortran_order': False, 'shape': (3,), }");
+  CHECK_THROWS_WITH_AS(parse_npy(h, "x.npy"),
+                       "x.npy: dtype '<f\\n\\x01xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... is not little-endian float32 "
+                       "('<f4'); convert with x.astype(np.float32)",
+                       Error);
+}

@@ -218,7 +218,12 @@ inline std::string safetensors_bytes(const std::map<std::string, Tensor>& tensor
     header[name] = {{"dtype", "F32"}, {"shape", t.shape()}, {"data_offsets", {pos, pos + bytes}}};
     pos += bytes;
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::type_error& e) {  // 316: a name or metadata string that is not UTF-8
+    detail::fail("safetensors: tensor names and metadata must be valid UTF-8 (", e.what(), ")");
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // 8-byte alignment of the buffer, as the reference writer does
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((std::uint64_t{text.size()} >> (8 * i)) & 0xff);

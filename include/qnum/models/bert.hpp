@@ -326,6 +326,7 @@ class BertEmbeddings : public nn::Module {
   }
   std::string type_name() const override { return "BertEmbeddings"; }
 
+  using nn::Module::forward;  // the single-tensor one stays visible (clang -Woverloaded-virtual)
   /// [batch, seq, hidden] for the batch's ids (positions 0..seq-1).
   Tensor forward(const BertInput& in) {
     qnum::detail::require(in.seq <= max_positions, "BERT: sequence length ", in.seq,
