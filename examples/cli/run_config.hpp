@@ -28,6 +28,7 @@
 #include <toml++/toml.h>
 
 #include "qnum/core/error.hpp"
+#include "qnum/core/printable.hpp"
 #include "qnum/io/mase_config.hpp"
 #include "qnum/train/trainer.hpp"
 
@@ -119,7 +120,7 @@ inline RunOverrides read_run_config(const std::filesystem::path& file) {
   try {
     table = toml::parse_file(file.string());
   } catch (const toml::parse_error& e) {
-    fail(detail::where(file, e.source()), "TOML syntax error: ", e.description());
+    fail(detail::where(file, e.source()), "TOML syntax error: ", qnum::detail::printable(e.description(), 200));
   }
 
   RunOverrides o;

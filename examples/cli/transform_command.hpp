@@ -35,6 +35,7 @@
 
 #include "datasets.hpp"
 #include "qnum/core/error.hpp"
+#include "qnum/core/printable.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/mase_config.hpp"
 #include "qnum/kernel/threading.hpp"
@@ -64,7 +65,8 @@ inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
     table = toml::parse_file(file.string());
   } catch (const toml::parse_error& e) {
     const auto& b = e.source().begin;
-    qnum::detail::fail(file.string(), ":", b.line, ":", b.column, ": TOML syntax error: ", e.description());
+    qnum::detail::fail(file.string(), ":", b.line, ":", b.column,
+                       ": TOML syntax error: ", qnum::detail::printable(e.description(), 200));
   }
   std::ostringstream out;
   out << toml::json_formatter{table};

@@ -82,6 +82,9 @@ expect_error "fortran npy" "$QNUM" quantize --format integer "$work/fortran.npy"
 npy "$work/overflow.npy" '<f4' False '(4, 1615, 20000, 2056353930, 205635393)' 0
 expect_error "overflowing npy shape" "$QNUM" quantize --format integer "$work/overflow.npy" "$work/out.npy"
 grep -q "overflows 64 bits at dimension 4, of size 205635393" "$work/stderr" && ok || bad "overflow message: $(cat "$work/stderr")"
+# Found by fuzzing (fuzz/fuzz_pass_config.cpp): toml++ quotes the bad character, here a newline.
+printf 'max_epochs = t\n\n' > "$work/newline.toml"
+expect_error "TOML error quoting a newline" "$QNUM" train --config "$work/newline.toml"
 echo "hello, world" > "$work/text.npy"
 expect_error "not npy" "$QNUM" quantize --format integer "$work/text.npy" "$work/out.npy"
 expect_error "missing input" "$QNUM" quantize --format integer "$work/nope.npy" "$work/out.npy"

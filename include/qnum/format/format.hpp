@@ -40,7 +40,10 @@ class Format {
   /// Parses `name:key=value,...`. `base` supplies the policy (e.g. the CLI's --mode);
   /// policy keys in the text override it. Validates; throws qnum::Error naming the problem.
   static Format parse(std::string_view text, Policy base = exact) {
-    auto [name, kv] = KeyValues::parse(text);
+    // Not a structured binding: clang < 16 cannot capture one in the lambda below.
+    auto parsed = KeyValues::parse(text);
+    const std::string& name = parsed.first;
+    KeyValues& kv = parsed.second;
     if (kv.take({"skip_first_dim"}))
       detail::fail(name,
                    ": skip_first_dim is not a format key; pass the operand role instead "
