@@ -170,17 +170,23 @@ class TrainCommand {
     const models::BertConfig bc = detail::bert_run_config(c.model, config_from, data);
     qnum::detail::require(c.max_length <= bc.max_position_embeddings, "train: --max-length ", c.max_length,
                           " exceeds the model's max_position_embeddings ", bc.max_position_embeddings);
+    // On --resume the saved run's initialisation seed: the dropout layers' seeds follow it.
+    nlohmann::json last_meta = nlohmann::json::object();
+    if (resume_) last_meta = train::read_checkpoint_meta(out / "last.safetensors");
+    if (last_meta.contains("init_seed") && last_meta["init_seed"].is_number_unsigned())
+      init_seed = last_meta["init_seed"].get<std::uint64_t>();
     auto model = std::make_shared<models::BertForSequenceClassification>(bc, init_seed);
     if (resume_) {
       // The trainer loads the weights; the structure must exist before its optimizer does.
-      const auto meta = train::read_checkpoint_meta(out / "last.safetensors");
-      if (meta.contains("structure")) passes::restore_structure(*model, meta["structure"]);
+      if (last_meta.contains("structure")) passes::restore_structure(*model, last_meta["structure"]);
     } else {
       if (!load.empty()) detail::load_bert_weights(*model, load);
       detail::apply_bert_passes(*model, bert_);
     }
     train::Trainer trainer(model, models::bert_forward(model), c);
-    trainer.set_extra_metadata(detail::bert_metadata(bc, data));
+    nlohmann::json extra = detail::bert_metadata(bc, data);
+    extra["init_seed"] = init_seed;
+    trainer.set_extra_metadata(extra);
     std::printf("train    %s (%lld parameters; %lld layers, hidden %lld, heads %lld, intermediate %lld) on %s\n",
                 c.model.c_str(), static_cast<long long>(model->num_parameters()),
                 static_cast<long long>(bc.num_hidden_layers), static_cast<long long>(bc.hidden_size),

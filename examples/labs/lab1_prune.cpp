@@ -9,7 +9,9 @@
 // <dir>/results.csv (sparsity,method,accuracy; rows grouped by method), <dir>/plot.gp and,
 // with gnuplot, <dir>/plot.png; prints the table on stdout. Runs: <dir>/fp32,
 // <dir>/prune-<method>-<sparsity>. JSC models train with the Trainer on jsc-synthetic/jsc; BERT
-// models (--model bert-tiny) with the Trainer on text-synthetic/imdb (lab_text.hpp).
+// models (--model bert-tiny) with the Trainer on text-synthetic/imdb (lab_text.hpp). --load CKPT
+// starts from a checkpoint (e.g. lab1-ptq-qat's best QAT model) instead of training; the most
+// accurate pruned model is saved as <dir>/best.safetensors.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -80,6 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--finetune-epochs", finetune_epochs, "fine-tuning epochs after pruning (0: none; BERT: default 1)")
       ->capture_default_str();
   app.add_flag("--activations", activations, "also prune every Linear's input, same sparsity and method");
+  std::string load;
+  app.add_option("--load", load,
+                 "start from this checkpoint (e.g. lab1-ptq-qat's best QAT model; its quantized layers are kept) "
+                 "instead of training --epochs");
 
   return qnum::labs::run_main(app, argc, argv, [&] {
     using qnum::detail::require;
@@ -96,7 +102,9 @@ int main(int argc, char** argv) {
     if (qnum::labs::is_text_lab(common) && app.count("--finetune-epochs") == 0) finetune_epochs = 1;  // BERT
     require(finetune_epochs >= 0, "--finetune-epochs must be >= 0, got ", finetune_epochs);
     qnum::labs::with_lab("lab1-prune", app, common, text, [&](auto& lab) {
-      const double fp32 = lab.train_fp32();
+      const double fp32 = load.empty() ? lab.train_fp32() : lab.load_start(load);
+      decltype(lab.trained_copy()) best_model;  // the most accurate pruned model (ties: the sparser)
+      double best_accuracy = -1;
       // Global l1-norm activation pruning fixes its threshold on calibration batches: the
       // first 8 training batches in dataset order.
       std::string csv = "sparsity,method,accuracy\n";
@@ -119,7 +127,12 @@ int main(int argc, char** argv) {
                    " (weights pruned: " + LabBase::fmt(report.weight_sparsity()) + "): accuracy " + LabBase::fmt(acc));
           csv += sparsity_text(s) + "," + method + "," + LabBase::fmt(acc, 6) + "\n";
           rows.push_back({s, method, acc, report.weight_sparsity()});
+          if (acc >= best_accuracy) {
+            best_model = model;
+            best_accuracy = acc;
+          }
         }
+      const auto best_file = lab.save_model(*best_model, "best");
 
       const std::string what = scope + " weight pruning" + (activations ? " + activations" : "") + " of every Linear";
       const auto plot =
@@ -134,7 +147,8 @@ int main(int argc, char** argv) {
       for (const auto& r : rows)
         std::printf("%8s  %-8s  %8.4f  %16.4f\n", sparsity_text(r.sparsity).c_str(), r.method.c_str(), r.accuracy,
                     r.achieved);
-      std::printf("\nresults  %s\n", (lab.dir() / "results.csv").string().c_str());
+      std::printf("\nbest     %s (test accuracy %.4f)\n", best_file.string().c_str(), best_accuracy);
+      std::printf("results  %s\n", (lab.dir() / "results.csv").string().c_str());
       std::printf("plot     %s\n", plot == qnum::labs::PlotResult::written ? (lab.dir() / "plot.png").string().c_str()
                                                                            : "(not drawn: gnuplot missing)");
     });

@@ -8,6 +8,8 @@
 //   QAT: a copy, quantized, fine-tuned --qat-epochs with straight-through gradients, evaluated.
 // Writes <dir>/results.csv (width,ptq_accuracy,qat_accuracy), <dir>/plot.gp and, with
 // gnuplot, <dir>/plot.png; prints the table on stdout. Runs: <dir>/fp32, <dir>/qat-w<W>.
+// --load CKPT starts from a trained checkpoint instead of training; the most accurate QAT
+// model is saved as <dir>/best.safetensors for the next step (lab1-prune --load).
 // JSC models train with the Trainer on jsc-synthetic/jsc; BERT models (--model bert-tiny)
 // with the Trainer on text-synthetic/imdb (lab_text.hpp: its defaults and options).
 #include <algorithm>
@@ -89,6 +91,8 @@ int main(int argc, char** argv) {
                  "small weights want e.g. -1)");
   app.add_option("--qat-epochs", qat_epochs, "fine-tuning epochs of each QAT model (BERT: default 1)")
       ->capture_default_str();
+  std::string load;
+  app.add_option("--load", load, "start from this checkpoint (e.g. qnum train's best) instead of training --epochs");
 
   return qnum::labs::run_main(app, argc, argv, [&] {
     widths = qnum::labs::sorted_unique(widths, "--widths");
@@ -96,10 +100,13 @@ int main(int argc, char** argv) {
     if (qnum::labs::is_text_lab(common) && app.count("--qat-epochs") == 0) qat_epochs = 1;  // BERT: 1 epoch
     qnum::detail::require(qat_epochs >= 1, "--qat-epochs must be >= 1, got ", qat_epochs);
     qnum::labs::with_lab("lab1-ptq-qat", app, common, text, [&](auto& lab) {
-      const double fp32 = lab.train_fp32();
+      const double fp32 = load.empty() ? lab.train_fp32() : lab.load_start(load);
 
       std::string csv = "width,ptq_accuracy,qat_accuracy\n";
       std::vector<std::pair<double, double>> rows;
+      decltype(lab.trained_copy()) best_qat;  // the most accurate QAT model, saved for the next step
+      double best_accuracy = -1;
+      int best_width = 0;
       for (int w : widths) {
         const auto cfg = fixed_point_on_linears(w, w / 2, weight_frac(w, weight_frac_width));
         auto ptq = lab.trained_copy();
@@ -112,7 +119,13 @@ int main(int argc, char** argv) {
         lab.note("width " + std::to_string(w) + ": PTQ " + LabBase::fmt(acc_ptq) + ", QAT " + LabBase::fmt(acc_qat));
         csv += std::to_string(w) + "," + LabBase::fmt(acc_ptq, 6) + "," + LabBase::fmt(acc_qat, 6) + "\n";
         rows.emplace_back(acc_ptq, acc_qat);
+        if (acc_qat > best_accuracy) {
+          best_qat = qat;
+          best_accuracy = acc_qat;
+          best_width = w;
+        }
       }
+      const auto best_file = lab.save_model(*best_qat, "best");
 
       const auto plot = qnum::labs::write_results(
           lab.dir(), csv, plot_script(lab, widths, qat_epochs, frac_text(weight_frac_width)), "lab1-ptq-qat");
@@ -126,7 +139,9 @@ int main(int argc, char** argv) {
       std::printf("%5s  %12s  %12s\n", "width", "ptq_accuracy", "qat_accuracy");
       for (std::size_t i = 0; i < widths.size(); ++i)
         std::printf("%5d  %12.4f  %12.4f\n", widths[i], rows[i].first, rows[i].second);
-      std::printf("\nresults  %s\n", (lab.dir() / "results.csv").string().c_str());
+      std::printf("\nbest     %s (QAT width %d, test accuracy %.4f; --load it in lab1-prune)\n",
+                  best_file.string().c_str(), best_width, best_accuracy);
+      std::printf("results  %s\n", (lab.dir() / "results.csv").string().c_str());
       std::printf("plot     %s\n", plot == qnum::labs::PlotResult::written ? (lab.dir() / "plot.png").string().c_str()
                                                                            : "(not drawn: gnuplot missing)");
     });

@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +35,7 @@
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/jsc.hpp"
+#include "qnum/passes/structure.hpp"
 #include "qnum/train/train.hpp"
 
 namespace qnum::labs {
@@ -121,6 +124,17 @@ class LabBase {
   }
 
  protected:
+  /// Writes `model` as <dir>/<name>.safetensors (+ .json): the weights with the model's name,
+  /// dataset and structure (quantized layers, masks, adapters) and `extra`, so the next lab
+  /// step (--load) and `qnum test` rebuild it. Returns the tensor file.
+  std::filesystem::path save_model_with(nn::Module& model, const std::string& name, nlohmann::json extra) const {
+    nlohmann::json meta{{"model", o_.model}, {"dataset", o_.dataset}, {"structure", passes::describe_structure(model)}};
+    for (const auto& [k, v] : extra.items()) meta[k] = v;
+    const auto file = train::save_checkpoint(dir_, name, model, nullptr, meta);
+    note("saved " + file.string());
+    return file;
+  }
+
   /// Checks the options and sets the threads; the output folder is made by make_dir().
   LabBase(std::string program, CommonOptions o) : program_(std::move(program)), o_(std::move(o)) {
     validate(o_);
@@ -139,6 +153,7 @@ class LabBase {
   CommonOptions o_;
   std::filesystem::path dir_;
   double fp32_accuracy_ = 0.0;
+  nlohmann::json structure_ = nullptr;  ///< of the loaded starting model (load_start), rebuilt in copies
 };
 
 /// A lab run on JSC: the data, the trained fp32 model's state, and where everything goes.
@@ -172,12 +187,34 @@ class Lab : public LabBase {
     return fp32_accuracy_;
   }
 
-  /// A fresh model of the same architecture holding the trained fp32 state.
+  /// Instead of train_fp32(): the starting model from a checkpoint of this model (e.g. the
+  /// best model an earlier lab step saved; its quantized layers and masks are rebuilt).
+  /// Returns its test accuracy.
+  double load_start(const std::string& path) {
+    const auto meta = train::read_checkpoint_meta(path);
+    cli::require_checkpoint_of(o_.model, path, meta);
+    structure_ = meta.value("structure", nlohmann::json(nullptr));
+    auto m = models::make_jsc_model(o_.model, o_.seed);
+    if (!structure_.is_null()) passes::restore_structure(*m, structure_);
+    train::load_checkpoint(path, *m, nullptr);
+    trained_ = m->state_dict();
+    fp32_accuracy_ = test_accuracy(*m);
+    note("loaded " + path + ": test accuracy " + fmt(fp32_accuracy_));
+    return fp32_accuracy_;
+  }
+
+  /// A fresh model of the same architecture (and loaded structure) holding the trained state.
   std::shared_ptr<nn::Sequential> trained_copy() const {
     qnum::detail::require(!trained_.empty(), "internal: trained_copy() before train_fp32()");
     auto m = models::make_jsc_model(o_.model, o_.seed);
+    if (!structure_.is_null()) passes::restore_structure(*m, structure_);
     m->load_state_dict(trained_);
     return m;
+  }
+
+  /// Saves `model` as <dir>/<name>.safetensors for the next lab step (--load).
+  std::filesystem::path save_model(nn::Module& model, const std::string& name) const {
+    return save_model_with(model, name, nlohmann::json::object());
   }
 
   /// Fine-tunes `model` in place for `epochs` (run folder <dir>/<run>); the model as it is

@@ -98,9 +98,12 @@ class TextLab : public LabBase {
   /// Instead of train_fp32(): the starting model's weights from `path` (a qnum checkpoint or
   /// a Hugging Face file; config.json beside it sets the sizes). Returns its test accuracy.
   double load_start(const std::string& path) {
+    const auto meta = train::read_checkpoint_meta(path);
+    cli::require_checkpoint_of(o_.model, path, meta);
     config_ = cli::detail::bert_run_config(o_.model, path, data_);
     auto m = std::make_shared<Model>(config_, o_.seed);
     cli::detail::load_bert_weights(*m, path);
+    structure_ = meta.value("structure", nlohmann::json(nullptr));
     trained_ = m->state_dict();
     fp32_accuracy_ = test_accuracy(m);
     note("loaded " + path + ": test accuracy " + fmt(fp32_accuracy_));
@@ -111,12 +114,21 @@ class TextLab : public LabBase {
   /// before training).
   std::shared_ptr<Model> fresh_model() const { return std::make_shared<Model>(config_, o_.seed); }
 
-  /// A fresh model of the same configuration holding the trained fp32 state.
+  /// A fresh model of the same configuration (and loaded structure) holding the trained state.
   std::shared_ptr<Model> trained_copy() const {
     qnum::detail::require(!trained_.empty(), "internal: trained_copy() before train_fp32()");
     auto m = std::make_shared<Model>(config_, o_.seed);
+    if (!structure_.is_null()) passes::restore_structure(*m, structure_);
     m->load_state_dict(trained_);
     return m;
+  }
+
+  /// Saves `model` as <dir>/<name>.safetensors (with config.json beside it, the model's
+  /// config and the tokenizer's fingerprint) for the next lab step, `qnum test` and
+  /// `qnum predict`.
+  std::filesystem::path save_model(nn::Module& model, const std::string& name) const {
+    write_file_atomic(dir_ / "config.json", config_.to_json().dump(2) + "\n");
+    return save_model_with(model, name, cli::detail::bert_metadata(config_, data_));
   }
 
   /// Fine-tunes `model` in place for `epochs` (run folder <dir>/<run>, its own warm-up and

@@ -83,6 +83,17 @@ case "$mode" in
       --finetune-epochs 1 --output-dir "$tmp/jsc"
     check_csv jsc "$tmp/jsc/results.csv" "sparsity,method,accuracy" 2 "3"
     grep -q "jsc_small\|hls4ml_lhc_jets_hlf.arff" "$tmp/jsc.err" || fail "jsc: the real-file reader was not used"
+    # The lab chain: lab1-prune starts from the best QAT model lab1-ptq-qat saved (its
+    # quantized layers rebuilt) and saves its own best; a checkpoint of another model is refused.
+    run chainq 0 "$LAB_PTQ_QAT" "${tiny[@]}" --widths 8 --qat-epochs 1 --output-dir "$tmp/chainq"
+    [ -s "$tmp/chainq/best.safetensors" ] || fail "chain: lab1-ptq-qat saved no best.safetensors"
+    run chainp 0 "$LAB_PRUNE" "${tiny[@]}" --load "$tmp/chainq/best" --sparsities 0.5 --methods l1-norm \
+      --finetune-epochs 1 --output-dir "$tmp/chainp"
+    grep -q "loaded $tmp/chainq/best" "$tmp/chainp.err" || fail "chain: lab1-prune did not load the QAT model"
+    [ -s "$tmp/chainp/best.safetensors" ] || fail "chain: lab1-prune saved no best.safetensors"
+    run chainbad 2 "$LAB_PRUNE" --model jsc-s --epochs 1 --threads 1 --no-progress --load "$tmp/chainq/best" \
+      --sparsities 0.5 --output-dir "$tmp/chainbad"
+    grep -q "holds model 'jsc-tiny'" "$tmp/chainbad.err" || fail "chainbad: the error does not name the model held"
     ;;
   bert)
     # The same sweeps on a small BERT and the offline text set (TextLab: the one Trainer with the text recipe).
