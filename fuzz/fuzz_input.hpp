@@ -60,13 +60,6 @@ class InputFile {
   std::filesystem::path path_;
 };
 
-/// True when a byte of the input is >= 0x80 (not ASCII).
-inline bool has_non_ascii(const std::uint8_t* data, std::size_t size) {
-  for (std::size_t i = 0; i < size; ++i)
-    if (data[i] >= 0x80) return true;
-  return false;
-}
-
 inline std::string_view as_text(const std::uint8_t* data, std::size_t size) {
   return {reinterpret_cast<const char*>(data), size};
 }

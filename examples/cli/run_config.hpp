@@ -30,6 +30,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/core/printable.hpp"
 #include "qnum/io/mase_config.hpp"
+#include "qnum/io/toml_guard.hpp"
 #include "qnum/train/trainer.hpp"
 
 namespace qnum::cli {
@@ -118,7 +119,9 @@ inline RunOverrides read_run_config(const std::filesystem::path& file) {
   require(std::filesystem::is_regular_file(file), "--config: cannot open '", file.string(), "'");
   toml::table table;
   try {
-    table = toml::parse_file(file.string());
+    const std::string text = read_file(file);
+    io::check_toml_text(text, file.string());  // toml++ 3.3.0 has UB on some non-ASCII text
+    table = toml::parse(text, file.string());
   } catch (const toml::parse_error& e) {
     fail(detail::where(file, e.source()), "TOML syntax error: ", qnum::detail::printable(e.description(), 200));
   }

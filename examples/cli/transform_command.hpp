@@ -38,6 +38,7 @@
 #include "qnum/core/printable.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/mase_config.hpp"
+#include "qnum/io/toml_guard.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/jsc.hpp"
 #include "qnum/passes/passes.hpp"
@@ -56,13 +57,15 @@ inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
       auto j = nlohmann::json::parse(read_file(file));
       qnum::detail::require(j.is_object(), file.string(), ": the config must be a JSON object");
       return j;
-    } catch (const nlohmann::json::parse_error& e) {
-      qnum::detail::fail(file.string(), ": JSON syntax error: ", e.what());
+    } catch (const nlohmann::json::exception& e) {  // syntax errors, and numbers out of double's range
+      qnum::detail::fail(file.string(), ": JSON error: ", qnum::detail::printable(e.what(), 200));
     }
   }
   toml::table table;
   try {
-    table = toml::parse_file(file.string());
+    const std::string text = read_file(file);
+    io::check_toml_text(text, file.string());  // toml++ 3.3.0 has UB on some non-ASCII text
+    table = toml::parse(text, file.string());
   } catch (const toml::parse_error& e) {
     const auto& b = e.source().begin;
     qnum::detail::fail(file.string(), ":", b.line, ":", b.column,
@@ -70,7 +73,10 @@ inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
   }
   std::ostringstream out;
   out << toml::json_formatter{table};
-  return nlohmann::json::parse(out.str());
+  auto j = nlohmann::json::parse(out.str(), nullptr, false);
+  // Should toml++'s JSON not parse back (it is not nlohmann's), an error rather than an exception.
+  qnum::detail::require(!j.is_discarded(), file.string(), ": a TOML value with no JSON form");
+  return j;
 }
 
 inline void require_keys(const nlohmann::json& j, const std::string& where,
@@ -82,7 +88,7 @@ inline void require_keys(const nlohmann::json& j, const std::string& where,
       ok |= key == a;
       list += (list.empty() ? "" : ", ") + std::string(a);
     }
-    qnum::detail::require(ok, where, ": unknown key '", key, "' (allowed: ", list, ")");
+    qnum::detail::require(ok, where, ": unknown key '", qnum::detail::printable(key, 80), "' (allowed: ", list, ")");
   }
 }
 

@@ -85,6 +85,17 @@ grep -q "overflows 64 bits at dimension 4, of size 205635393" "$work/stderr" && 
 # Found by fuzzing (fuzz/fuzz_pass_config.cpp): toml++ quotes the bad character, here a newline.
 printf 'max_epochs = t\n\n' > "$work/newline.toml"
 expect_error "TOML error quoting a newline" "$QNUM" train --config "$work/newline.toml"
+# toml++ 3.3.0 has undefined behaviour on non-ASCII where it tests for whitespace
+# (io/toml_guard.hpp refuses it first); non-ASCII in strings and comments still reads.
+printf 'max_epochs = 1\xc2\xa7\n' > "$work/nonascii.toml"
+expect_error "TOML non-ASCII outside a string" "$QNUM" train --config "$work/nonascii.toml"
+printf 'model = "jsc-tiny" # caf\xc3\xa9\nmax_epochs = "\xc3\xa9"\n' > "$work/nonascii.toml"
+expect_error "TOML non-ASCII in a string reaches the type check" "$QNUM" train --config "$work/nonascii.toml"
+# fuzz_pass_config: a JSON number past double's range is a one-line error, not an exception.
+printf '99e998999999999' > "$work/overflow.json"
+expect_error "JSON number overflow" "$QNUM" transform --config "$work/overflow.json"
+printf '{"data_i\\n_}": 1}' > "$work/keynewline.json"
+expect_error "JSON key with an escaped newline" "$QNUM" transform --config "$work/keynewline.json"
 echo "hello, world" > "$work/text.npy"
 expect_error "not npy" "$QNUM" quantize --format integer "$work/text.npy" "$work/out.npy"
 expect_error "missing input" "$QNUM" quantize --format integer "$work/nope.npy" "$work/out.npy"

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qnum/core/error.hpp"
+#include "qnum/core/printable.hpp"
 
 namespace qnum::mase {
 
@@ -157,7 +158,8 @@ inline TopLevelPlan plan_top_level(const nlohmann::json& config, Command command
     if (k == nullptr) {
       std::string known;
       for (const auto& r : reads) known += (known.empty() ? "" : ", ") + r;
-      qnum::detail::fail(file, ": unknown key '", key, "' (neither MASE nor qnum ", command_name(command),
+      qnum::detail::fail(file, ": unknown key '", qnum::detail::printable(key, 80),
+                         "' (neither MASE nor qnum ", command_name(command),
                          " has it; qnum ", command_name(command), " reads: ", known, ")");
     }
     plan.notes.push_back(ignored_note(*k, value.is_structured() ? "" : value.dump(), command));
