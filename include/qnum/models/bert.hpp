@@ -331,7 +331,7 @@ class BertEmbeddings : public nn::Module {
   Tensor forward(const BertInput& in) {
     qnum::detail::require(in.seq <= max_positions, "BERT: sequence length ", in.seq,
                           " exceeds max_position_embeddings ", max_positions);
-    if (fusable()) return (*dropout)(sum_layer_norm(in));
+    if (fusable() && !word_embeddings->weight.is_cuda()) return (*dropout)(sum_layer_norm(in));
     const Shape ids_shape{in.batch, in.seq};
     Tensor x = lookup(*word_embeddings, in.input_ids, ids_shape, in.input_ids_tensor);
     std::vector<std::int64_t> pos(static_cast<std::size_t>(in.seq));
@@ -434,7 +434,8 @@ class BertSelfAttention : public nn::Module {
                  vl = detail::call_slot(value, *this, "value", x);
     // The fused kernel reads the heads in place ([B, T, heads, head_dim], token-major) and
     // writes the merged context: no head split or merge copies.
-    if (use_fused(ql, kl, vl)) return fused(ql, kl, vl, mask, B, Tq, T);
+    // (On a device, scaled_dot_product_attention below is the fused path.)
+    if (!ql.is_cuda() && use_fused(ql, kl, vl)) return fused(ql, kl, vl, mask, B, Tq, T);
     // Training (or any gradient): the layers' ops in one, per (batch, head) in cache, with
     // their bits (scaled_dot_product_attention; dropout draws this module's next mask).
     if (use_fused_training(mask, B, T)) {
@@ -585,6 +586,7 @@ class BertPooler : public nn::Module {
  private:
   /// hidden[:, 0, :] (differentiable: a [B, T] one-hot selector as a matmul would cost more).
   static Tensor cls_rows(const Tensor& h, std::int64_t B, std::int64_t T, std::int64_t H) {
+    if (h.is_cuda()) return reshape(narrow(h, 1, 0, 1), {B, H});
     FloatBuffer y(static_cast<std::size_t>(B * H));
     for (std::int64_t b = 0; b < B; ++b) std::copy_n(h.data() + b * T * H, H, y.data() + b * H);
     return autograd::make_result("select_cls", Shape{B, H}, std::move(y), {h}, [B, T, H](std::span<const float> g) {
@@ -618,7 +620,7 @@ class BertModel : public nn::Module {
   /// The last hidden state [B, T, hidden].
   Tensor encode(const BertInput& in) {
     Tensor x = embeddings->forward(in);
-    const Tensor mask = additive_mask(in);
+    const Tensor mask = on_device_of(additive_mask(in), x);
     for (auto& l : layers) x = l->forward_masked(x, mask);
     return x;
   }
@@ -631,7 +633,7 @@ class BertModel : public nn::Module {
   /// the random stream (not its distribution) differs from encode's.
   Tensor encode_first_token(const BertInput& in) {
     Tensor x = embeddings->forward(in);
-    const Tensor mask = additive_mask(in);
+    const Tensor mask = on_device_of(additive_mask(in), x);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       if (i + 1 < layers.size())
         x = layers[i]->forward_masked(x, mask);
@@ -663,6 +665,11 @@ class BertModel : public nn::Module {
         if (!elementwise(q->quant().data_in) || !elementwise(q->quant().data_out)) return false;
     }
     return true;
+  }
+
+  /// The mask (made on the host from the batch's attention_mask) where the activations are.
+  static Tensor on_device_of(const Tensor& mask, const Tensor& x) {
+    return mask.defined() && x.is_cuda() ? mask.to(x.device()) : mask;
   }
 
   /// HF's extended attention mask: 0 on tokens, float32's lowest on padding, [B, 1, 1, T];

@@ -76,7 +76,9 @@ class Linear : public Module, public Quantizable {
     const Tensor bq = maybe_quantize(bias, q.bias, Role::bias);
     const int xf = fixed8_frac(q.data_in), wf = fixed8_frac(q.weight);
     // Input and weight on 8-bit fixed-point grids: the product on the int8 GEMM, same bits.
-    Tensor y = xf != kNotFixed8 && wf != kNotFixed8 ? linear_fixed8(xq, xf, wq, wf, bq) : linear(xq, wq, bq);
+    // (The int8 GEMM is a CPU kernel: on a device the fake-quantized operands go through linear.)
+    Tensor y = xf != kNotFixed8 && wf != kNotFixed8 && !xq.is_cuda() ? linear_fixed8(xq, xf, wq, wf, bq)
+                                                                      : linear(xq, wq, bq);
     if (lora_A) {
       Tensor a = lora_dropout ? (*lora_dropout)(xin) : xin;
       y = add(y, mul_scalar((*lora_B)((*lora_A)(a)), lora_scaling));
