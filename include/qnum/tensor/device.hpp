@@ -150,8 +150,9 @@ class DeviceBackend {
   /// softmax(q·kᵀ·scale + mask)·v per (batch, head), dropout p on the probabilities (seed,
   /// mask drawn at flat indices of [B, heads, Tq, T] as the CPU's). q [B, Tq, heads·D], k, v
   /// [B, T, heads·D], mask null or additive [B, T]; out [B, Tq, heads·D]. probs (B·heads·Tq·T,
-  /// the probabilities BEFORE dropout: the backward needs the dropped entries too) and keep
-  /// (same count; null when p == 0) are saved for the backward.
+  /// the softmax probabilities before dropout, as the CPU op saves them: softmax's backward
+  /// needs them also where dropout zeroed a probability) and keep (same count; null when
+  /// p == 0) are saved for the backward, which applies keep to probs again.
   virtual void attention(const float* q, const float* k, const float* v, const float* mask, std::int64_t B,
                          std::int64_t Tq, std::int64_t T, std::int64_t heads, std::int64_t D, float scale, float p,
                          std::uint64_t seed, float* probs, std::uint8_t* keep, float* out) = 0;
