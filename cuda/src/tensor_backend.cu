@@ -236,6 +236,13 @@ void CudaBackend::init() {
                           "qnum::cuda: no CUDA device (cudaGetDeviceCount found none): device tensors need a GPU");
     QNUM_CUDA_CHECK(cudaSetDevice(0));
     QNUM_CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking: ordered with the legacy default stream too
+    // Freed blocks stay in the pool for the next allocation (as PyTorch's caching allocator):
+    // with the default threshold 0 every synchronisation hands them back to the driver and a
+    // training step's allocations become driver calls. memory_stats' counters are unaffected.
+    cudaMemPool_t pool = nullptr;
+    QNUM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+    QNUM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   });
 }
 
@@ -312,6 +319,14 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t byte
 void CudaBackend::copy_on_device(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
   QNUM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+}
+void CudaBackend::copy_rows(float* dst, std::int64_t dst_stride, const float* src, std::int64_t src_stride,
+                            std::int64_t rows, std::int64_t width) {
+  if (rows <= 0 || width <= 0) return;
+  constexpr auto f = sizeof(float);
+  QNUM_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(dst_stride) * f, src,
+                                    static_cast<std::size_t>(src_stride) * f, static_cast<std::size_t>(width) * f,
+                                    static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, stream()));
 }
 void CudaBackend::fill(float* x, float value, std::size_t n) {
   if (n == 0) return;

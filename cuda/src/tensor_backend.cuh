@@ -34,6 +34,8 @@ class CudaBackend final : public DeviceBackend {
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override;
   void fill(float* x, float value, std::size_t n) override;
+  void copy_rows(float* dst, std::int64_t dst_stride, const float* src, std::int64_t src_stride, std::int64_t rows,
+                 std::int64_t width) override;
   void synchronize() override;
   MemoryStats memory_stats() override;
   void reset_peak() override;

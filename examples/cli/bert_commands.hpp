@@ -31,6 +31,7 @@ namespace qnum::cli {
 /// The BERT-specific options of `qnum train` / `qnum test` (unset: the defaults).
 struct BertRunOptions {
   std::string model, dataset, load, quantize;
+  std::string device = "cpu";
   std::optional<int> threads;
   std::optional<std::int64_t> batch_size, max_length, limit, lora_rank;
   bool json = false;
@@ -157,6 +158,7 @@ inline void run_bert_test(const BertRunOptions& o) {
       detail::load_text_splits(o.dataset, max_length, o.limit.value_or(0), detail::vocab_beside(load));
   auto model = std::make_shared<models::BertForSequenceClassification>(detail::bert_run_config(o.model, load, data), 0);
   detail::load_bert_weights(*model, load);
+  model->to(Device::parse(o.device));
   const auto ev = train::evaluate(*model, models::bert_forward(model), data.test, o.batch_size.value_or(64));
   if (o.json) {
     const nlohmann::json j{{"model", o.model},        {"dataset", o.dataset},    {"checkpoint", o.load},

@@ -16,6 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <qnum/kernel/dispatch.hpp>
 #include <qnum/qnum.hpp>
+#if QNUM_WITH_CUDA
+#include <qnum/cuda/backend.hpp>  // registers the CUDA backend: --device cuda
+#endif
 
 #include "bench_attention.hpp"
 #include "bench_gemm.hpp"

@@ -39,6 +39,7 @@ class PredictCommand {
     cmd_->add_option("--load", load_, "the checkpoint (qnum train's best/last)")->required();
     cmd_->add_option("--input", input_, "a file with one text per line");
     cmd_->add_option("--batch-size", batch_size_, "texts per forward pass (default 64)");
+    cmd_->add_option("--device", device_, "where to run: cpu (default) or cuda")->capture_default_str();
     cmd_->add_flag("--json", json_, "one JSON object per text: text, label, label_index, probabilities");
   }
   PredictCommand(const PredictCommand&) = delete;
@@ -72,6 +73,7 @@ class PredictCommand {
     const models::Classifier m = models::make_classifier(model_, bo);
     if (meta.contains("structure")) passes::restore_structure(*m.module, meta["structure"]);
     train::load_checkpoint(load_, *m.module, nullptr);
+    m.module->to(Device::parse(device_));
 
     data::TextTable table;
     for (const auto& t : texts) table.rows.push_back({t, 0, 0, -1});
@@ -80,7 +82,7 @@ class PredictCommand {
     m.module->eval();
     autograd::NoGradGuard no_grad;
     for (const data::Batch& b : data::batches(tokens, {batch_size_, false, false, 0})) {
-      const Tensor probs = softmax(m.forward(b), 1);
+      const Tensor probs = softmax(m.forward(b), 1).to(Device::cpu());
       const std::int64_t c = probs.size(1);
       for (std::int64_t i = 0; i < b.batch_size; ++i) {
         const float* p = probs.data() + i * c;
@@ -134,7 +136,7 @@ class PredictCommand {
   }
 
   CLI::App* cmd_ = nullptr;
-  std::string model_, load_, input_;
+  std::string model_, load_, input_, device_ = "cpu";
   std::vector<std::string> texts_;
   std::int64_t batch_size_ = 64;
   bool json_ = false;

@@ -38,7 +38,7 @@ namespace qnum::cli {
 /// Settings given explicitly (in a TOML file or on the command line); unset ones leave the
 /// TrainConfig value as it is.
 struct RunOverrides {
-  std::optional<std::string> model, dataset, optimizer, schedule, output_dir;
+  std::optional<std::string> model, dataset, optimizer, schedule, output_dir, device;
   std::optional<int> max_epochs, threads;
   std::optional<std::int64_t> batch_size;
   std::optional<double> learning_rate, weight_decay;
@@ -51,6 +51,7 @@ struct RunOverrides {
     if (optimizer) c.optimizer = *optimizer;
     if (schedule) c.schedule = *schedule;
     if (output_dir) c.output_dir = *output_dir;
+    if (device) c.device = *device;
     if (max_epochs) c.max_epochs = *max_epochs;
     if (threads) c.threads = *threads;
     if (batch_size) c.batch_size = *batch_size;
@@ -69,6 +70,7 @@ struct RunOverrides {
     take(optimizer, later.optimizer);
     take(schedule, later.schedule);
     take(output_dir, later.output_dir);
+    take(device, later.device);
     take(max_epochs, later.max_epochs);
     take(threads, later.threads);
     take(batch_size, later.batch_size);
@@ -81,7 +83,7 @@ struct RunOverrides {
 /// The TOML keys read_run_config accepts (qnum's spellings), for messages and docs.
 inline constexpr std::string_view kRunConfigKeys =
     "model, dataset, max_epochs, batch_size, learning_rate, optimizer, schedule, weight_decay, seed, threads, "
-    "output_dir, task (MASE spellings: training_optimizer = optimizer, project_dir = output_dir)";
+    "device, output_dir, task (MASE spellings: training_optimizer = optimizer, project_dir = output_dir)";
 
 namespace detail {
 
@@ -173,6 +175,8 @@ inline RunOverrides read_run_config(const std::filesystem::path& file) {
       o.seed = static_cast<std::uint64_t>(integer(0, i64_max));
     else if (key == "threads")
       o.threads = static_cast<int>(integer(0, int_max));
+    else if (key == "device")
+      o.device = Device::parse(text()).str();
     else if (key == "optimizer" || key == "training_optimizer") {
       once(optimizer_spelling);
       o.optimizer = text();

@@ -34,6 +34,7 @@ class TestCommand {
     cmd_->add_option("--load", load_, "checkpoint: best.safetensors, best.json or the stem .../best")->required();
     cmd_->add_option("--batch-size", batch_size_, "rows per batch")->capture_default_str();
     cmd_->add_option("--threads", threads_, "threads (default: all)");
+    cmd_->add_option("--device", device_, "where to evaluate: cpu (default) or cuda (BERT models)")->capture_default_str();
     cmd_->add_flag("--json", json_, "print one JSON object");
     cmd_->add_option("--max-length", max_length_, "BERT: tokens per text (default: the run's)");
     cmd_->add_option("--limit", limit_, "BERT: at most N test rows");
@@ -56,6 +57,7 @@ class TestCommand {
       b.load = load_;
       b.json = json_;
       b.threads = threads_;
+      b.device = device_;
       if (cmd_->get_option("--batch-size")->count() > 0) b.batch_size = batch_size_;
       if (max_length_ > 0) b.max_length = max_length_;
       if (limit_ > 0) b.limit = limit_;
@@ -68,6 +70,7 @@ class TestCommand {
       passes::restore_structure(*model, pre["structure"]);
     const data::JscSplits data = load_dataset(dataset_);
     const auto meta = train::load_checkpoint(load_, *model, nullptr);
+    model->to(Device::parse(device_));
     const auto ev = train::evaluate(*model, data.test, batch_size_);
     if (json_) {
       const nlohmann::json j{{"model", model_},     {"dataset", dataset_},
@@ -84,7 +87,7 @@ class TestCommand {
 
  private:
   CLI::App* cmd_ = nullptr;
-  std::string model_, dataset_, load_;
+  std::string model_, dataset_, load_, device_ = "cpu";
   std::int64_t batch_size_ = 256, max_length_ = 0, limit_ = 0;
   int threads_ = 0;
   bool json_ = false;

@@ -56,6 +56,7 @@ class TrainCommand {
         "--seed", seed_,
         "seed of the model initialisation and the batch order (default 0; a BERT run shuffles with 42 unless given)");
     cmd_->add_option("--threads", threads_, "threads (default: all)");
+    cmd_->add_option("--device", device_, "where to train: cpu (default) or cuda (BERT models; needs a CUDA build)");
     cmd_->add_option("--output-dir,--project-dir", output_dir_,
                      "where metrics.jsonl and the best/last checkpoints go (default qnum-runs/MODEL_DATASET)");
     cmd_->add_flag("--resume", resume_, "continue the run saved as `last` in the output directory");
@@ -248,11 +249,12 @@ class TrainCommand {
     if (given("--seed")) o.seed = seed_;
     if (given("--threads")) o.threads = threads_;
     if (given("--output-dir")) o.output_dir = output_dir_;
+    if (given("--device")) o.device = Device::parse(device_).str();
     return o;
   }
 
   CLI::App* cmd_ = nullptr;
-  std::string model_, dataset_, config_path_, optimizer_, schedule_, schedule_unit_, output_dir_;
+  std::string model_, dataset_, config_path_, optimizer_, schedule_, schedule_unit_, output_dir_, device_;
   int max_epochs_ = 0, threads_ = 0;
   std::int64_t batch_size_ = 0;
   double learning_rate_ = 0, weight_decay_ = 0, warmup_ratio_ = 0, max_grad_norm_ = 0;

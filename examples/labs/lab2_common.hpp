@@ -47,6 +47,7 @@ struct Lab2Options {
   std::uint64_t seed = 0, search_seed = 0;
   int trials = 8;
   int threads = 0;
+  std::string device = "cpu";
   std::vector<std::string> samplers;
   std::vector<std::int64_t> layers{2, 4, 8}, heads{2, 4, 8, 16}, hidden{128, 192, 256, 384, 512},
       intermediate{512, 768, 1024, 1536, 2048};
@@ -72,6 +73,7 @@ inline void add_lab2_options(CLI::App& app, Lab2Options& o) {
   app.add_option("--search-seed", o.search_seed, "seed of the samplers")->capture_default_str();
   app.add_option("--trials", o.trials, "trials per curve")->capture_default_str();
   app.add_option("--threads", o.threads, "threads (default: all)");
+  app.add_option("--device", o.device, "where each trial trains: cpu or cuda (a CUDA build)")->capture_default_str();
   app.add_option("--samplers", o.samplers, "samplers, one study each: grid, random, tpe")
       ->delimiter(',')
       ->capture_default_str();
@@ -161,6 +163,7 @@ class Lab2 {
     c.max_length = o_.max_length;
     c.seed = seed;
     c.threads = o_.threads;
+    c.device = o_.device;
     c.output_dir = run.string();
     c.progress = o_.progress;
     train::Trainer t(model, models::bert_forward(model), c);

@@ -7,6 +7,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#if QNUM_WITH_CUDA
+#include <qnum/cuda/backend.hpp>  // registers the CUDA backend: --device cuda
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -51,6 +54,7 @@ struct CommonOptions {
   std::uint64_t seed = 0;
   std::string output_dir;  ///< "" = qnum-runs/<program>_<model>_<dataset>
   int threads = 0;         ///< 0 = all
+  std::string device = "cpu";  ///< where training runs; passes and scoring run on the host
   bool progress = true;
 };
 
@@ -79,6 +83,8 @@ inline void add_common_options(CLI::App& app, CommonOptions& o) {
   app.add_option("--seed", o.seed, "seed of the model, the batch order and random pruning")->capture_default_str();
   app.add_option("--output-dir", o.output_dir, "where results.csv, plot.gp, plot.png and the runs go");
   app.add_option("--threads", o.threads, "threads (default: all)");
+  app.add_option("--device", o.device, "where training runs: cpu or cuda (BERT models; a CUDA build)")
+      ->capture_default_str();
   app.add_flag("!--no-progress", o.progress, "no per-epoch progress lines on stderr");
 }
 
@@ -179,6 +185,7 @@ class Lab : public LabBase {
     auto model = models::make_jsc_model(o_.model, o_.seed);
     train::Trainer t(model, config("fp32", o_.epochs, o_.learning_rate, o_.seed));
     t.fit(data_.train, data_.val);
+    model->to(Device::cpu());  // the passes read and rewrite weights on the host
     auto best = models::make_jsc_model(o_.model, o_.seed);
     train::load_checkpoint(t.best_checkpoint(), *best, nullptr);
     trained_ = best->state_dict();
@@ -224,6 +231,7 @@ class Lab : public LabBase {
     if (epochs <= 0) return;
     train::Trainer t(model, config(run, epochs, o_.finetune_learning_rate, nn::detail::derive_seed(o_.seed, 1)));
     t.fit(data_.train, data_.val);
+    model->to(Device::cpu());
   }
 
   /// Accuracy on the test split.
@@ -252,6 +260,7 @@ class Lab : public LabBase {
     c.learning_rate = lr;
     c.seed = seed;
     c.threads = o_.threads;
+    c.device = o_.device;
     c.output_dir = (dir_ / run).string();
     c.progress = o_.progress;
     return c;

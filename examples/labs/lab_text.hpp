@@ -87,6 +87,7 @@ class TextLab : public LabBase {
     auto model = std::make_shared<Model>(config_, o_.seed);
     train::Trainer t(model, models::bert_forward(model), config("fp32", o_.epochs, o_.learning_rate, 42));
     t.fit(data_.train, data_.val);
+    model->to(Device::cpu());  // the passes read and rewrite weights on the host
     auto best = std::make_shared<Model>(config_, o_.seed);
     train::load_checkpoint(t.best_checkpoint(), *best, nullptr);
     trained_ = best->state_dict();
@@ -140,7 +141,9 @@ class TextLab : public LabBase {
     train::Trainer t(model, models::bert_forward(model),
                          config(run, epochs, learning_rate > 0 ? learning_rate : o_.finetune_learning_rate,
                                 nn::detail::derive_seed(42, 1)));
-    return t.fit(data_.train, data_.val);
+    auto records = t.fit(data_.train, data_.val);
+    model->to(Device::cpu());
+    return records;
   }
 
   /// Accuracy on the test split.
@@ -180,6 +183,7 @@ class TextLab : public LabBase {
     c.max_length = t_.max_length;
     c.seed = nn::detail::derive_seed(o_.seed, batch_seed);
     c.threads = o_.threads;
+    c.device = o_.device;
     c.output_dir = (dir_ / run).string();
     c.progress = o_.progress;
     return c;

@@ -5,8 +5,14 @@
 #include <cmath>
 #include <vector>
 
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "qnum/data/text.hpp"
 #include "qnum/models/bert.hpp"
 #include "qnum/nn/optim.hpp"
+#include "qnum/train/trainer.hpp"
 #include "tensor/host_device_backend.hpp"
 
 namespace {
@@ -66,4 +72,43 @@ TEST_CASE("bert on a device: logits, loss, gradients and an AdamW step as on the
     INFO(name);
     CHECK(max_rel_diff(sd.at(name).to_vector(), t.to_vector()) < 1e-4);
   }
+}
+
+TEST_CASE("text trainer on a device: the CPU's run (clipping, warm-up, AdamW), host checkpoints that reload anywhere") {
+  qnum::testing::host_device_backend();
+  qnum::data::TextSyntheticOptions so;
+  so.train = 96, so.val = 32, so.test = 32;
+  const auto d = qnum::data::make_text_synthetic(so);
+  auto make = [&] {
+    auto c = qnum::models::bert_config("bert:1-32-2-64");
+    c.vocab_size = d.tokenizer->vocab_size();
+    c.max_position_embeddings = 128;
+    return std::make_shared<BertForSequenceClassification>(c, 3);
+  };
+  auto run = [&](const std::string& device) {
+    auto model = make();
+    auto c = qnum::train::text_recipe();
+    c.model = "bert:1-32-2-64", c.dataset = "text-synthetic";
+    c.max_epochs = 2, c.batch_size = 16, c.learning_rate = 3e-3, c.progress = false;
+    c.device = device;
+    c.output_dir = (std::filesystem::temp_directory_path() / ("qnum-device-trainer-" + device)).string();
+    std::filesystem::remove_all(c.output_dir);
+    qnum::train::Trainer t(model, qnum::models::bert_forward(model), c);
+    const auto records = t.fit(d.train, d.val);
+    CHECK(model->device() == Device::parse(device));
+    return std::pair{records, t.last_checkpoint()};
+  };
+  const auto [cpu, cpu_ckpt] = run("cpu");
+  const auto [dev, dev_ckpt] = run("cuda");
+  REQUIRE(cpu.size() == dev.size());
+  for (std::size_t e = 0; e < cpu.size(); ++e) {
+    CHECK(dev[e].train_loss == doctest::Approx(cpu[e].train_loss).epsilon(1e-4));
+    CHECK(dev[e].val_loss == doctest::Approx(cpu[e].val_loss).epsilon(1e-4));
+    CHECK(dev[e].val_accuracy == cpu[e].val_accuracy);
+  }
+  // The device run's checkpoint holds host values: a CPU model loads it and scores the same.
+  auto reloaded = make();
+  qnum::train::load_checkpoint(dev_ckpt, *reloaded, nullptr);
+  const auto ev = qnum::train::evaluate(*reloaded, qnum::models::bert_forward(reloaded), d.val, 16);
+  CHECK(ev.loss == doctest::Approx(dev.back().val_loss).epsilon(1e-4));
 }

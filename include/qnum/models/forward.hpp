@@ -20,7 +20,7 @@ using Forward = std::function<Tensor(const data::Batch&)>;
 inline Forward features_forward(nn::Module& m) {
   return [&m](const data::Batch& b) {
     qnum::detail::require(b.features.defined(), "this model takes feature rows, but the data are tokenized text");
-    return m.forward(b.features);
+    return m.forward(b.features.to(m.device()));  // the batch goes where the model is
   };
 }
 
@@ -28,7 +28,7 @@ inline Forward features_forward(nn::Module& m) {
 inline Forward features_forward(std::shared_ptr<nn::Module> m) {
   return [m](const data::Batch& b) {
     qnum::detail::require(b.features.defined(), "this model takes feature rows, but the data are tokenized text");
-    return m->forward(b.features);
+    return m->forward(b.features.to(m->device()));
   };
 }
 

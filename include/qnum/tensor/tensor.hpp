@@ -87,7 +87,9 @@ inline void check_tensor_shape(const Shape& shape) {
 }
 
 [[noreturn]] inline void fail_on_device(const char* what, const Device& d) {
-  fail("Tensor::", what, ": the tensor is on ", d.str(), "; copy it to the host first with to(Device::cpu())");
+  fail("Tensor::", what, ": the tensor is on ", d.str(),
+       " and this operation runs on the CPU only; copy it to the host with to(Device::cpu()) (or keep the model on "
+       "the cpu)");
 }
 
 }  // namespace detail

@@ -42,7 +42,7 @@ Evaluation evaluate(nn::Module& model, const models::Forward& forward, const Dat
   std::int64_t correct = 0;
   try {
     for (const data::Batch& b : data::batches(data, {batch_size, false, false, 0, pad_to_multiple_of})) {
-      const Tensor logits = forward(b);
+      const Tensor logits = forward(b).to(Device::cpu());  // a few values per row: read back to score
       qnum::detail::require(logits.rank() == 2 && logits.size(0) == static_cast<std::int64_t>(b.labels.size()),
                             "evaluate: the model returned ", to_string(logits.shape()), " for a batch of ",
                             b.labels.size(), " rows (expected [rows, classes])");

@@ -118,6 +118,9 @@ struct TrainConfig {
   std::int64_t pad_to_multiple_of = 1;  ///< token batches: round the padded length up to a multiple
   std::uint64_t seed = 0;  ///< the batch order; the model's initialisation is the caller's
   int threads = 0;         ///< > 0: qnum::set_num_threads(threads) when fit starts; 0: leave as is
+  /// Where the model trains: "cpu", "cuda" (the Trainer moves the model there; checkpoints
+  /// hold host values either way, so a run resumes or evaluates on any device).
+  std::string device = "cpu";
   /// Where metrics and checkpoints go; "<model>" and "<dataset>" are replaced by the names.
   std::string output_dir = "qnum-runs/<model>_<dataset>";
   bool progress = true;  ///< progress on stderr (a live line on a terminal, else a line per epoch)
@@ -244,10 +247,47 @@ inline void validate(const TrainConfig& c) {
   require(known, "optimizer: unknown name '", c.optimizer, "' (known: adam, adamw, sgd)");
 }
 
+/// clip_grad_norm for parameters on a device: each gradient's Σg² into one device array read
+/// back once, the factor applied on the device (into a fresh array where a gradient's memory
+/// is shared).
+inline double clip_device_grad_norm(std::vector<Tensor>& params, double max_norm) {
+  const Device d = params.front().device();
+  DeviceBackend& be = device_backend(d);
+  DeviceArray sums(d, params.size());
+  be.fill(sums.data(), 0.0f, params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const DeviceArray& g = params[i].device_grad();
+    if (g.empty()) continue;
+    DeviceArray sq(d, g.size());
+    be.binary(DeviceBackend::Binary::mul, g.data(), g.data(), g.size(), g.size(), sq.data());
+    be.reduce_sum(sq.data(), 1, static_cast<std::int64_t>(g.size()), 1, 1.0f, sums.data() + i);
+  }
+  std::vector<float> host(params.size());
+  be.copy_to_host(host.data(), sums.data(), host.size() * sizeof(float));
+  double sq = 0;
+  for (float s : host) sq += s;
+  const double norm = std::sqrt(sq);
+  const double factor = max_norm / (norm + 1e-6);
+  if (max_norm > 0 && factor < 1.0)
+    for (auto& p : params) {
+      DeviceArray& g = p.impl_ptr()->dgrad;
+      if (g.empty()) continue;
+      if (g.use_count() > 1) {
+        DeviceArray scaled(d, g.size());
+        be.affine(g.data(), static_cast<float>(factor), 0.0f, scaled.data(), g.size());
+        g = std::move(scaled);
+      } else {
+        be.affine(g.data(), static_cast<float>(factor), 0.0f, g.data(), g.size());
+      }
+    }
+  return norm;
+}
+
 /// Scales the gradients of `params` so that their global L2 norm is at most max_norm
 /// (torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when it is below 1).
 /// Returns the norm before clipping.
 inline double clip_grad_norm(std::vector<Tensor>& params, double max_norm) {
+  if (!params.empty() && params.front().is_cuda()) return clip_device_grad_norm(params, max_norm);
   // Eight running sums (element j of a parameter into sum j mod 8, then the sums in order):
   // a fixed order on every machine and thread count, and eight independent FMA chains instead
   // of one 4.4M-long one for bert-tiny.

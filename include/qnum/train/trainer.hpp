@@ -87,6 +87,7 @@ class Trainer {
     qnum::detail::require(model_ != nullptr && forward_ != nullptr, "Trainer: the model is null");
     validate(config_);
     out_dir_ = resolve_output_dir(config_);
+    model_->to(Device::parse(config_.device));
     opt_ = make_optimizer(config_.optimizer, model_->parameters(), config_.learning_rate, config_.weight_decay);
   }
   /// A model mapping feature rows [B, F] to logits.
