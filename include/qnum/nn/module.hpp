@@ -177,11 +177,26 @@ class Module {
   /// Parameters and buffers by dotted name, as detached copies (later training does not
   /// change a saved state).
   /// Tied tensors appear under each of their names (PyTorch's state_dict keys).
+  /// Host tensors whatever the module's device: checkpoints do not depend on it.
   std::map<std::string, Tensor> state_dict() const {
     std::map<std::string, Tensor> out;
-    for (auto& [name, t] : collect_all(&Module::params_)) out.emplace(name, t.clone());
-    for (auto& [name, t] : collect_all(&Module::buffers_)) out.emplace(name, t.clone());
+    auto host_copy = [](const Tensor& t) { return t.is_cuda() ? t.to(Device::cpu()) : t.clone(); };
+    for (auto& [name, t] : collect_all(&Module::params_)) out.emplace(name, host_copy(t));
+    for (auto& [name, t] : collect_all(&Module::buffers_)) out.emplace(name, host_copy(t));
     return out;
+  }
+
+  /// Moves every parameter and buffer to `device` in place (the tensors keep their
+  /// identity, so build optimizers after or before alike); gradients are dropped.
+  Module& to(const Device& device) {
+    for (auto& [name, t] : named_parameters()) t.move_to_(device);
+    for (auto& [name, t] : named_buffers()) t.move_to_(device);
+    return *this;
+  }
+  /// The device of the first parameter (cpu for a module without any).
+  Device device() const {
+    for (auto& [name, t] : named_parameters()) return t.device();
+    return Device::cpu();
   }
 
   /// Copies `state` into the parameters and buffers in place (their identity, and so any
@@ -216,7 +231,15 @@ class Module {
     for (auto& [name, t] : own) {
       const auto it = state.find(name);
       if (it == state.end()) continue;
-      const auto src = it->second.values();
+      if (t.is_cuda()) {  // the module lives on a device: the checkpoint's values go there
+        const Tensor src = it->second.to(t.device());
+        if (t.numel() > 0)
+          device_backend(t.device())
+              .copy_on_device(t.device_data(), src.device_data(), static_cast<std::size_t>(t.numel()) * sizeof(float));
+        continue;
+      }
+      const std::vector<float> staged = it->second.is_cuda() ? it->second.to_vector() : std::vector<float>();
+      const auto src = it->second.is_cuda() ? std::span<const float>(staged) : it->second.values();
       std::copy(src.begin(), src.end(), t.values().begin());
     }
   }

@@ -43,7 +43,10 @@ class Optimizer {
       ParamState& s = state_[i];
       if (s.buffers.empty()) s.buffers.assign(buffer_names().size(), {});
       ++s.step;
-      update(p.values(), p.grad(), s);
+      if (p.is_cuda())
+        update_on_device(p, s);
+      else
+        update(p.values(), p.grad(), s);
     }
   }
 
@@ -74,8 +77,13 @@ class Optimizer {
                             " is above 2^24 and cannot be stored exactly as float32");
       const std::string prefix = std::to_string(i) + ".";
       out.emplace(prefix + "step", Tensor::scalar(static_cast<float>(s.step)));
-      for (std::size_t b = 0; b < s.buffers.size(); ++b)
-        if (!s.buffers[b].empty()) out.emplace(prefix + buffer_names()[b], Tensor(params_[i].shape(), s.buffers[b]));
+      for (std::size_t b = 0; b < s.buffers.size(); ++b) {
+        if (b < s.device_buffers.size() && !s.device_buffers[b].empty())  // host copies: device-independent
+          out.emplace(prefix + buffer_names()[b],
+                      Tensor::from_device(params_[i].shape(), s.device_buffers[b]).to(Device::cpu()));
+        else if (!s.buffers[b].empty())
+          out.emplace(prefix + buffer_names()[b], Tensor(params_[i].shape(), s.buffers[b]));
+      }
     }
     return out;
   }
@@ -124,7 +132,31 @@ class Optimizer {
   struct ParamState {
     std::int64_t step = 0;
     std::vector<std::vector<float>> buffers;
+    std::vector<DeviceArray> device_buffers;  // a device parameter's buffers (host ones moved there on its first step)
   };
+
+  /// The buffers of a device parameter p on its device: loaded host values uploaded, new
+  /// ones zeroed.
+  static void device_buffers(const Tensor& p, ParamState& s) {
+    if (s.device_buffers.size() == s.buffers.size()) return;
+    DeviceBackend& be = device_backend(p.device());
+    const auto n = static_cast<std::size_t>(p.numel());
+    s.device_buffers.clear();
+    for (auto& host : s.buffers) {
+      DeviceArray a(p.device(), n);
+      if (host.size() == n && n > 0)
+        be.copy_to_device(a.data(), host.data(), n * sizeof(float));
+      else if (n > 0)
+        be.fill(a.data(), 0.0f, n);
+      host.clear();
+      s.device_buffers.push_back(std::move(a));
+    }
+  }
+  /// update() for a parameter on a device; optimizers without a device kernel say so.
+  virtual void update_on_device(Tensor& p, ParamState&) {
+    qnum::detail::fail(type_name(), ": parameters on ", p.device().str(),
+                       " are not supported (Adam and AdamW are); move the model to the cpu");
+  }
 
   Optimizer(std::vector<Tensor> params, double lr, const char* name) : params_(std::move(params)) {
     std::set<const void*> seen;
@@ -255,6 +287,25 @@ class AdamBase : public Optimizer {
   /// The only difference from PyTorch's bits: its CPU sqrt is MKL's (up to 0.75 ulp; 16-20%
   /// of values differ), this one is correctly rounded. (Checked against torch 2.15's
   /// kernels on 100k values per operation; tests/nn/test_optim.cpp pins the formula.)
+  void update_on_device(Tensor& p, ParamState& s) override {
+    device_buffers(p, s);
+    const double lr = this->lr(), b1 = opt_.beta1, b2 = opt_.beta2, wd = opt_.weight_decay;
+    const double t = static_cast<double>(s.step);
+    DeviceBackend::AdamStep c{static_cast<float>(1.0 - b1),
+                              static_cast<float>(b2),
+                              static_cast<float>(1.0 - b2),
+                              static_cast<float>(decoupled_ ? 0.0 : wd),
+                              static_cast<float>(std::sqrt(1.0 - std::pow(b2, t))),
+                              static_cast<float>(opt_.eps),
+                              static_cast<float>(-(lr / (1.0 - std::pow(b1, t)))),
+                              decoupled_ && wd != 0.0 ? static_cast<float>(1.0 - lr * wd) : 1.0f};
+    const auto n = static_cast<std::size_t>(p.numel());
+    if (n > 0)
+      device_backend(p.device())
+          .adam_step(c, p.device_data(), p.device_grad().data(), s.device_buffers[0].data(),
+                     s.device_buffers[1].data(), n);
+  }
+
   void update(std::span<float> p, std::span<const float> g, ParamState& s) override {
     const double lr = this->lr(), b1 = opt_.beta1, b2 = opt_.beta2, wd = opt_.weight_decay;
     auto& m = s.buffers[0];

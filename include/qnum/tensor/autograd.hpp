@@ -26,10 +26,14 @@ namespace autograd {
 /// Gradients for the inputs of one op, given the gradient of its output. Entry i is for
 /// `inputs[i]`; an empty vector means "no gradient for this input".
 using BackwardFn = std::function<std::vector<FloatBuffer>(std::span<const float> grad_output)>;
+/// The same for an op on device tensors: gradients as device arrays (an empty array: none).
+/// A returned array may be grad_output itself; the engine never adds into shared memory.
+using DeviceBackwardFn = std::function<std::vector<DeviceArray>(const DeviceArray& grad_output)>;
 
 struct Node {
   std::vector<std::shared_ptr<qnum::detail::TensorImpl>> inputs;  // the op's tensor inputs, in order
   BackwardFn backward;
+  DeviceBackwardFn device_backward;  // set instead of `backward` by ops on device tensors
   std::uint64_t sequence = 0;  // creation order: a topological order of the tape
   const char* name = "";       // the op, for error messages
   /// The op's gradient for inputs[0] is its output's gradient unchanged (reshape, identity
@@ -45,6 +49,7 @@ struct Node {
     std::vector<std::shared_ptr<Node>> pending;
     auto release = [&pending](Node& n) {
       n.backward = nullptr;  // drops the tensors the closure saved
+      n.device_backward = nullptr;
       for (auto& in : n.inputs)
         if (in && in.use_count() == 1 && in->grad_fn) pending.push_back(std::move(in->grad_fn));
       n.inputs.clear();
@@ -133,6 +138,45 @@ inline Tensor make_result(const char* name, Tensor out, std::initializer_list<Te
   return out;
 }
 
+/// The same for an op on device tensors.
+inline Tensor make_device_result(const char* name, Tensor out, std::initializer_list<Tensor> inputs,
+                                 DeviceBackwardFn backward) {
+  if (OpObserver* observer = detail::op_observer()) observer->op(name, inputs, out);
+  if (!grad_enabled()) return out;
+  bool any = false;
+  for (const Tensor& t : inputs) any |= t.defined() && t.requires_grad();
+  if (!any) return out;
+  auto node = std::make_shared<Node>();
+  for (const Tensor& t : inputs) node->inputs.push_back(t.defined() ? t.impl_ptr() : nullptr);
+  node->device_backward = std::move(backward);
+  node->sequence = detail::next_sequence();
+  node->name = name;
+  auto impl = out.impl_ptr();
+  impl->requires_grad = true;
+  impl->grad_fn = std::move(node);
+  return out;
+}
+
+/// Adds the device gradient `g` into t's: the first one is taken as it is, later ones add in
+/// place when t holds its gradient alone, else into a fresh array (never into memory that
+/// another tensor's gradient shares).
+inline void accumulate_device_grad(qnum::detail::TensorImpl& t, DeviceArray g) {
+  qnum::detail::require(g.size() == t.dstorage.size(), "autograd: device gradient of ", g.size(),
+                        " values for a tensor of ", t.dstorage.size());
+  if (t.dgrad.empty()) {
+    t.dgrad = std::move(g);
+    return;
+  }
+  DeviceBackend& b = t.dgrad.backend();
+  if (t.dgrad.use_count() == 1) {
+    b.binary(DeviceBackend::Binary::add, t.dgrad.data(), g.data(), g.size(), g.size(), t.dgrad.data());
+    return;
+  }
+  DeviceArray sum(t.device, g.size());
+  b.binary(DeviceBackend::Binary::add, t.dgrad.data(), g.data(), g.size(), g.size(), sum.data());
+  t.dgrad = std::move(sum);
+}
+
 /// Adds `g` into t's gradient (allocated as zeros on first use).
 inline void accumulate_grad(qnum::detail::TensorImpl& t, std::span<const float> g) {
   if (t.grad.empty()) t.grad.assign(t.storage->size(), 0.0f);
@@ -166,7 +210,20 @@ inline void Tensor::backward(const Tensor& grad_output) const {
   qnum::detail::require(root != nullptr, "backward: undefined tensor");
   qnum::detail::require(root->requires_grad, "backward: the tensor does not require grad (no parameter reaches it)");
   FloatBuffer seed;
-  if (grad_output.defined()) {
+  DeviceArray device_seed;
+  if (root->device.is_cuda()) {
+    if (grad_output.defined()) {
+      qnum::detail::require(grad_output.shape() == shape() && grad_output.device() == device(),
+                            "backward: grad_output must have the tensor's shape ", to_string(shape()), " and device ",
+                            device().str());
+      device_seed = grad_output.clone().device_array();
+    } else {
+      qnum::detail::require(numel() == 1, "backward: a tensor of shape ", to_string(shape()),
+                            " needs grad_output (only one-element tensors get an implicit 1)");
+      device_seed = DeviceArray(device(), 1);
+      device_seed.backend().fill(device_seed.data(), 1.0f, 1);
+    }
+  } else if (grad_output.defined()) {
     qnum::detail::require(grad_output.shape() == shape(), "backward: grad_output shape ",
                           to_string(grad_output.shape()), " differs from the tensor's ", to_string(shape()));
     seed.assign(grad_output.values().begin(), grad_output.values().end());
@@ -191,8 +248,30 @@ inline void Tensor::backward(const Tensor& grad_output) const {
   std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
     return a->grad_fn->sequence > b->grad_fn->sequence;  // outputs before the ops that made their inputs
   });
-  autograd::accumulate_grad(*root, std::move(seed));
+  if (root->device.is_cuda())
+    autograd::accumulate_device_grad(*root, std::move(device_seed));
+  else
+    autograd::accumulate_grad(*root, std::move(seed));
   for (const auto& t : nodes) {
+    if (t->grad_fn->device_backward) {  // an op on device tensors
+      if (t->dgrad.empty()) continue;
+      const std::shared_ptr<autograd::Node> node = t->grad_fn;
+      if (node->passes_gradient && t != root) {
+        const auto& in = node->inputs[0];
+        if (in && in->requires_grad) autograd::accumulate_device_grad(*in, std::move(t->dgrad));
+      } else {
+        auto grads = node->device_backward(t->dgrad);
+        qnum::detail::require(grads.size() == node->inputs.size(), "autograd: ", node->name, " returned ",
+                              grads.size(), " gradients for ", node->inputs.size(), " inputs");
+        for (std::size_t i = 0; i < grads.size(); ++i) {
+          const auto& in = node->inputs[i];
+          if (in && in->requires_grad && !grads[i].empty()) autograd::accumulate_device_grad(*in, std::move(grads[i]));
+        }
+      }
+      if (t != root) t->dgrad = DeviceArray();
+      t->grad_fn.reset();
+      continue;
+    }
     if (t->grad.empty()) continue;  // nothing flowed into this branch
     const std::shared_ptr<autograd::Node> node = t->grad_fn;
     if (node->passes_gradient && t != root) {  // identity backward: move the buffer on

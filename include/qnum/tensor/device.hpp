@@ -69,6 +69,13 @@ class DeviceBackend {
   virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;  // waits
   virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void fill(float* x, float value, std::size_t n) = 0;
+  /// dst[r·dst_stride + j] = src[r·src_stride + j] for r < rows, j < width (floats): a strided
+  /// slice (narrow) and its scatter back. The default is one copy per row.
+  virtual void copy_rows(float* dst, std::int64_t dst_stride, const float* src, std::int64_t src_stride,
+                         std::int64_t rows, std::int64_t width) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      copy_on_device(dst + r * dst_stride, src + r * src_stride, static_cast<std::size_t>(width) * sizeof(float));
+  }
   virtual void synchronize() = 0;
   struct MemoryStats {
     std::size_t allocated = 0;       // bytes held by live allocations now
@@ -143,8 +150,8 @@ class DeviceBackend {
   /// softmax(q·kᵀ·scale + mask)·v per (batch, head), dropout p on the probabilities (seed,
   /// mask drawn at flat indices of [B, heads, Tq, T] as the CPU's). q [B, Tq, heads·D], k, v
   /// [B, T, heads·D], mask null or additive [B, T]; out [B, Tq, heads·D]. probs (B·heads·Tq·T,
-  /// the probabilities after dropout) and keep (same count; null when p == 0) are saved for
-  /// the backward.
+  /// the probabilities BEFORE dropout: the backward needs the dropped entries too) and keep
+  /// (same count; null when p == 0) are saved for the backward.
   virtual void attention(const float* q, const float* k, const float* v, const float* mask, std::int64_t B,
                          std::int64_t Tq, std::int64_t T, std::int64_t heads, std::int64_t D, float scale, float p,
                          std::uint64_t seed, float* probs, std::uint8_t* keep, float* out) = 0;
@@ -225,6 +232,9 @@ class DeviceArray {
   bool empty() const { return n_ == 0; }
   std::size_t size() const { return n_; }
   float* data() const { return p_.get(); }
+  /// Handles sharing this memory (an autograd buffer adds into its gradient in place only
+  /// when it holds the only one).
+  long use_count() const { return p_.use_count(); }
   const Device& device() const { return device_; }
   DeviceBackend& backend() const { return device_backend(device_); }
 

@@ -123,6 +123,8 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
     detail::fail(op, ": mask must be an additive [", B, ", 1, 1, ", T, "] without gradient, got ",
                  to_string(mask.shape()), mask.requires_grad() ? " requiring grad" : "");
   detail::require(p >= 0.0f && p < 1.0f, op, ": dropout probability ", p, " must be in [0, 1)");
+  if (device_ops::any_on_device({&q, &k, &v, &mask}))
+    return device_ops::attention(q, k, v, mask, heads, scale, p, seed);
   const std::int64_t D = HD / heads, block = Tq * T;
   const detail::HeadLayout lq{Tq, HD, D}, lk{T, HD, D};  // q (and the output); k and v
   const bool with_grad = autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/device_ops.hpp"
 #include "qnum/tensor/gelu_math.hpp"
 
 namespace qnum {
@@ -129,6 +130,7 @@ inline Tensor add_repeated(const Tensor& a, const Tensor& b, const Shape& shape)
 }
 
 inline Tensor binary_op(const Tensor& a, const Tensor& b, BinaryOp op) {
+  if (device_ops::any_on_device({&a, &b})) return device_ops::binary(a, b, static_cast<device_ops::Binary>(op));
   static constexpr const char* names[] = {"add", "sub", "mul", "div"};
   const char* name = names[static_cast<int>(op)];
   const Shape shape = broadcast_shape(a.shape(), b.shape(), name);
@@ -258,10 +260,12 @@ inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 
 /// x + c and x * c for a constant c.
 inline Tensor add_scalar(const Tensor& x, float c) {
+  if (x.is_cuda()) return device_ops::affine("add_scalar", x, 1.0f, c);
   return detail::unary_op<false>(
       "add_scalar", x, [c](float v) { return v + c; }, [](float, float) { return 1.0f; });
 }
 inline Tensor mul_scalar(const Tensor& x, float c) {
+  if (x.is_cuda()) return device_ops::affine("mul_scalar", x, c, 0.0f);
   return detail::unary_op<false>(
       "mul_scalar", x, [c](float v) { return v * c; }, [c](float, float) { return c; });
 }
@@ -269,22 +273,26 @@ inline Tensor neg(const Tensor& x) { return mul_scalar(x, -1.0f); }
 inline Tensor operator-(const Tensor& x) { return neg(x); }
 
 inline Tensor exp(const Tensor& x) {
+  if (x.is_cuda()) return device_ops::unary("exp", x, device_ops::Unary::exp);
   return detail::unary_op(
       "exp", x, [](float v) { return std::exp(v); }, [](float, float y) { return y; });
 }
 /// Natural log (NaN below 0, -inf at 0, as std::log).
 inline Tensor log(const Tensor& x) {
+  if (x.is_cuda()) return device_ops::unary("log", x, device_ops::Unary::log);
   return detail::unary_op<false>(
       "log", x, [](float v) { return std::log(v); }, [](float v, float) { return 1.0f / v; });
 }
 /// max(x, 0); the gradient at 0 is 0 (as PyTorch).
 inline Tensor relu(const Tensor& x) {
+  if (x.is_cuda()) return device_ops::unary("relu", x, device_ops::Unary::relu);
   return detail::unary_op<false>(
       "relu", x, [](float v) { return v > 0.0f ? v : 0.0f; }, [](float v, float) { return v > 0.0f ? 1.0f : 0.0f; });
 }
 /// GELU with the exact erf form: x/2 (1 + erf(x / sqrt 2)) (PyTorch's default, BERT's), in
 /// float to within ~3 ulp of the exact value (detail::gelu_n; tensor/gelu_math.hpp).
 inline Tensor gelu(const Tensor& x) {
+  if (x.is_cuda()) return device_ops::unary("gelu", x, device_ops::Unary::gelu);
   const auto n = static_cast<std::size_t>(x.numel());
   FloatBuffer y(n);
   const bool with_grad = autograd::grad_enabled() && x.requires_grad();
@@ -302,10 +310,12 @@ inline Tensor gelu(const Tensor& x) {
   });
 }
 inline Tensor tanh(const Tensor& x) {
+  if (x.is_cuda()) return device_ops::unary("tanh", x, device_ops::Unary::tanh);
   return detail::unary_op(
       "tanh", x, [](float v) { return std::tanh(v); }, [](float, float y) { return 1.0f - y * y; });
 }
 inline Tensor sigmoid(const Tensor& x) {
+  if (x.is_cuda()) return device_ops::unary("sigmoid", x, device_ops::Unary::sigmoid);
   return detail::unary_op(
       "sigmoid", x, [](float v) { return 1.0f / (1.0f + std::exp(-v)); },
       [](float, float y) { return y * (1.0f - y); });

@@ -12,6 +12,7 @@
 
 #include "qnum/kernel/gemm.hpp"
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/device_ops.hpp"
 
 namespace qnum {
 
@@ -105,6 +106,7 @@ inline void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bi
 /// name both shapes ("matmul: [2, 3] x [4, 5]: inner dimensions 3 and 4 differ").
 inline Tensor matmul(const Tensor& a, const Tensor& b) {
   const detail::MatmulPlan p = detail::plan_matmul(a.shape(), b.shape());
+  if (device_ops::any_on_device({&a, &b})) return device_ops::matmul(a, b);
   FloatBuffer y(static_cast<std::size_t>(numel(p.out)));
   const std::int64_t sa = p.M * p.K, sb = p.b_batched ? p.K * p.N : 0, sc = p.M * p.N;
   for (std::int64_t i = 0; i < p.batch; ++i)
@@ -189,6 +191,7 @@ inline bool fixed8_codes(const float* x, std::size_t n, int frac, std::int8_t* c
 /// or an undefined Tensor (no bias). Result [..., out].
 inline Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor()) {
   detail::check_linear(x, weight, bias);
+  if (device_ops::any_on_device({&x, &weight, &bias})) return device_ops::linear(x, weight, bias);
   const std::int64_t rows = detail::leading_rows(x.shape()), in = weight.shape()[1], out = weight.shape()[0];
   Shape shape = x.shape();
   shape.back() = out;

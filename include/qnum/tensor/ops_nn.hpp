@@ -17,6 +17,7 @@
 
 #include "qnum/core/lane_sum.hpp"
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/device_ops.hpp"
 #include "qnum/tensor/ops_elementwise.hpp"
 #include "qnum/tensor/vec_math.hpp"
 
@@ -214,7 +215,13 @@ inline FloatBuffer log_softmax_backward(std::span<const float> g, std::span<cons
 inline Tensor softmax_impl(const Tensor& x, int dim, bool log_space) {
   const char* name = log_space ? "log_softmax" : "softmax";
   if (x.rank() < 1) fail(name, ": needs a tensor of rank >= 1, got shape ", to_string(x.shape()));
-  const DimView v = dim_view(x.shape(), normalize_dim(dim, x.rank(), name));
+  const std::size_t d = normalize_dim(dim, x.rank(), name);
+  if (x.is_cuda()) {
+    require(d + 1 == x.rank(), name, " on ", x.device().str(), ": only over the last dimension (dim ", dim,
+            " of shape ", to_string(x.shape()), ")");
+    return device_ops::softmax(x, log_space);
+  }
+  const DimView v = dim_view(x.shape(), d);
   Tensor out(x.shape(), softmax_values(x.values(), v, log_space));
   // Backward reads the output's own storage (shared, not copied; ops never write a result
   // in place, and the closure holds the values, not the tensor, so there is no cycle).
@@ -377,6 +384,7 @@ inline Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const
   const std::int64_t c = x.size(-1), rows = x.numel() / c;
   detail::check_channel_param(weight, c, "layer_norm", "weight");
   detail::check_channel_param(bias, c, "layer_norm", "bias");
+  if (device_ops::any_on_device({&x, &weight, &bias})) return device_ops::layer_norm(x, weight, bias, eps);
   const auto n = static_cast<std::size_t>(x.numel());
   const bool with_grad =
       autograd::grad_enabled() &&
@@ -435,7 +443,7 @@ inline Tensor add_layer_norm(const Tensor& a, const Tensor& b, const Tensor& wei
   const bool with_grad = autograd::grad_enabled() &&
                          (a.requires_grad() || b.requires_grad() || (weight.defined() && weight.requires_grad()) ||
                           (bias.defined() && bias.requires_grad()));
-  if (with_grad || a.shape() != b.shape() || a.rank() < 1 || a.size(-1) < 1)
+  if (with_grad || a.shape() != b.shape() || a.rank() < 1 || a.size(-1) < 1 || device_ops::any_on_device({&a, &b}))
     return layer_norm(add(a, b), weight, bias, eps);
   const std::int64_t c = a.size(-1), rows = a.numel() / c;
   detail::check_channel_param(weight, c, "layer_norm", "weight");
@@ -571,6 +579,7 @@ inline Tensor embedding(std::span<const std::int64_t> indices, const Shape& inde
                   index_shape.size(), "; the result's rank must stay <= ", kMaxTensorRank);
   const std::int64_t v = weight.shape()[0], d = weight.shape()[1];
   detail::check_embedding_indices(indices, index_shape, v);
+  if (weight.is_cuda()) return device_ops::embedding(indices, index_shape, weight);
   FloatBuffer y(indices.size() * static_cast<std::size_t>(d));
   const float* w = weight.data();
   for (std::size_t i = 0; i < indices.size(); ++i)
@@ -637,6 +646,7 @@ inline void dropout_mask_product(const CounterRng& rng, std::uint64_t first, flo
 inline Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
   detail::require(p >= 0.0f && p < 1.0f, "dropout: probability ", p, " must be in [0, 1)");
   if (!training || p == 0.0f) return x;
+  if (x.is_cuda()) return device_ops::dropout(x, p, seed);
   const float scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
   const CounterRng rng(seed);
   // The mask as one byte per element (kept or not); each factor is scale or 0 either way.
@@ -660,6 +670,7 @@ inline Tensor cross_entropy_op(const Tensor& logits, std::span<const std::int64_
   if (logits.rank() != 2) detail::fail("cross_entropy: logits must be [N, C], got ", to_string(logits.shape()));
   const std::int64_t n = logits.shape()[0], c = logits.shape()[1];
   const std::int64_t used = detail::check_targets(targets, n, c, ignore_index);
+  if (logits.is_cuda()) return device_ops::cross_entropy(logits, targets, ignore_index, labels);
   const detail::DimView v = detail::dim_view(logits.shape(), 1);
   auto lp = std::make_shared<const FloatBuffer>(detail::softmax_values(logits.values(), v, true));
   double sum = 0;
@@ -707,8 +718,9 @@ inline Tensor cross_entropy(const Tensor& logits, std::span<const std::int64_t> 
 inline Tensor cross_entropy(const Tensor& logits, const Tensor& labels, std::int64_t ignore_index = -100) {
   detail::require(labels.rank() == 1, "cross_entropy: labels must be [N], got ", to_string(labels.shape()));
   std::vector<std::int64_t> targets(static_cast<std::size_t>(labels.numel()));
+  const std::vector<float> label_values = labels.to_vector();  // labels on a device: read back, they are few
   for (std::size_t i = 0; i < targets.size(); ++i) {
-    const float y = labels.values()[i];
+    const float y = label_values[i];
     detail::require(std::nearbyint(y) == y, "cross_entropy: label ", y, " at position ", i, " is not a whole number");
     targets[i] = static_cast<std::int64_t>(y);
   }

@@ -13,6 +13,7 @@
 #include "qnum/format/format.hpp"
 #include "qnum/kernel/quantize.hpp"
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/device_ops.hpp"
 
 namespace qnum {
 
@@ -60,6 +61,10 @@ inline Tensor fake_quantize(const Tensor& x, const Format& f, Role role = Role::
   detail::require(f.output_shape(qshape) == qshape, "fake_quantize: format '", f.to_string(),
                   "' changes the tensor's shape (", to_string(qshape), " -> ", to_string(f.output_shape(qshape)),
                   "); only shape-preserving formats can be fake-quantized");
+  if (x.is_cuda()) {
+    const SteRange r = ste_range(f);
+    return device_ops::fake_quantize(x, f, qshape, role == Role::weight, f.policy.ste == Ste::clipped, r.lo, r.hi);
+  }
   FloatBuffer y(static_cast<std::size_t>(x.numel()));
   kernel::quantize(f, x.values(), y, qshape, role);
   std::shared_ptr<const std::vector<std::uint8_t>> keep;  // null: identity STE

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/device_ops.hpp"
 #include "qnum/tensor/ops_shape.hpp"
 
 namespace qnum {
@@ -29,6 +30,7 @@ inline ReduceSplit reduce_split(const Shape& s, std::size_t d) {
 
 /// scale · Σ x over every element, as a rank-0 tensor.
 inline Tensor reduce_all(const char* name, const Tensor& x, double scale) {
+  if (x.is_cuda()) return device_ops::reduce_all(name, x, static_cast<float>(scale));
   double s = 0;
   for (float v : x.values()) s += v;
   const auto n = static_cast<std::size_t>(x.numel());

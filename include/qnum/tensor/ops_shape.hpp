@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qnum/tensor/autograd.hpp"
+#include "qnum/tensor/device_ops.hpp"
 
 namespace qnum {
 
@@ -127,6 +128,7 @@ inline Tensor permute_op(const char* name, const Tensor& x, std::vector<std::siz
   Shape out(perm.size());
   std::vector<std::size_t> inverse(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) out[i] = x.shape()[perm[i]], inverse[perm[i]] = i;
+  if (x.is_cuda()) return device_ops::permute(name, x, perm);
   return autograd::make_result(
       name, out, permute_values(x.data(), x.shape(), perm), {x},
       [out, inverse](std::span<const float> g) { return autograd::one_grad(permute_values(g.data(), out, inverse)); });
@@ -139,6 +141,7 @@ inline Tensor permute_op(const char* name, const Tensor& x, std::vector<std::siz
 inline Tensor reshape(const Tensor& x, Shape shape) {
   Shape to = detail::infer_reshape(x.shape(), std::move(shape));
   detail::check_tensor_shape(to);
+  if (x.is_cuda()) return device_ops::reshape(x, std::move(to));
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->shape = std::move(to);
   impl->storage = x.impl_ptr()->storage;  // a view: the very same values
@@ -188,6 +191,7 @@ inline Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t 
   const std::int64_t size = x.shape()[d];
   detail::require(start >= 0 && length >= 0 && start + length <= size, "narrow: range [", start, ", ", start + length,
                   ") is outside dimension ", dim, " of size ", size, " in shape ", to_string(x.shape()));
+  if (x.is_cuda()) return device_ops::narrow(x, d, start, length);
   std::int64_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < d; ++i) outer *= x.shape()[i];
   for (std::size_t i = d + 1; i < x.rank(); ++i) inner *= x.shape()[i];

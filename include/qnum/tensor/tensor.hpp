@@ -1,10 +1,12 @@
 // Tensor: a handle to float32, contiguous, C-order storage with a shape (rank 0 to 4), an
-// optional gradient and the autograd node that produced it (autograd.hpp).
+// optional gradient and the autograd node that produced it (autograd.hpp). Its values live on
+// the CPU or on a device (tensor/device.hpp): ops run where their inputs are, and moving
+// values between devices is always explicit (to(), Module::to).
 //
 // Copies of a Tensor share everything (like torch.Tensor); `clone()` copies the values.
 // `reshape`-style views share the storage, so an optimizer step that updates a parameter
-// in place is seen by every view. Kept small on purpose: float32 only, always contiguous,
-// CPU; it exists to train the models of the MASE labs, not to be a general framework.
+// in place is seen by every view. Kept small on purpose: float32 only, always contiguous;
+// it exists to train the models of the MASE labs, not to be a general framework.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/core/rng.hpp"
 #include "qnum/core/shape.hpp"
+#include "qnum/tensor/device.hpp"
 
 namespace qnum {
 
@@ -62,10 +65,13 @@ namespace detail {
 /// The shared state behind a Tensor handle.
 struct TensorImpl {
   Shape shape;
-  std::shared_ptr<FloatBuffer> storage;  // numel(shape) values (views share it)
+  std::shared_ptr<FloatBuffer> storage;  // numel(shape) values (views share it); null on a device
   FloatBuffer grad;                      // empty until a gradient arrives
   bool requires_grad = false;
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves and for results without grad
+  Device device{};                          // where the values are
+  DeviceArray dstorage;                     // the values on a device (views share it)
+  DeviceArray dgrad;                        // the gradient on a device (empty until one arrives)
 
   std::span<float> values() { return {storage->data(), storage->size()}; }
   std::span<const float> values() const { return {storage->data(), storage->size()}; }
@@ -78,6 +84,10 @@ inline void check_tensor_shape(const Shape& shape) {
     fail("Tensor: rank ", shape.size(), " of shape ", to_string(shape), " is above the supported ", kMaxTensorRank);
   for (auto d : shape)
     if (d < 0) fail("Tensor: negative dimension in shape ", to_string(shape));
+}
+
+[[noreturn]] inline void fail_on_device(const char* what, const Device& d) {
+  fail("Tensor::", what, ": the tensor is on ", d.str(), "; copy it to the host first with to(Device::cpu())");
 }
 
 }  // namespace detail
@@ -133,7 +143,70 @@ class Tensor {
     return Tensor(std::move(shape), std::move(v), requires_grad);
   }
 
+  /// A tensor of `shape` with unset values on `device` (write them all).
+  static Tensor empty(Shape shape, const Device& device) {
+    detail::check_tensor_shape(shape);
+    const auto n = static_cast<std::size_t>(qnum::numel(shape));
+    if (device.is_cpu()) return Tensor(std::move(shape), FloatBuffer(n));
+    return from_device(std::move(shape), DeviceArray(device, n));
+  }
+  /// A tensor of `shape` whose values are `values` on their device (numel(shape) of them).
+  static Tensor from_device(Shape shape, DeviceArray values, bool requires_grad = false) {
+    detail::check_tensor_shape(shape);
+    if (static_cast<std::int64_t>(values.size()) != qnum::numel(shape))
+      detail::fail("Tensor: ", values.size(), " device values for shape ", to_string(shape));
+    Tensor t;
+    t.impl_ = std::make_shared<detail::TensorImpl>();
+    t.impl_->shape = std::move(shape);
+    t.impl_->device = values.device();
+    t.impl_->dstorage = std::move(values);
+    t.impl_->requires_grad = requires_grad;
+    return t;
+  }
+
   bool defined() const { return impl_ != nullptr; }
+  const Device& device() const { return impl().device; }
+  bool is_cuda() const { return impl().device.is_cuda(); }
+  /// The values on `device`: this tensor when already there, else a copy (a new leaf; no
+  /// gradient flows back through the copy).
+  Tensor to(const Device& device) const {
+    if (device == this->device()) return *this;
+    const auto n = static_cast<std::size_t>(numel());
+    if (device.is_cpu()) {
+      FloatBuffer v(n);
+      if (n > 0) impl().dstorage.backend().copy_to_host(v.data(), impl().dstorage.data(), n * sizeof(float));
+      return Tensor(shape(), std::move(v));
+    }
+    DeviceArray d(device, n);
+    if (this->device().is_cpu()) {
+      if (n > 0) d.backend().copy_to_device(d.data(), impl().storage->data(), n * sizeof(float));
+    } else {
+      detail::fail("Tensor::to: copies between two devices (", this->device().str(), " -> ", device.str(),
+                   ") are not supported; go through the host");
+    }
+    return from_device(shape(), std::move(d));
+  }
+  /// Moves this tensor's values to `device` in place (Module::to): every handle to it sees
+  /// the move; views made earlier keep the old storage. Drops the gradient.
+  void move_to_(const Device& device) {
+    if (device == this->device()) return;
+    Tensor moved = to(device);
+    detail::TensorImpl& t = impl();
+    t.storage = moved.impl().storage;
+    t.dstorage = moved.impl().dstorage;
+    t.device = device;
+    t.grad.clear();
+    t.dgrad = DeviceArray();
+  }
+  /// The device pointer to the values (an error on a CPU tensor).
+  float* device_data() const {
+    if (!is_cuda()) detail::fail("Tensor::device_data: the tensor is on the cpu");
+    return impl().dstorage.data();
+  }
+  const DeviceArray& device_array() const {
+    if (!is_cuda()) detail::fail("Tensor::device_array: the tensor is on the cpu");
+    return impl().dstorage;
+  }
   const Shape& shape() const { return impl().shape; }
   std::size_t rank() const { return shape().size(); }
   /// Size of dimension d; negative d counts from the end.
@@ -144,15 +217,24 @@ class Tensor {
   }
   std::int64_t numel() const { return qnum::numel(shape()); }
 
-  std::span<float> values() { return impl().values(); }
-  std::span<const float> values() const { return impl().values(); }
-  float* data() { return impl().storage->data(); }
-  const float* data() const { return impl().storage->data(); }
-  std::vector<float> to_vector() const { return {values().begin(), values().end()}; }
-  /// The single value of a one-element tensor.
+  std::span<float> values() { return host().values(); }
+  std::span<const float> values() const { return host().values(); }
+  float* data() { return host().storage->data(); }
+  const float* data() const { return host().storage->data(); }
+  /// The values as a host vector (copied from the device for a device tensor).
+  std::vector<float> to_vector() const {
+    if (is_cuda()) return to(Device::cpu()).to_vector();
+    return {values().begin(), values().end()};
+  }
+  /// The single value of a one-element tensor (read back from the device for a device tensor).
   float item() const {
     if (numel() != 1)
       detail::fail("Tensor::item: tensor of shape ", to_string(shape()), " has ", numel(), " elements, not 1");
+    if (is_cuda()) {
+      float v = 0.0f;
+      impl().dstorage.backend().copy_to_host(&v, impl().dstorage.data(), sizeof(float));
+      return v;
+    }
     return values()[0];
   }
 
@@ -164,13 +246,26 @@ class Tensor {
     return *this;
   }
   bool is_leaf() const { return impl().grad_fn == nullptr; }
-  /// The accumulated gradient (empty span until backward reached this tensor).
-  std::span<const float> grad() const { return impl().grad; }
-  std::span<float> grad_mut() { return impl().grad; }
-  bool has_grad() const { return !impl().grad.empty(); }
-  /// The gradient as a tensor (zeros when none has arrived), detached.
-  Tensor grad_tensor() const { return has_grad() ? Tensor(shape(), impl().grad) : Tensor::zeros(shape()); }
-  void zero_grad() { impl().grad.clear(); }
+  /// The accumulated gradient (empty span until backward reached this tensor); host tensors.
+  std::span<const float> grad() const { return host().grad; }
+  std::span<float> grad_mut() { return host().grad; }
+  bool has_grad() const { return !impl().grad.empty() || !impl().dgrad.empty(); }
+  /// The gradient as a tensor on this tensor's device (zeros when none has arrived), detached.
+  Tensor grad_tensor() const {
+    if (is_cuda()) {
+      if (!impl().dgrad.empty()) return from_device(shape(), impl().dgrad);
+      Tensor z = empty(shape(), device());
+      if (numel() > 0) impl().dstorage.backend().fill(z.device_data(), 0.0f, static_cast<std::size_t>(numel()));
+      return z;
+    }
+    return has_grad() ? Tensor(shape(), impl().grad) : Tensor::zeros(shape());
+  }
+  /// The device gradient (empty until one arrived); device tensors.
+  const DeviceArray& device_grad() const { return impl().dgrad; }
+  void zero_grad() {
+    impl().grad.clear();
+    impl().dgrad = DeviceArray();
+  }
 
   /// A new leaf sharing the values, cut from the tape.
   Tensor detach() const {
@@ -178,10 +273,21 @@ class Tensor {
     t.impl_ = std::make_shared<detail::TensorImpl>();
     t.impl_->shape = shape();
     t.impl_->storage = impl().storage;
+    t.impl_->device = impl().device;
+    t.impl_->dstorage = impl().dstorage;
     return t;
   }
-  /// A new leaf with its own copy of the values.
-  Tensor clone() const { return Tensor(shape(), FloatBuffer(values().begin(), values().end())); }
+  /// A new leaf with its own copy of the values, on the same device.
+  Tensor clone() const {
+    if (is_cuda()) {
+      Tensor c = empty(shape(), device());
+      if (numel() > 0)
+        impl().dstorage.backend().copy_on_device(c.device_data(), device_data(),
+                                                 static_cast<std::size_t>(numel()) * sizeof(float));
+      return c;
+    }
+    return Tensor(shape(), FloatBuffer(values().begin(), values().end()));
+  }
 
   /// Backpropagates from this tensor: a one-element tensor gets d(self)/d(self) = 1; any
   /// other shape needs `grad_output` of the same shape. Gradients accumulate into every leaf
@@ -201,6 +307,12 @@ class Tensor {
   detail::TensorImpl& impl() const {
     detail::require(impl_ != nullptr, "Tensor: operation on an undefined tensor");
     return *impl_;
+  }
+  /// impl() of a host tensor: host values of a device tensor are a clear error, not a null read.
+  detail::TensorImpl& host() const {
+    detail::TensorImpl& t = impl();
+    if (t.device.is_cuda()) detail::fail_on_device("values", t.device);
+    return t;
   }
   std::shared_ptr<detail::TensorImpl> impl_;
 };
