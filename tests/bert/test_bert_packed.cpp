@@ -1,6 +1,7 @@
 // Lab 4's MXINT8 variant on the host: nn::MXInt8PackedLinear's CPU path (the same
 // arithmetic as DeviceBackend::mxint8_linear: bf16(x) · bf16(dequantized W) in fp32, + bias),
-// models::pack_bert_linears_mxint8 and the byte accounting of models::bert_weight_bytes.
+// models::pack_bert_linears_mxint8 and the byte accounting of models::bert_weight_bytes; the
+// device path through the host reference backend (tests/tensor/host_device_backend.hpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "qnum/models/bert_packed.hpp"
 #include "qnum/nn/packed_linear.hpp"
 #include "qnum/tensor/ops.hpp"
+#include "tensor/host_device_backend.hpp"
 
 using qnum::Tensor;
 using qnum_test::error_of;
@@ -104,4 +106,27 @@ TEST_CASE("bert.packed: every Linear of a BERT packed, same labels, bytes accoun
   const Tensor a = fp32.forward(in), b = packed.forward(in);
   REQUIRE(a.shape() == b.shape());
   for (std::size_t i = 0; i < a.values().size(); ++i) CHECK(std::abs(a.values()[i] - b.values()[i]) < 0.05f);
+}
+
+TEST_CASE("bert.packed: on a device only the packed bytes and the bias are uploaded; forward as the cpu path") {
+  auto& backend = qnum::testing::host_device_backend();
+  const qnum::Device dev = qnum::Device::cuda();
+  const std::int64_t in = 96, out = 7;
+  qnum::nn::Linear lin(in, out, true, 4);
+  const auto before = backend.memory_stats().allocated;
+  auto p = std::make_shared<qnum::nn::MXInt8PackedLinear>(lin, dev);
+  CHECK(backend.memory_stats().allocated - before == p->packed_bytes() + p->bias_bytes());
+  CHECK(p->bias.is_cuda());
+  const qnum::nn::MXInt8PackedLinear host(lin, qnum::Device::cpu());
+  const Tensor x = Tensor::randn({2, 3, in}, 9);
+  const Tensor y = (*p)(x.to(dev));
+  REQUIRE(y.is_cuda());
+  REQUIRE(y.shape() == qnum::Shape{2, 3, out});
+  const Tensor yc = const_cast<qnum::nn::MXInt8PackedLinear&>(host)(x);
+  const auto got = y.to_vector(), want = yc.to_vector();
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-5f * (1 + std::abs(want[i])));
+  CHECK(error_of([&] { (*p)(x); }).find("the weight is on cuda:0 but the input on cpu") != std::string::npos);
+  const auto outputs = static_cast<std::size_t>(y.numel()) * sizeof(float);  // y is still alive
+  p.reset();
+  CHECK(backend.memory_stats().allocated == before + outputs);  // the packed bytes and bias freed with the module
 }
