@@ -13,6 +13,7 @@
 
 #include "qnum/core/rng.hpp"
 #include "qnum/format/format.hpp"
+#include "qnum/format/mx_packed.hpp"
 #include "qnum/kernel/quantize.hpp"
 #include "qnum/tensor/device.hpp"
 
@@ -303,12 +304,27 @@ class HostDeviceBackend final : public DeviceBackend {
   void range_mask(const float* x, std::size_t n, double lo, double hi, std::uint8_t* keep) override {
     for (std::size_t i = 0; i < n; ++i) keep[i] = x[i] >= lo && x[i] <= hi;
   }
-  void mxint8_pack(const float*, std::int64_t, std::int64_t, std::int8_t*, std::uint8_t*) override {
-    qnum::detail::fail("host reference: mxint8_pack is a CUDA kernel only");
+  // mase-cuda MXINT8 (lab 4): the CPU reference per group of 32 along K; the linear as the
+  // CUDA one computes it (bf16(x) times the bf16 dequantized W, fp32 sums, + bias).
+  void mxint8_pack(const float* w, std::int64_t N, std::int64_t K, std::int8_t* mantissa,
+                   std::uint8_t* scale) override {
+    qnum::detail::require(K % 32 == 0, "host reference: mxint8_pack: K ", K, " is not a multiple of 32");
+    for (std::int64_t g = 0; g < N * K / 32; ++g)
+      scale[g] = quantize_mxint8_mase_cuda_group(w + g * 32, 32, mantissa + g * 32);
   }
-  void mxint8_linear(const float*, const std::int8_t*, const std::uint8_t*, const float*, std::int64_t, std::int64_t,
-                     std::int64_t, float*) override {
-    qnum::detail::fail("host reference: mxint8_linear is a CUDA kernel only");
+  void mxint8_linear(const float* x, const std::int8_t* mantissa, const std::uint8_t* scale, const float* bias,
+                     std::int64_t M, std::int64_t N, std::int64_t K, float* y) override {
+    qnum::detail::require(K % 32 == 0, "host reference: mxint8_linear: K ", K, " is not a multiple of 32");
+    std::vector<float> w(static_cast<std::size_t>(N * K)), xb(static_cast<std::size_t>(M * K));
+    for (std::size_t i = 0; i < w.size(); ++i)
+      w[i] = detail::mx_bf16_bits_to_float(dequantize_mxint8_to_bf16_bits(mantissa[i], scale[i / 32]));
+    for (std::size_t i = 0; i < xb.size(); ++i) xb[i] = detail::mx_bf16_bits_to_float(detail::mx_float_to_bf16_bits(x[i]));
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n) {
+        float acc = 0.0f;
+        for (std::int64_t k = 0; k < K; ++k) acc += xb[static_cast<std::size_t>(m * K + k)] * w[static_cast<std::size_t>(n * K + k)];
+        y[m * N + n] = acc + (bias ? bias[n] : 0.0f);
+      }
   }
 
   std::size_t allocations = 0, uploads = 0, downloads = 0;

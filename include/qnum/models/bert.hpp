@@ -824,21 +824,20 @@ inline std::vector<std::string> bert_square_linear_paths(const BertConfig& c) {
   return out;
 }
 
-/// Replaces the square Linear at `path` (e.g. "bert.encoder.layer.0.attention.self.query")
-/// by an nn::Identity in place (MASE's deepsetattr of tutorial 5): its parameters leave the
-/// model, the forward pass uses the identity, and the parent's typed handle becomes null.
-/// qnum::Error when `path` is not a Linear of the model or not square.
-inline void replace_with_identity(BertForSequenceClassification& model, const std::string& path) {
+/// Puts `replacement` in place of the Linear at `path` (e.g.
+/// "bert.encoder.layer.0.attention.self.query", "classifier") and returns the old Linear: the
+/// parent's typed handle to it becomes null, so the parent calls the new child by name (the
+/// forward pass uses `replacement`). qnum::Error when `path` is not a Linear of the model.
+inline std::shared_ptr<nn::Module> replace_linear(BertForSequenceClassification& model, const std::string& path,
+                                                  std::shared_ptr<nn::Module> replacement) {
   const auto dot = path.rfind('.');
   const std::string parent_path = dot == std::string::npos ? "" : path.substr(0, dot);
   const std::string name = dot == std::string::npos ? path : path.substr(dot + 1);
   nn::Module& parent = model.at(parent_path);
   auto* lin = dynamic_cast<nn::Linear*>(&parent.at(name));
-  qnum::detail::require(lin != nullptr, "replace_with_identity: '", path, "' is a ", parent.at(name).type_name(),
+  qnum::detail::require(lin != nullptr, "replace_linear: '", path, "' is a ", parent.at(name).type_name(),
                         ", not a Linear");
-  qnum::detail::require(lin->in_features == lin->out_features, "replace_with_identity: Linear '", path, "' is ",
-                        lin->in_features, " -> ", lin->out_features, "; only a square Linear can become Identity");
-  const auto old = parent.replace_module(name, std::make_shared<nn::Identity>());  // keeps `lin` alive below
+  auto old = parent.replace_module(name, std::move(replacement));  // keeps `lin` alive below
   auto clear = [&](std::shared_ptr<nn::Linear>& handle) {
     if (handle.get() == lin) handle.reset();
   };
@@ -853,6 +852,23 @@ inline void replace_with_identity(BertForSequenceClassification& model, const st
   } else if (auto* m = dynamic_cast<BertForSequenceClassification*>(&parent)) {
     clear(m->classifier);
   }
+  return old;
+}
+
+/// Replaces the square Linear at `path` (e.g. "bert.encoder.layer.0.attention.self.query")
+/// by an nn::Identity in place (MASE's deepsetattr of tutorial 5): its parameters leave the
+/// model, the forward pass uses the identity, and the parent's typed handle becomes null.
+/// qnum::Error when `path` is not a Linear of the model or not square.
+inline void replace_with_identity(BertForSequenceClassification& model, const std::string& path) {
+  const auto dot = path.rfind('.');
+  nn::Module& parent = model.at(dot == std::string::npos ? "" : path.substr(0, dot));
+  const std::string name = dot == std::string::npos ? path : path.substr(dot + 1);
+  const auto* lin = dynamic_cast<const nn::Linear*>(&parent.at(name));
+  qnum::detail::require(lin != nullptr, "replace_with_identity: '", path, "' is a ", parent.at(name).type_name(),
+                        ", not a Linear");
+  qnum::detail::require(lin->in_features == lin->out_features, "replace_with_identity: Linear '", path, "' is ",
+                        lin->in_features, " -> ", lin->out_features, "; only a square Linear can become Identity");
+  replace_linear(model, path, std::make_shared<nn::Identity>());
 }
 
 /// What load_hf_bert did: tensors loaded, and the model's tensors the checkpoint lacked

@@ -1,0 +1,90 @@
+// Lab 4's MXINT8 variant of a BERT classifier: every Linear (encoder query/key/value/output,
+// intermediate and output dense, pooler, classifier) replaced by an nn::MXInt8PackedLinear
+// whose weight is packed mase-cuda MXINT8 on the target device; embeddings and LayerNorms
+// stay float32. And the byte accounting lab 4 reports: what the model holds, by kind.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qnum/models/bert.hpp"
+#include "qnum/nn/packed_linear.hpp"
+
+namespace qnum::models {
+
+/// What pack_bert_linears_mxint8 replaced.
+struct PackReport {
+  std::vector<std::string> paths;     ///< the Linears packed, in module order
+  std::size_t fp32_weight_bytes = 0;  ///< their weights as float32
+  std::size_t packed_bytes = 0;       ///< their packed mantissas + scale bytes
+};
+
+/// Replaces every Linear of `model` by an MXInt8PackedLinear packed for `device` (see
+/// nn/packed_linear.hpp): with the model's weights on the host and `device` a GPU, only the
+/// packed bytes (and biases) are copied there. The rest of the model is left where it is
+/// (move it with Module::to). qnum::Error when a Linear cannot be packed (names it).
+inline PackReport pack_bert_linears_mxint8(BertForSequenceClassification& model, const Device& device) {
+  PackReport r;
+  for (auto& [path, m] : model.named_modules())
+    if (dynamic_cast<nn::Linear*>(m) != nullptr) r.paths.push_back(path);
+  for (const auto& path : r.paths) {
+    auto& lin = dynamic_cast<nn::Linear&>(model.at(path));
+    std::shared_ptr<nn::MXInt8PackedLinear> packed;
+    try {
+      packed = std::make_shared<nn::MXInt8PackedLinear>(lin, device);
+    } catch (const qnum::Error& e) {
+      qnum::detail::fail("pack_bert_linears_mxint8: '", path, "': ", e.what());
+    }
+    r.fp32_weight_bytes += static_cast<std::size_t>(lin.weight.numel()) * sizeof(float);
+    r.packed_bytes += packed->packed_bytes();
+    replace_linear(model, path, packed);
+  }
+  return r;
+}
+
+/// The bytes a BERT classifier holds, by kind (float32 tensors at 4 bytes a value).
+struct WeightBytes {
+  std::size_t linear_weights = 0;  ///< fp32 Linear weights
+  std::size_t packed = 0;          ///< packed MXINT8 Linear weights (mantissas + scales)
+  std::size_t linear_biases = 0;   ///< Linear biases (fp32 in both variants)
+  std::size_t embeddings = 0;      ///< word, position and token-type tables
+  std::size_t layer_norms = 0;     ///< LayerNorm weights and biases
+  std::size_t other = 0;           ///< anything else (none in BERT)
+  std::size_t total() const { return linear_weights + packed + linear_biases + embeddings + layer_norms + other; }
+};
+
+inline WeightBytes bert_weight_bytes(BertForSequenceClassification& model) {
+  WeightBytes b;
+  for (auto& [path, m] : model.named_modules()) {
+    if (auto* p = dynamic_cast<nn::MXInt8PackedLinear*>(m)) {
+      b.packed += p->packed_bytes();
+      b.linear_biases += p->bias_bytes();
+      continue;
+    }
+    const bool linear = dynamic_cast<nn::Linear*>(m) != nullptr;
+    const bool embedding = dynamic_cast<nn::Embedding*>(m) != nullptr;
+    const bool layer_norm = dynamic_cast<nn::LayerNorm*>(m) != nullptr;
+    auto add = [&](const std::string& name, const Tensor& t) {
+      const auto bytes = static_cast<std::size_t>(t.numel()) * sizeof(float);
+      if (linear)
+        (name == "weight" ? b.linear_weights : name == "bias" ? b.linear_biases : b.other) += bytes;
+      else if (embedding)
+        b.embeddings += bytes;
+      else if (layer_norm)
+        b.layer_norms += bytes;
+      else
+        b.other += bytes;
+    };
+    // The module's own tensors only (children are visited on their own).
+    for (auto& [name, t] : m->named_parameters())
+      if (name.find('.') == std::string::npos) add(name, t);
+    for (auto& [name, t] : m->named_buffers())
+      if (name.find('.') == std::string::npos) add(name, t);
+  }
+  return b;
+}
+
+}  // namespace qnum::models

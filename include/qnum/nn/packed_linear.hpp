@@ -1,0 +1,131 @@
+// A Linear whose weight is held packed as mase-cuda MXINT8 (format/mx_packed.hpp: int8
+// mantissas, one scale byte per group of 32 along in_features; 8.25 bits per weight) and
+// dequantized on the fly by every forward: lab 4's "MXINT8 weights, dequantized on load".
+//
+// On a CUDA device the packed bytes live in device memory and forward is one
+// DeviceBackend::mxint8_linear call (W dequantized to a transient bf16 workspace, x rounded to
+// bf16, one bf16 GEMM with fp32 accumulation). On the CPU the same arithmetic runs on the
+// host: W dequantized to bf16 values, x rounded to bf16, an fp32 linear; the products of two
+// bf16 values are exact in fp32, so the two differ only in the order of the sums.
+//
+// The bias stays float32 (a buffer: Module::to moves it with the model). Inference only:
+// nothing here has a gradient.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qnum/core/error.hpp"
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/nn/layers.hpp"
+#include "qnum/tensor/device.hpp"
+#include "qnum/tensor/ops.hpp"
+
+namespace qnum::nn {
+
+class MXInt8PackedLinear : public Module {
+ public:
+  static constexpr int kGroup = 32;  ///< mase-cuda's group size along in_features
+
+  /// Packs `lin`'s weight for `device` with the CPU reference quantize_mxint8_mase_cuda (the
+  /// device kernel is proven bit-identical to it), so a CUDA target receives only the packed
+  /// bytes, never the fp32 weight. The bias is copied (float32). qnum::Error when in_features
+  /// is not a multiple of 32, or the Linear carries what packing would drop (quantizers,
+  /// pruning mask, LoRA adapter, input transform).
+  MXInt8PackedLinear(const Linear& lin, const Device& device)
+      : in_features(lin.in_features), out_features(lin.out_features), device_(device) {
+    using qnum::detail::require;
+    require(in_features % kGroup == 0, "MXInt8PackedLinear: in_features ", in_features, " is not a multiple of ",
+            kGroup, " (mase-cuda groups run along in_features)");
+    require(!lin.is_quantized() && !lin.weight_mask.defined() && !lin.lora_A && !lin.input_transform,
+            "MXInt8PackedLinear: the Linear is quantized, pruned or has an adapter or input transform; "
+            "packing keeps only its weight and bias");
+    const Tensor& w = lin.weight;
+    require(w.defined() && w.shape() == Shape{out_features, in_features}, "MXInt8PackedLinear: weight shape ",
+            to_string(w.shape()), " is not [", out_features, ", ", in_features, "]");
+    MXInt8MaseCuda q = quantize_mxint8_mase_cuda(host_values(w), kGroup);
+    if (device_.is_cpu()) {
+      mantissa_ = std::move(q.mantissa);
+      scale_ = std::move(q.scale);
+    } else {
+      DeviceBackend& b = device_backend(device_);
+      d_mantissa_ = DeviceBytes<std::int8_t>(device_, q.mantissa.size());
+      d_scale_ = DeviceBytes<std::uint8_t>(device_, q.scale.size());
+      b.copy_to_device(d_mantissa_.data(), q.mantissa.data(), q.mantissa.size());
+      b.copy_to_device(d_scale_.data(), q.scale.data(), q.scale.size());
+    }
+    if (lin.bias.defined()) bias = register_buffer("bias", to_device(Tensor(lin.bias.shape(), host_values(lin.bias))));
+  }
+
+  std::string type_name() const override { return "MXInt8PackedLinear"; }
+  std::string op_name() const override { return "linear"; }
+
+  /// y[..., out] = x[..., in]·Wᵀ + bias, W dequantized from the packed bytes (file comment).
+  Tensor forward(const Tensor& x) override {
+    qnum::detail::require(x.rank() >= 1 && x.shape().back() == in_features, "MXInt8PackedLinear: input ",
+                          to_string(x.shape()), " does not end in in_features ", in_features);
+    return device_.is_cpu() ? forward_cpu(x) : forward_device(x);
+  }
+
+  /// Bytes of the packed weight: out·in mantissas + out·in/32 scale bytes.
+  std::size_t packed_bytes() const {
+    const auto n = static_cast<std::size_t>(in_features * out_features);
+    return n + n / kGroup;
+  }
+  /// Bytes of the float32 bias (0 without one).
+  std::size_t bias_bytes() const { return bias.defined() ? static_cast<std::size_t>(bias.numel()) * 4 : 0; }
+  const Device& device() const { return device_; }
+
+  std::int64_t in_features, out_features;
+  Tensor bias;  ///< float32, undefined when the Linear had none
+
+ private:
+  static std::vector<float> host_values(const Tensor& t) {
+    if (t.is_cuda()) {
+      const Tensor h = t.to(Device::cpu());
+      return {h.values().begin(), h.values().end()};
+    }
+    return {t.values().begin(), t.values().end()};
+  }
+  Tensor to_device(Tensor t) const { return device_.is_cpu() ? t : t.to(device_); }
+
+  Tensor forward_cpu(const Tensor& x) const {
+    qnum::detail::require(!x.is_cuda(), "MXInt8PackedLinear: the weight is on the cpu but the input on ",
+                          x.device().str(), " (copy one of them with to())");
+    const auto G = static_cast<std::size_t>(kGroup);
+    FloatBuffer w(mantissa_.size());  // the transient dequantized weight (the device's workspace)
+    for (std::size_t i = 0; i < w.size(); ++i)
+      w[i] = qnum::detail::mx_bf16_bits_to_float(dequantize_mxint8_to_bf16_bits(mantissa_[i], scale_[i / G]));
+    FloatBuffer xb(static_cast<std::size_t>(x.numel()));
+    const auto xv = x.values();
+    for (std::size_t i = 0; i < xb.size(); ++i)
+      xb[i] = qnum::detail::mx_bf16_bits_to_float(qnum::detail::mx_float_to_bf16_bits(xv[i]));
+    return linear(Tensor(x.shape(), std::move(xb)), Tensor(Shape{out_features, in_features}, std::move(w)), bias);
+  }
+
+  Tensor forward_device(const Tensor& x) const {
+    qnum::detail::require(x.device() == device_, "MXInt8PackedLinear: the weight is on ", device_.str(),
+                          " but the input on ", x.device().str(), " (copy one of them with to())");
+    Shape shape = x.shape();
+    shape.back() = out_features;
+    Tensor y = Tensor::empty(shape, device_);
+    const std::int64_t rows = x.numel() / in_features;
+    if (rows > 0)
+      device_backend(device_).mxint8_linear(x.device_data(), d_mantissa_.data(), d_scale_.data(),
+                                            bias.defined() ? bias.device_data() : nullptr, rows, out_features,
+                                            in_features, y.device_data());
+    return y;
+  }
+
+  Device device_;
+  std::vector<std::int8_t> mantissa_;  // cpu
+  std::vector<std::uint8_t> scale_;
+  DeviceBytes<std::int8_t> d_mantissa_;  // cuda
+  DeviceBytes<std::uint8_t> d_scale_;
+};
+
+}  // namespace qnum::nn

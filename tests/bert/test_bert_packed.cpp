@@ -1,0 +1,132 @@
+// Lab 4's MXINT8 variant on the host: nn::MXInt8PackedLinear's CPU path (the same
+// arithmetic as DeviceBackend::mxint8_linear: bf16(x) · bf16(dequantized W) in fp32, + bias),
+// models::pack_bert_linears_mxint8 and the byte accounting of models::bert_weight_bytes; the
+// device path through the host reference backend (tests/tensor/host_device_backend.hpp).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "error_of.hpp"
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/models/bert.hpp"
+#include "qnum/models/bert_packed.hpp"
+#include "qnum/nn/packed_linear.hpp"
+#include "qnum/tensor/ops.hpp"
+#include "tensor/host_device_backend.hpp"
+
+using qnum::Tensor;
+using qnum_test::error_of;
+
+namespace {
+
+float bf16(float x) { return qnum::detail::mx_bf16_bits_to_float(qnum::detail::mx_float_to_bf16_bits(x)); }
+
+}  // namespace
+
+TEST_CASE("bert.packed: MXInt8PackedLinear on the cpu is bf16(x) times the dequantized weight, plus the bias") {
+  const std::int64_t in = 64, out = 5, rows = 3;
+  qnum::nn::Linear lin(in, out, true, 11);
+  const qnum::nn::MXInt8PackedLinear p(lin, qnum::Device::cpu());
+  CHECK(p.packed_bytes() == static_cast<std::size_t>(in * out + in * out / 32));
+  CHECK(p.bias_bytes() == static_cast<std::size_t>(out * 4));
+  const auto q = qnum::quantize_mxint8_mase_cuda(lin.weight.values(), 32);
+  const auto wbits = qnum::dequantize_mxint8_mase_cuda_bf16(q);
+  const Tensor x = Tensor::randn({rows, in}, 5);
+  const Tensor y = const_cast<qnum::nn::MXInt8PackedLinear&>(p)(x);
+  REQUIRE(y.shape() == qnum::Shape{rows, out});
+  int far = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t n = 0; n < out; ++n) {
+      double ref = lin.bias.values()[static_cast<std::size_t>(n)], mag = std::abs(ref);
+      for (std::int64_t k = 0; k < in; ++k) {
+        const double prod = double(bf16(x.values()[static_cast<std::size_t>(r * in + k)])) *
+                            qnum::detail::mx_bf16_bits_to_float(wbits[static_cast<std::size_t>(n * in + k)]);
+        ref += prod;
+        mag += std::abs(prod);
+      }
+      // fp32 sums in some order: within K·2^-24·Σ|terms| of the exact sum.
+      far += std::abs(double(y.values()[static_cast<std::size_t>(r * out + n)]) - ref) > double(in) * 0x1p-24 * mag;
+    }
+  CHECK(far == 0);
+  // Close to the fp32 Linear (8-bit mantissas): a loose sanity bound.
+  const Tensor y32 = lin(x);
+  for (std::size_t i = 0; i < y.values().size(); ++i) CHECK(std::abs(y.values()[i] - y32.values()[i]) < 0.1f);
+}
+
+TEST_CASE("bert.packed: what cannot be packed is a qnum::Error") {
+  qnum::nn::Linear odd(40, 8);
+  CHECK(error_of([&] { qnum::nn::MXInt8PackedLinear(odd, qnum::Device::cpu()); }).find("multiple of 32") !=
+        std::string::npos);
+  qnum::nn::Linear pruned(64, 8);
+  pruned.set_weight_mask(std::vector<float>(64 * 8, 1.0f));
+  CHECK(error_of([&] { qnum::nn::MXInt8PackedLinear(pruned, qnum::Device::cpu()); }).find("pruned") !=
+        std::string::npos);
+  qnum::nn::Linear lin(64, 8);
+  const qnum::nn::MXInt8PackedLinear p(lin, qnum::Device::cpu());
+  CHECK(error_of([&] { const_cast<qnum::nn::MXInt8PackedLinear&>(p)(Tensor::zeros({2, 32})); })
+            .find("in_features 64") != std::string::npos);
+}
+
+TEST_CASE("bert.packed: every Linear of a BERT packed, same labels, bytes accounted") {
+  const auto config = qnum::models::bert_config("bert:2-64-2-128");
+  qnum::models::BertForSequenceClassification fp32(config, 3), packed(config, 3);
+  fp32.eval(), packed.eval();
+  std::size_t state_bytes = 0;
+  for (const auto& [name, t] : fp32.state_dict()) state_bytes += static_cast<std::size_t>(t.numel()) * 4;
+  const auto wa = qnum::models::bert_weight_bytes(fp32);
+  CHECK(wa.total() == state_bytes);
+  CHECK(wa.packed == 0);
+  CHECK(wa.other == 0);
+
+  const auto r = qnum::models::pack_bert_linears_mxint8(packed, qnum::Device::cpu());
+  CHECK(r.paths.size() == 2 * 6 + 2);  // per layer q, k, v, attention output, intermediate, output; pooler; classifier
+  CHECK(r.paths.back() == "classifier");
+  CHECK(r.packed_bytes * 32 == r.fp32_weight_bytes / 4 * 33);
+  CHECK(packed.bert->layers[0]->attention->self->query == nullptr);  // typed handles cleared
+  CHECK(packed.classifier == nullptr);
+  CHECK(packed.at("bert.encoder.layer.1.intermediate.dense").type_name() == "MXInt8PackedLinear");
+  const auto wb = qnum::models::bert_weight_bytes(packed);
+  CHECK(wb.linear_weights == 0);
+  CHECK(wb.packed == r.packed_bytes);
+  CHECK(wb.embeddings == wa.embeddings);
+  CHECK(wb.layer_norms == wa.layer_norms);
+  CHECK(wb.linear_biases == wa.linear_biases);
+  CHECK(wa.linear_weights == r.fp32_weight_bytes);
+
+  const std::int64_t B = 4, T = 12;
+  std::vector<std::int64_t> ids(B * T), mask(B * T, 1);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 7919) % 30000 + 100);
+  for (std::int64_t t = 8; t < T; ++t) mask[static_cast<std::size_t>(3 * T + t)] = 0;  // one padded review
+  const qnum::models::BertInput in{B, T, ids, mask, {}};
+  qnum::autograd::NoGradGuard no_grad;
+  const Tensor a = fp32.forward(in), b = packed.forward(in);
+  REQUIRE(a.shape() == b.shape());
+  for (std::size_t i = 0; i < a.values().size(); ++i) CHECK(std::abs(a.values()[i] - b.values()[i]) < 0.05f);
+}
+
+TEST_CASE("bert.packed: on a device only the packed bytes and the bias are uploaded; forward as the cpu path") {
+  auto& backend = qnum::testing::host_device_backend();
+  const qnum::Device dev = qnum::Device::cuda();
+  const std::int64_t in = 96, out = 7;
+  qnum::nn::Linear lin(in, out, true, 4);
+  const auto before = backend.memory_stats().allocated;
+  auto p = std::make_shared<qnum::nn::MXInt8PackedLinear>(lin, dev);
+  CHECK(backend.memory_stats().allocated - before == p->packed_bytes() + p->bias_bytes());
+  CHECK(p->bias.is_cuda());
+  const qnum::nn::MXInt8PackedLinear host(lin, qnum::Device::cpu());
+  const Tensor x = Tensor::randn({2, 3, in}, 9);
+  const Tensor y = (*p)(x.to(dev));
+  REQUIRE(y.is_cuda());
+  REQUIRE(y.shape() == qnum::Shape{2, 3, out});
+  const Tensor yc = const_cast<qnum::nn::MXInt8PackedLinear&>(host)(x);
+  const auto got = y.to_vector(), want = yc.to_vector();
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-5f * (1 + std::abs(want[i])));
+  CHECK(error_of([&] { (*p)(x); }).find("the weight is on cuda:0 but the input on cpu") != std::string::npos);
+  const auto outputs = static_cast<std::size_t>(y.numel()) * sizeof(float);  // y is still alive
+  p.reset();
+  CHECK(backend.memory_stats().allocated == before + outputs);  // the packed bytes and bias freed with the module
+}
