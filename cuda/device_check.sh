@@ -13,7 +13,7 @@
 #                       device tool; this writes 6: summary.txt (printed last), results.json (bench,
 #                       lab 4, PyTorch and the comparison), bench.json, tests.log, memcheck.log,
 #                       logs.txt (everything else: ldd, stderr, the programs' own output)
-#   QNUM_CHECK_STEPS    steps in order (default "tests lab4 bench memcheck")
+#   QNUM_CHECK_STEPS    steps in order (default "tests lab4 cli bench memcheck"; cli needs BIN/qnum)
 #   QNUM_CHECK_BUDGET   seconds for the whole script (default 540): each step's timeout is cut to
 #                       what is left, a step with under 10 s left is skipped (and says so)
 #   QNUM_BERT_STEP_CMD  >>> TO FILL (issue 31 item 4) <<< a command timing qnum's bert-tiny training
@@ -28,7 +28,7 @@ set -u
 BIN=${1:-.devbin}
 DATA=${2:-build-dev/data}
 OUT=${OUT:-device-out}
-STEPS=${QNUM_CHECK_STEPS:-tests lab4 bench memcheck}
+STEPS=${QNUM_CHECK_STEPS:-tests lab4 cli bench memcheck}
 BUDGET=${QNUM_CHECK_BUDGET:-540}
 LAB4_BATCH=${LAB4_BATCH:-64}
 LAB4_MAX_LEN=${LAB4_MAX_LEN:-128}
@@ -126,6 +126,22 @@ step_lab4() {
   fi
 }
 
+# The command line on the GPU: qnum train / test / predict --device cuda on text-synthetic.
+step_cli() {
+  local t d="$WORK/cli-run"; rm -rf "$d"
+  t=$(limit 120); [ "$t" = 0 ] && { note "cli skipped (budget)" -; return; }
+  section "cli: qnum train bert-tiny text-synthetic --device cuda"
+  timeout "$t" "$BIN/qnum" train bert-tiny text-synthetic --device cuda --max-epochs 2 --no-progress \
+    --output-dir "$d" >> "$LOG" 2>&1; note "cli train --device cuda" $?
+  grep -h "^test\|val_acc\|accuracy" "$LOG" | tail -3 >> "$SUMMARY"
+  t=$(limit 60); [ "$t" = 0 ] && return
+  section "cli: qnum test / predict --device cuda"
+  timeout "$t" "$BIN/qnum" test bert-tiny text-synthetic --load "$d/best.safetensors" --device cuda --json \
+    >> "$SUMMARY" 2>> "$LOG"; note "cli test --device cuda" $?
+  timeout "$t" "$BIN/qnum" predict bert-tiny --load "$d/best.safetensors" --device cuda "a wonderful film" \
+    "a dull, tedious mess" >> "$SUMMARY" 2>> "$LOG"; note "cli predict --device cuda" $?
+}
+
 step_memcheck() {
   command -v compute-sanitizer > /dev/null || { echo "memcheck: no compute-sanitizer" >> "$SUMMARY"; return; }
   # memcheck on the GEMM, attention and MX-block kernels (not the bad-arguments case: its
@@ -144,8 +160,8 @@ step_memcheck() {
 
 for s in $STEPS; do
   case $s in
-    tests | bench | lab4 | memcheck) "step_$s" ;;
-    *) echo "unknown step '$s' (tests, lab4, bench, memcheck)" >> "$SUMMARY" ;;
+    tests | bench | lab4 | cli | memcheck) "step_$s" ;;
+    *) echo "unknown step '$s' (tests, lab4, cli, bench, memcheck)" >> "$SUMMARY" ;;
   esac
 done
 

@@ -204,6 +204,15 @@ __global__ void to_bf16_kernel(const float* x, std::size_t n, std::uint16_t* out
     out[i] = qnum::detail::mx_float_to_bf16_bits(x[i]);  // round to nearest even, as format/mx_packed.hpp
 }
 
+__global__ void mxint8_rows_kernel(const std::int64_t* idx, std::size_t n, const std::int8_t* m,
+                                   const std::uint8_t* s, std::size_t c, float* out) {
+  for (std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; t < n * c;
+       t += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::size_t j = static_cast<std::size_t>(idx[t / c]) * c + t % c;
+    out[t] = qnum::detail::mx_bf16_bits_to_float(qnum::dequantize_mxint8_to_bf16_bits(m[j], s[j / 32]));
+  }
+}
+
 __global__ void add_bias_kernel(float* y, const float* bias, std::size_t M, std::size_t N) {
   const std::size_t n = M * N;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -568,6 +577,17 @@ void CudaBackend::mxint8_linear(const float* x, const std::int8_t* mantissa, con
         y, bias, static_cast<std::size_t>(M), static_cast<std::size_t>(N));
     check_launch("add_bias_kernel");
   }
+}
+
+void CudaBackend::mxint8_embedding(const std::int64_t* idx, std::int64_t n, const std::int8_t* mantissa,
+                                   const std::uint8_t* scale, std::int64_t c, float* out) {
+  qnum::detail::require(n >= 0 && c > 0 && c % 32 == 0, "qnum::cuda mxint8_embedding: rows of ", c,
+                        " values; c must be a positive multiple of 32 (the group)");
+  const std::size_t total = static_cast<std::size_t>(n) * static_cast<std::size_t>(c);
+  if (total == 0) return;
+  mxint8_rows_kernel<<<grid_1d(total), kT, 0, stream()>>>(idx, static_cast<std::size_t>(n), mantissa, scale,
+                                                          static_cast<std::size_t>(c), out);
+  check_launch("mxint8_rows_kernel");
 }
 
 }  // namespace detail

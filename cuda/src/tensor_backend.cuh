@@ -79,6 +79,8 @@ class CudaBackend final : public DeviceBackend {
                           float* gv) override;
 
   void adam_step(const AdamStep& s, float* p, const float* g, float* m, float* v, std::size_t n) override;
+  void mxint8_embedding(const std::int64_t* idx, std::int64_t n, const std::int8_t* mantissa,
+                        const std::uint8_t* scale, std::int64_t c, float* out) override;
   void quantize(const Format& f, const float* x, const std::int64_t* shape, int rank, bool weight_role,
                 float* y) override;
   void range_mask(const float* x, std::size_t n, double lo, double hi, std::uint8_t* keep) override;

@@ -625,3 +625,22 @@ TEST_CASE("backend: mxint8_pack is quantize_mxint8_mase_cuda; mxint8_linear agai
     CHECK(be().memory_stats().allocated == held);  // the bf16 workspaces were transient
   }
 }
+
+TEST_CASE("backend: mxint8_embedding is the packed table's rows dequantized, bit for bit") {
+  const std::int64_t V = 300, C = 128;
+  const auto wv = randn(static_cast<std::size_t>(V * C), 151, 0.05f);
+  const auto packed = qnum::quantize_mxint8_mase_cuda(wv, 32);
+  const std::vector<std::int64_t> idx{0, 299, 7, 7, 150};
+  Dev<std::int8_t> dm(packed.mantissa);
+  Dev<std::uint8_t> ds(packed.scale);
+  Dev<std::int64_t> di(idx);
+  Dev<float> out(idx.size() * static_cast<std::size_t>(C));
+  be().mxint8_embedding(di.get(), static_cast<std::int64_t>(idx.size()), dm.get(), ds.get(), C, out.get());
+  std::vector<float> ref;
+  for (const std::int64_t r : idx)
+    for (std::int64_t k = 0; k < C; ++k) {
+      const auto j = static_cast<std::size_t>(r * C + k);
+      ref.push_back(qnum::detail::mx_bf16_bits_to_float(qnum::dequantize_mxint8_to_bf16_bits(packed.mantissa[j], packed.scale[j / 32])));
+    }
+  require_equal(out.host(), ref, "mxint8_embedding rows");
+}

@@ -130,3 +130,38 @@ TEST_CASE("bert.packed: on a device only the packed bytes and the bias are uploa
   p.reset();
   CHECK(backend.memory_stats().allocated == before + outputs);  // the packed bytes and bias freed with the module
 }
+
+TEST_CASE("bert.packed: the word table packed too — rows dequantized on lookup, cpu and device alike, bytes accounted") {
+  qnum::testing::host_device_backend();
+  const auto config = qnum::models::bert_config("bert:2-64-2-128");
+  qnum::models::BertForSequenceClassification fp32(config, 3), cpu(config, 3), dev(config, 3);
+  fp32.eval(), cpu.eval(), dev.eval();
+  const auto wa = qnum::models::bert_weight_bytes(fp32);
+  qnum::models::pack_bert_linears_mxint8(cpu, qnum::Device::cpu());
+  const auto [fp32_table, packed_table] = qnum::models::pack_bert_word_embeddings_mxint8(cpu, qnum::Device::cpu());
+  CHECK(packed_table * 32 == fp32_table / 4 * 33);
+  CHECK(cpu.at("bert.embeddings.word_embeddings").type_name() == "MXInt8PackedEmbedding");
+  const auto wb = qnum::models::bert_weight_bytes(cpu);
+  CHECK(wb.packed_embeddings == packed_table);
+  CHECK(wb.embeddings == wa.embeddings - fp32_table);
+  // The looked-up rows are the table's dequantized values.
+  const std::vector<std::int64_t> ids{5, 17, 5};
+  const Tensor rows = cpu.bert->embeddings->word_embeddings->forward_indices(ids, {3});
+  const auto q = qnum::quantize_mxint8_mase_cuda(fp32.bert->embeddings->word_embeddings->weight.to_vector(), 32);
+  for (std::int64_t k = 0; k < 64; ++k) {
+    const auto j = static_cast<std::size_t>(17 * 64 + k);
+    CHECK(rows.values()[static_cast<std::size_t>(64 + k)] ==
+          qnum::detail::mx_bf16_bits_to_float(qnum::dequantize_mxint8_to_bf16_bits(q.mantissa[j], q.scale[j / 32])));
+  }
+  // The same model packed for a device classifies as the cpu one.
+  qnum::models::pack_bert_linears_mxint8(dev, qnum::Device::cuda());
+  qnum::models::pack_bert_word_embeddings_mxint8(dev, qnum::Device::cuda());
+  dev.to(qnum::Device::cuda());
+  const std::int64_t B = 2, T = 9;
+  std::vector<std::int64_t> tok(B * T), mask(B * T, 1);
+  for (std::size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<std::int64_t>((i * 7919) % 30000 + 100);
+  const qnum::models::BertInput in{B, T, tok, mask, {}};
+  qnum::autograd::NoGradGuard no_grad;
+  const auto a = cpu.forward(in).to_vector(), b = dev.forward(in).to_vector();
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-4f * (1 + std::abs(a[i])));
+}

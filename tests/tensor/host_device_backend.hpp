@@ -294,6 +294,14 @@ class HostDeviceBackend final : public DeviceBackend {
       p[i] = std::fma(s.neg_step, m[i] / denom, p[i]);
     }
   }
+  void mxint8_embedding(const std::int64_t* idx, std::int64_t n, const std::int8_t* m, const std::uint8_t* s,
+                        std::int64_t c, float* out) override {
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t k = 0; k < c; ++k) {
+        const std::int64_t j = idx[i] * c + k;
+        out[i * c + k] = qnum::detail::mx_bf16_bits_to_float(dequantize_mxint8_to_bf16_bits(m[j], s[j / 32]));
+      }
+  }
   void quantize(const Format& f, const float* x, const std::int64_t* shape, int rank, bool weight_role,
                 float* y) override {
     Shape sh(shape, shape + rank);

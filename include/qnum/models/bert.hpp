@@ -331,7 +331,8 @@ class BertEmbeddings : public nn::Module {
   Tensor forward(const BertInput& in) {
     qnum::detail::require(in.seq <= max_positions, "BERT: sequence length ", in.seq,
                           " exceeds max_position_embeddings ", max_positions);
-    if (fusable() && !word_embeddings->weight.is_cuda()) return (*dropout)(sum_layer_norm(in));
+    if (word_embeddings->dense() && !word_embeddings->weight.is_cuda() && fusable())
+      return (*dropout)(sum_layer_norm(in));
     const Shape ids_shape{in.batch, in.seq};
     Tensor x = lookup(*word_embeddings, in.input_ids, ids_shape, in.input_ids_tensor);
     std::vector<std::int64_t> pos(static_cast<std::size_t>(in.seq));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qnum/models/bert.hpp"
+#include "qnum/nn/packed_embedding.hpp"
 #include "qnum/nn/packed_linear.hpp"
 
 namespace qnum::models {
@@ -45,20 +46,42 @@ inline PackReport pack_bert_linears_mxint8(BertForSequenceClassification& model,
   return r;
 }
 
+/// Replaces the word-embedding table (vocab × hidden, BERT-base's largest tensor) by an
+/// nn::MXInt8PackedEmbedding for `device`; position and token-type tables stay float32.
+/// Returns the table's float32 bytes and packed bytes.
+inline std::pair<std::size_t, std::size_t> pack_bert_word_embeddings_mxint8(BertForSequenceClassification& model,
+                                                                          const Device& device) {
+  auto& emb = *model.bert->embeddings;
+  const nn::Embedding& word = *emb.word_embeddings;
+  const std::size_t fp32 = static_cast<std::size_t>(word.weight.numel()) * sizeof(float);
+  auto packed = std::make_shared<nn::MXInt8PackedEmbedding>(word, device);
+  const std::size_t bytes = packed->packed_bytes();
+  emb.replace_module("word_embeddings", packed);
+  emb.word_embeddings = packed;
+  return {fp32, bytes};
+}
+
 /// The bytes a BERT classifier holds, by kind (float32 tensors at 4 bytes a value).
 struct WeightBytes {
   std::size_t linear_weights = 0;  ///< fp32 Linear weights
   std::size_t packed = 0;          ///< packed MXINT8 Linear weights (mantissas + scales)
   std::size_t linear_biases = 0;   ///< Linear biases (fp32 in both variants)
-  std::size_t embeddings = 0;      ///< word, position and token-type tables
+  std::size_t embeddings = 0;      ///< word, position and token-type tables (float32 ones)
+  std::size_t packed_embeddings = 0;  ///< a packed MXINT8 word table (mantissas + scales)
   std::size_t layer_norms = 0;     ///< LayerNorm weights and biases
   std::size_t other = 0;           ///< anything else (none in BERT)
-  std::size_t total() const { return linear_weights + packed + linear_biases + embeddings + layer_norms + other; }
+  std::size_t total() const {
+    return linear_weights + packed + linear_biases + embeddings + packed_embeddings + layer_norms + other;
+  }
 };
 
 inline WeightBytes bert_weight_bytes(BertForSequenceClassification& model) {
   WeightBytes b;
   for (auto& [path, m] : model.named_modules()) {
+    if (auto* e = dynamic_cast<nn::MXInt8PackedEmbedding*>(m)) {
+      b.packed_embeddings += e->packed_bytes();
+      continue;
+    }
     if (auto* p = dynamic_cast<nn::MXInt8PackedLinear*>(m)) {
       b.packed += p->packed_bytes();
       b.linear_biases += p->bias_bytes();

@@ -137,9 +137,11 @@ class Embedding : public Module {
   std::string op_name() const override { return "embedding"; }
 
   /// Rows for `indices` laid out as `index_shape`: result index_shape + [embedding_dim].
-  Tensor forward_indices(std::span<const std::int64_t> indices, const Shape& index_shape) {
+  virtual Tensor forward_indices(std::span<const std::int64_t> indices, const Shape& index_shape) {
     return embedding(indices, index_shape, weight);
   }
+  /// Whether `weight` holds the table as float32 (false: a packed subclass, weight undefined).
+  virtual bool dense() const { return true; }
   /// The same with the indices held as a float tensor of whole numbers (so an Embedding can
   /// sit in a Sequential); a fractional value is an error. No gradient flows to x.
   Tensor forward(const Tensor& x) override {
@@ -155,6 +157,12 @@ class Embedding : public Module {
 
   std::int64_t num_embeddings, embedding_dim;
   Tensor weight;
+
+ protected:
+  /// For subclasses that hold the table otherwise (no float32 weight is made).
+  struct NoWeight {};
+  Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, NoWeight)
+      : num_embeddings(num_embeddings), embedding_dim(embedding_dim) {}
 };
 
 /// Layer normalisation over the last dimension with weight (ones) and bias (zeros) of

@@ -186,6 +186,11 @@ class DeviceBackend {
   /// a transient workspace, x rounded to bf16, one bf16 GEMM with fp32 accumulation.
   virtual void mxint8_linear(const float* x, const std::int8_t* mantissa, const std::uint8_t* scale,
                              const float* bias, std::int64_t M, std::int64_t N, std::int64_t K, float* y) = 0;
+  /// out[i, :] = row idx[i] of a [V, c] table packed as mase-cuda MXINT8 (groups of 32 along
+  /// c, c % 32 == 0), dequantized: the bf16 values, exact in float32. Only the rows looked up
+  /// are ever expanded (a packed embedding table).
+  virtual void mxint8_embedding(const std::int64_t* idx, std::int64_t n, const std::int8_t* mantissa,
+                                const std::uint8_t* scale, std::int64_t c, float* out) = 0;
 };
 
 namespace detail {
