@@ -23,6 +23,8 @@
 #                       "step_ms" (median ms over ~50 steps after warm-up, synchronised) or a line
 #                       "step_ms=<ms>". Runs from the repository root; $BIN is exported. Unset: the
 #                       summary says "not measured".
+#   QNUM_TESTS_FILTER   doctest -tc filter for the tests step (e.g. "backend:*"; default: every case)
+#   QNUM_DEVICE_LIBS    folder of shared libraries to use where the device lacks them (ldd "not found")
 #   LAB4_BATCH, LAB4_MAX_LEN  the lab-4 batch (default 64 reviews, 128 tokens at most)
 set -u
 BIN=${1:-.devbin}
@@ -42,6 +44,16 @@ SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}  # PyTorch keeps its own CUDA libraries
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+# Libraries of the development machine the device image may lack (QNUM_DEVICE_LIBS: a folder
+# of them, e.g. build-dev/libs): only those ldd reports missing are linked in, so the device's
+# own copies win wherever it has them.
+if [ -n "${QNUM_DEVICE_LIBS:-}" ] && [ -d "$QNUM_DEVICE_LIBS" ]; then
+  mkdir -p "$WORK/libs"
+  for b in "$BIN"/*; do ldd "$b" 2>/dev/null; done | awk '/not found/{print $1}' | sort -u | while read -r l; do
+    [ -f "$QNUM_DEVICE_LIBS/$l" ] && ln -sf "$(cd "$QNUM_DEVICE_LIBS" && pwd)/$l" "$WORK/libs/$l"
+  done
+  export LD_LIBRARY_PATH=$WORK/libs:$LD_LIBRARY_PATH
+fi
 if ! ldd "$BIN/qnum-cuda-tests" | grep -q 'libcublas.so.13 => /'; then  # fall back to pip's cuBLAS
   d=$(dirname "$(find / -name 'libcublas.so.13' -not -path '/proc/*' 2>/dev/null | head -1)")
   export LD_LIBRARY_PATH=$d:$LD_LIBRARY_PATH
@@ -61,11 +73,12 @@ section() { echo "==== $* ($(($(date +%s) - START)) s)" >> "$LOG"; }
   python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
   echo "lab4 data: $(cat "$DATA/SOURCE" 2>/dev/null || echo "missing: run cuda/prepare_device_data.sh and carry $DATA")"
   echo "== steps: $STEPS (budget $BUDGET s)"; } >> "$SUMMARY" 2>&1
-section ldd; ldd "$BIN/qnum-cuda-tests" >> "$LOG" 2>&1
+section ldd; for b in "$BIN"/*; do echo "$b"; ldd "$b"; done >> "$LOG" 2>&1
 
 step_tests() {
   local t; t=$(limit 240); [ "$t" = 0 ] && { note "tests skipped (budget)" -; return; }
-  timeout "$t" "$BIN/qnum-cuda-tests" > "$OUT/tests.log" 2>&1; note tests $?
+  local filter=(); [ -n "${QNUM_TESTS_FILTER:-}" ] && filter=(-tc="$QNUM_TESTS_FILTER")
+  timeout "$t" "$BIN/qnum-cuda-tests" "${filter[@]}" > "$OUT/tests.log" 2>&1; note tests $?
 }
 
 step_bench() {

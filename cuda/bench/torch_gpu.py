@@ -12,7 +12,7 @@ model is built from a config with random weights from a fixed seed).
          (median of --iters synchronised forwards after --warmup), labels and logits.
   train  times a bert-tiny training step (2 layers, hidden 128, 2 heads, intermediate 512,
          vocab 30522) in PyTorch eager fp32: AdamW, batch 32 x seq 128, dropout on,
-         cross-entropy on 2 labels; median over --steps steps after warm-up, each step
+         cross-entropy on 2 labels, grad-norm clipping 1.0 (qnum-cuda-bert-step's step); median over --steps steps after warm-up, each step
          synchronised.
 
 fp32 means fp32: TF32 is switched off for matmuls and cuDNN. Output: one JSON object (--out),
@@ -125,6 +125,7 @@ def train(torch, transformers, args, out):
         logits = model(input_ids=ids, attention_mask=mask).logits
         loss = torch.nn.functional.cross_entropy(logits, labels)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # as qnum's step (and the HF Trainer)
         opt.step()
         losses.append(loss)
 
