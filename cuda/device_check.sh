@@ -49,10 +49,12 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 # own copies win wherever it has them.
 if [ -n "${QNUM_DEVICE_LIBS:-}" ] && [ -d "$QNUM_DEVICE_LIBS" ]; then
   mkdir -p "$WORK/libs"
-  for b in "$BIN"/*; do ldd "$b" 2>/dev/null; done | awk '/not found/{print $1}' | sort -u | while read -r l; do
-    [ -f "$QNUM_DEVICE_LIBS/$l" ] && ln -sf "$(cd "$QNUM_DEVICE_LIBS" && pwd)/$l" "$WORK/libs/$l"
-  done
   export LD_LIBRARY_PATH=$WORK/libs:$LD_LIBRARY_PATH
+  for round in 1 2 3 4 5; do  # a carried library's own needs show only once it is found
+    for b in "$BIN"/*; do ldd "$b" 2>/dev/null; done | awk '/not found/{print $1}' | sort -u | while read -r l; do
+      [ -f "$QNUM_DEVICE_LIBS/$l" ] && ln -sf "$(cd "$QNUM_DEVICE_LIBS" && pwd)/$l" "$WORK/libs/$l"
+    done
+  done
 fi
 if ! ldd "$BIN/qnum-cuda-tests" | grep -q 'libcublas.so.13 => /'; then  # fall back to pip's cuBLAS
   d=$(dirname "$(find / -name 'libcublas.so.13' -not -path '/proc/*' 2>/dev/null | head -1)")

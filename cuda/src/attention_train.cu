@@ -6,6 +6,8 @@
 // layout: one strided-batched GEMM over the heads of each batch row.
 #include <cstdint>
 
+#include <cublas_v2.h>
+
 #include "launch.cuh"
 #include "nn_rows.cuh"
 #include "qnum/core/rng.hpp"
@@ -80,7 +82,46 @@ void check_sizes(const char* op, std::int64_t B, std::int64_t Tq, std::int64_t T
   qnum::detail::require(p >= 0.0f && p < 1.0f, "qnum::cuda ", op, ": dropout probability ", p, " must be in [0, 1)");
 }
 
+__global__ void head_pointers_kernel(const float* a, std::int64_t ao, std::int64_t ah, const float* b,
+                                     std::int64_t bo, std::int64_t bh, float* c, std::int64_t co, std::int64_t ch,
+                                     std::int64_t heads, std::int64_t n, const float** pa, const float** pb,
+                                     float** pc) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::int64_t o = i / heads, h = i % heads;
+  pa[i] = a + o * ao + h * ah;
+  pb[i] = b + o * bo + h * bh;
+  pc[i] = c + o * co + h * ch;
+}
+
 }  // namespace
+
+void CudaBackend::gemm_heads(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                             const float* A, std::int64_t lda, std::int64_t a_outer, std::int64_t a_head,
+                             const float* B, std::int64_t ldb, std::int64_t b_outer, std::int64_t b_head, float beta,
+                             float* C, std::int64_t ldc, std::int64_t c_outer, std::int64_t c_head, std::int64_t outer,
+                             std::int64_t heads) {
+  const std::int64_t n = outer * heads;
+  if (M == 0 || N == 0 || n == 0) return;
+  if (K == 0) {  // an empty sum: gemm zeroes (scales) C per batch row
+    for (std::int64_t o = 0; o < outer; ++o)
+      gemm(trans_a, trans_b, M, N, K, alpha, A + o * a_outer, lda, a_head, B + o * b_outer, ldb, b_head, beta,
+           C + o * c_outer, ldc, c_head, heads);
+    return;
+  }
+  qnum::detail::require(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX && n <= INT32_MAX,
+                        "qnum::cuda attention: GEMM sizes ", M, "x", N, "x", K, " batch ", n, " out of range");
+  Scratch<const float*> pa(*this, static_cast<std::size_t>(n)), pb(*this, static_cast<std::size_t>(n));
+  Scratch<float*> pc(*this, static_cast<std::size_t>(n));
+  head_pointers_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, stream()>>>(
+      A, a_outer, a_head, B, b_outer, b_head, C, c_outer, c_head, heads, n, pa.get(), pb.get(), pc.get());
+  check_launch("head_pointers_kernel");
+  // Row-major C = op(A)·op(B) as column-major Cᵀ = op(B)ᵀ·op(A)ᵀ (see gemm).
+  const cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  QNUM_CUBLAS_CHECK(cublasSgemmBatched(blas(), ob, oa, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
+                                       &alpha, pb.get(), static_cast<int>(ldb), pa.get(), static_cast<int>(lda),
+                                       &beta, pc.get(), static_cast<int>(ldc), static_cast<int>(n)));
+}
 
 void CudaBackend::attention(const float* q, const float* k, const float* v, const float* mask, std::int64_t B,
                             std::int64_t Tq, std::int64_t T, std::int64_t heads, std::int64_t D, float scale, float p,
@@ -92,18 +133,17 @@ void CudaBackend::attention(const float* q, const float* k, const float* v, cons
   const std::int64_t HD = heads * D, block = Tq * T, rows = B * heads * Tq;
   const auto scores = static_cast<std::size_t>(rows * T);
   // S = Q·Kᵀ per head into probs ([B, heads, Tq, T]), one strided batch of heads per batch row.
-  for (std::int64_t b = 0; b < B; ++b)
-    gemm(false, true, Tq, T, D, 1.0f, q + b * Tq * HD, HD, D, k + b * T * HD, HD, D, 0.0f, probs + b * heads * block, T,
-         block, heads);
+  gemm_heads(false, true, Tq, T, D, 1.0f, q, HD, Tq * HD, D, k, HD, T * HD, D, 0.0f, probs, T, heads * block, block, B,
+             heads);
   Scratch<float> dropped(*this, drop ? scores : 0);
   const float ks = keep_scale_of(p);
   attention_probs_kernel<<<grid_rows(rows), row_threads(T), 0, stream()>>>(
       probs, mask, rows, Tq, T, heads, scale, p, ks, seed, drop ? keep : nullptr, drop ? dropped.get() : nullptr);
   check_launch("attention_probs_kernel");
   const float* pv = drop ? dropped.get() : probs;
-  for (std::int64_t b = 0; b < B; ++b)  // out = P·V, written in place of the heads' columns
-    gemm(false, false, Tq, D, T, 1.0f, pv + b * heads * block, T, block, v + b * T * HD, HD, D, 0.0f,
-         out + b * Tq * HD, HD, D, heads);
+  // out = P·V, written in place of the heads' columns
+  gemm_heads(false, false, Tq, D, T, 1.0f, pv, T, heads * block, block, v, HD, T * HD, D, 0.0f, out, HD, Tq * HD, D, B,
+             heads);
 }
 
 void CudaBackend::attention_backward(const float* g, const float* q, const float* k, const float* v,
@@ -119,9 +159,9 @@ void CudaBackend::attention_backward(const float* g, const float* q, const float
   const auto scores = static_cast<std::size_t>(rows * T);
   const float ks = keep_scale_of(p);
   Scratch<float> ds(*this, scores);
-  for (std::int64_t b = 0; b < B; ++b)  // d(P after dropout) = dO·Vᵀ
-    gemm(false, true, Tq, T, D, 1.0f, g + b * Tq * HD, HD, D, v + b * T * HD, HD, D, 0.0f, ds.get() + b * heads * block,
-         T, block, heads);
+  // d(P after dropout) = dO·Vᵀ
+  gemm_heads(false, true, Tq, T, D, 1.0f, g, HD, Tq * HD, D, v, HD, T * HD, D, 0.0f, ds.get(), T, heads * block, block,
+             B, heads);
   {
     Scratch<float> dropped(*this, drop ? scores : 0);
     const float* pd = probs;
@@ -130,9 +170,9 @@ void CudaBackend::attention_backward(const float* g, const float* q, const float
       check_launch("keep_product_kernel");
       pd = dropped.get();
     }
-    for (std::int64_t b = 0; b < B; ++b)  // dV = Pᵀ·dO (P after dropout)
-      gemm(true, false, T, D, Tq, 1.0f, pd + b * heads * block, T, block, g + b * Tq * HD, HD, D, 0.0f,
-           gv + b * T * HD, HD, D, heads);
+    // dV = Pᵀ·dO (P after dropout)
+    gemm_heads(true, false, T, D, Tq, 1.0f, pd, T, heads * block, block, g, HD, Tq * HD, D, 0.0f, gv, HD, T * HD, D, B,
+               heads);
   }
   if (rows > 0) {
     attention_dscores_kernel<<<grid_rows(rows), row_threads(T), 0, stream()>>>(ds.get(), probs,
@@ -140,14 +180,12 @@ void CudaBackend::attention_backward(const float* g, const float* q, const float
                                                                                scale);
     check_launch("attention_dscores_kernel");
   }
-  for (std::int64_t b = 0; b < B; ++b) {
-    // dQ = dS·K, dK = dSᵀ·Q
-    if (Tq > 0)
-      gemm(false, false, Tq, D, T, 1.0f, ds.get() + b * heads * block, T, block, k + b * T * HD, HD, D, 0.0f,
-           gq + b * Tq * HD, HD, D, heads);
-    gemm(true, false, T, D, Tq, 1.0f, ds.get() + b * heads * block, T, block, q + b * Tq * HD, HD, D, 0.0f,
-         gk + b * T * HD, HD, D, heads);
-  }
+  // dQ = dS·K, dK = dSᵀ·Q
+  if (Tq > 0)
+    gemm_heads(false, false, Tq, D, T, 1.0f, ds.get(), T, heads * block, block, k, HD, T * HD, D, 0.0f, gq, HD, Tq * HD,
+               D, B, heads);
+  gemm_heads(true, false, T, D, Tq, 1.0f, ds.get(), T, heads * block, block, q, HD, Tq * HD, D, 0.0f, gk, HD, T * HD, D,
+             B, heads);
 }
 
 }  // namespace qnum::cuda::detail

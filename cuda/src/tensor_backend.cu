@@ -3,7 +3,9 @@
 #include <cublas_v2.h>
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
+#include <vector>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -169,11 +171,10 @@ __global__ void permute_kernel(const float* x, PermuteArgs a, std::size_t n, flo
 
 // ---- optimizer, clip mask, MXINT8 helpers -------------------------------------------------
 
-__global__ void adam_kernel(DeviceBackend::AdamStep s, float* p, const float* g, float* m, float* v, std::size_t n) {
-  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < n;
-       j += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    // nn::AdamBase::update, operation for operation: the products stored apart (p·keep,
-    // v·β2) rounded on their own, fmaf where the CPU calls std::fma, IEEE sqrt and division.
+// nn::AdamBase::update for element j, operation for operation: the products stored apart
+// (p·keep, v·β2) rounded on their own, fmaf where the CPU calls std::fma, IEEE sqrt and division.
+__device__ inline void adam_element(const DeviceBackend::AdamStep& s, float* p, const float* g, float* m, float* v,
+                                    std::size_t j) {
     float pj = p[j];
     if (s.keep != 1.0f) pj = pj * s.keep;
     const float vb = v[j] * s.b2;
@@ -187,7 +188,63 @@ __global__ void adam_kernel(DeviceBackend::AdamStep s, float* p, const float* g,
     m[j] = mj;
     v[j] = vj;
     p[j] = pj + step / denom;
+}
+
+__global__ void adam_kernel(DeviceBackend::AdamStep s, float* p, const float* g, float* m, float* v, std::size_t n) {
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < n;
+       j += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    adam_element(s, p, g, m, v, j);
+}
+
+/// One tensor of a multi-tensor call (adam_step_multi, sum_squares_multi, scale_multi).
+struct TensorSlot {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  std::size_t n;
+};
+
+// blockIdx.y: the tensor; x: a grid-stride loop over its elements.
+__global__ void adam_multi_kernel(DeviceBackend::AdamStep s, const TensorSlot* t) {
+  const TensorSlot& x = t[blockIdx.y];
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < x.n;
+       j += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    adam_element(s, x.p, x.g, x.m, x.v, j);
+}
+
+__global__ void sum_squares_multi_kernel(const TensorSlot* t, double* out) {
+  const TensorSlot& x = t[blockIdx.y];
+  double acc = 0.0;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < x.n;
+       j += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    acc += static_cast<double>(x.g[j]) * x.g[j];
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+  __shared__ double warp_sums[32];
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double b = 0.0;
+    for (unsigned w = 0; w < (blockDim.x + 31) / 32; ++w) b += warp_sums[w];
+    atomicAdd(out, b);
   }
+}
+
+__global__ void norm_factor_kernel(const double* sum_sq, float max_norm, float* sum_out, float* norm, float* factor) {
+  const double nv = sqrt(sum_sq[0]), f = static_cast<double>(max_norm) / (nv + 1e-6);
+  if (sum_out) sum_out[0] = static_cast<float>(sum_sq[0]);
+  norm[0] = static_cast<float>(nv);
+  factor[0] = static_cast<float>(max_norm > 0.0f && f < 1.0 ? f : 1.0);
+}
+
+__global__ void to_double_kernel(const float* x, double* y) { y[0] = x[0]; }
+
+__global__ void scale_multi_kernel(const TensorSlot* t, const float* factor) {
+  const TensorSlot& x = t[blockIdx.y];
+  const float f = factor[0];
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < x.n;
+       j += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    x.p[j] = x.p[j] * f;
 }
 
 __global__ void range_mask_kernel(const float* x, std::size_t n, double lo, double hi, std::uint8_t* keep) {
@@ -506,6 +563,70 @@ void CudaBackend::adam_step(const AdamStep& s, float* p, const float* g, float* 
   if (n == 0) return;
   adam_kernel<<<grid_1d(n), kT, 0, stream()>>>(s, p, g, m, v, n);
   check_launch("adam_kernel");
+}
+
+namespace {
+/// The slots on the device (one small upload) and the grid: x covers the largest tensor.
+struct Slots {
+  Scratch<TensorSlot> device;
+  dim3 grid;
+  Slots(CudaBackend& b, const std::vector<TensorSlot>& host, cudaStream_t st) : device(b, host.size()) {
+    std::size_t most = 0;
+    for (const auto& t : host) most = std::max(most, t.n);
+    b.copy_to_device(device.get(), host.data(), host.size() * sizeof(TensorSlot));
+    grid = dim3(std::min<unsigned>(grid_1d(most), 1024u), static_cast<unsigned>(host.size()));
+    (void)st;
+  }
+};
+void require_slots(std::size_t count, const char* what) {
+  qnum::detail::require(count <= 65535, "qnum::cuda ", what, ": ", count, " tensors in one call (at most 65535)");
+}
+}  // namespace
+
+void CudaBackend::adam_step_multi(const AdamStep& s, float* const* p, const float* const* g, float* const* m,
+                                  float* const* v, const std::size_t* n, std::size_t count) {
+  if (count == 0) return;
+  require_slots(count, "adam_step_multi");
+  std::vector<TensorSlot> host(count);
+  for (std::size_t i = 0; i < count; ++i) host[i] = {p[i], g[i], m[i], v[i], n[i]};
+  const Slots slots(*this, host, stream());
+  adam_multi_kernel<<<slots.grid, kT, 0, stream()>>>(s, slots.device.get());
+  check_launch("adam_multi_kernel");
+}
+
+void CudaBackend::sum_squares_multi(const float* const* x, const std::size_t* n, std::size_t count, float* out) {
+  require_slots(count, "sum_squares_multi");
+  Scratch<double> acc(*this, 1);
+  QNUM_CUDA_CHECK(cudaMemsetAsync(acc.get(), 0, sizeof(double), stream()));
+  if (count > 0) {
+    std::vector<TensorSlot> host(count);
+    for (std::size_t i = 0; i < count; ++i) host[i] = {nullptr, x[i], nullptr, nullptr, n[i]};
+    const Slots slots(*this, host, stream());
+    sum_squares_multi_kernel<<<slots.grid, kT, 0, stream()>>>(slots.device.get(), acc.get());
+    check_launch("sum_squares_multi_kernel");
+  }
+  // The double total into out as float (the factor kernel below reads the float too).
+  Scratch<float> unused_norm(*this, 1), unused_factor(*this, 1);
+  norm_factor_kernel<<<1, 1, 0, stream()>>>(acc.get(), 0.0f, out, unused_norm.get(), unused_factor.get());
+  check_launch("norm_factor_kernel");
+}
+
+void CudaBackend::grad_norm_factor(const float* sum_sq, float max_norm, float* norm, float* factor) {
+  Scratch<double> d(*this, 1);
+  to_double_kernel<<<1, 1, 0, stream()>>>(sum_sq, d.get());
+  check_launch("to_double_kernel");
+  norm_factor_kernel<<<1, 1, 0, stream()>>>(d.get(), max_norm, nullptr, norm, factor);
+  check_launch("norm_factor_kernel");
+}
+
+void CudaBackend::scale_multi(float* const* x, const std::size_t* n, std::size_t count, const float* factor) {
+  if (count == 0) return;
+  require_slots(count, "scale_multi");
+  std::vector<TensorSlot> host(count);
+  for (std::size_t i = 0; i < count; ++i) host[i] = {x[i], nullptr, nullptr, nullptr, n[i]};
+  const Slots slots(*this, host, stream());
+  scale_multi_kernel<<<slots.grid, kT, 0, stream()>>>(slots.device.get(), factor);
+  check_launch("scale_multi_kernel");
 }
 
 void CudaBackend::quantize(const Format& f, const float* x, const std::int64_t* shape, int rank, bool weight_role,

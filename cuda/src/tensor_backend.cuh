@@ -79,6 +79,11 @@ class CudaBackend final : public DeviceBackend {
                           float* gv) override;
 
   void adam_step(const AdamStep& s, float* p, const float* g, float* m, float* v, std::size_t n) override;
+  void adam_step_multi(const AdamStep& s, float* const* p, const float* const* g, float* const* m, float* const* v,
+                       const std::size_t* n, std::size_t count) override;
+  void sum_squares_multi(const float* const* x, const std::size_t* n, std::size_t count, float* out) override;
+  void grad_norm_factor(const float* sum_sq, float max_norm, float* norm, float* factor) override;
+  void scale_multi(float* const* x, const std::size_t* n, std::size_t count, const float* factor) override;
   void mxint8_embedding(const std::int64_t* idx, std::int64_t n, const std::int8_t* mantissa,
                         const std::uint8_t* scale, std::int64_t c, float* out) override;
   void quantize(const Format& f, const float* x, const std::int64_t* shape, int rank, bool weight_role,
@@ -94,6 +99,13 @@ class CudaBackend final : public DeviceBackend {
   cudaStream_t stream();
   /// The float32 cuBLAS handle (default math: no TF32), bound to stream().
   cublasContext* blas();
+  /// For o < outer, h < heads: C_oh = alpha·op(A_oh)·op(B_oh) + beta·C_oh (row-major, as gemm)
+  /// with X_oh = X + o·x_outer + h·x_head: every (batch row, head) pair of token-major
+  /// activations in one cublasSgemmBatched call (their offsets have no single stride).
+  void gemm_heads(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                  const float* A, std::int64_t lda, std::int64_t a_outer, std::int64_t a_head, const float* B,
+                  std::int64_t ldb, std::int64_t b_outer, std::int64_t b_head, float beta, float* C, std::int64_t ldc,
+                  std::int64_t c_outer, std::int64_t c_head, std::int64_t outer, std::int64_t heads);
 
  private:
   void init();  // the stream and the memory pool, once

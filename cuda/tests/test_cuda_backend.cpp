@@ -644,3 +644,55 @@ TEST_CASE("backend: mxint8_embedding is the packed table's rows dequantized, bit
     }
   require_equal(out.host(), ref, "mxint8_embedding rows");
 }
+
+TEST_CASE("backend: the multi-tensor optimizer and clipping calls equal their one-tensor forms") {
+  const std::vector<std::size_t> sizes{1, 300, 4097, 33};
+  std::vector<std::vector<float>> pv, gv, mv, vv;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    pv.push_back(randn(sizes[i], 160 + i));
+    gv.push_back(randn(sizes[i], 170 + i, 0.1f));
+    mv.push_back(randn(sizes[i], 180 + i, 0.01f));
+    auto v = randn(sizes[i], 190 + i, 0.01f);
+    for (float& x : v) x = x * x;
+    vv.push_back(v);
+  }
+  const qnum::DeviceBackend::AdamStep s{0.1f, 0.999f, 0.001f, 0.0f, 0.03f, 1e-8f, -0.01f, 0.9999f};
+  std::vector<std::unique_ptr<Dev<float>>> p1, p2, g, m1, m2, v1, v2;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    p1.push_back(std::make_unique<Dev<float>>(pv[i])), p2.push_back(std::make_unique<Dev<float>>(pv[i]));
+    g.push_back(std::make_unique<Dev<float>>(gv[i]));
+    m1.push_back(std::make_unique<Dev<float>>(mv[i])), m2.push_back(std::make_unique<Dev<float>>(mv[i]));
+    v1.push_back(std::make_unique<Dev<float>>(vv[i])), v2.push_back(std::make_unique<Dev<float>>(vv[i]));
+    be().adam_step(s, p1[i]->get(), g[i]->get(), m1[i]->get(), v1[i]->get(), sizes[i]);
+  }
+  std::vector<float*> pp, mp, vp;
+  std::vector<const float*> gp;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    pp.push_back(p2[i]->get()), gp.push_back(g[i]->get()), mp.push_back(m2[i]->get()), vp.push_back(v2[i]->get());
+  be().adam_step_multi(s, pp.data(), gp.data(), mp.data(), vp.data(), sizes.data(), sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    require_equal(p2[i]->host(), p1[i]->host(), "adam_step_multi p");
+    require_equal(m2[i]->host(), m1[i]->host(), "adam_step_multi m");
+    require_equal(v2[i]->host(), v1[i]->host(), "adam_step_multi v");
+  }
+  // Σg² over the tensors, the norm and factor, the scaling.
+  double want = 0;
+  for (const auto& x : gv)
+    for (float e : x) want += static_cast<double>(e) * e;
+  Dev<float> sum(1), norm(1), factor(1);
+  be().sum_squares_multi(gp.data(), sizes.data(), sizes.size(), sum.get());
+  CHECK(sum.host()[0] == doctest::Approx(want).epsilon(1e-6));
+  be().grad_norm_factor(sum.get(), 1.0f, norm.get(), factor.get());
+  const double n = std::sqrt(static_cast<double>(sum.host()[0]));
+  CHECK(norm.host()[0] == doctest::Approx(n).epsilon(1e-6));
+  CHECK(factor.host()[0] == doctest::Approx(std::min(1.0, 1.0 / (n + 1e-6))).epsilon(1e-6));
+  std::vector<float*> gw;
+  for (auto& x : g) gw.push_back(x->get());
+  be().scale_multi(gw.data(), sizes.data(), sizes.size(), factor.get());
+  const float f = factor.host()[0];
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    auto want_g = gv[i];
+    for (float& x : want_g) x = x * f;
+    require_equal(g[i]->host(), want_g, "scale_multi");
+  }
+}

@@ -37,6 +37,7 @@ class Optimizer {
   /// One update of every parameter that has a gradient (the others are left alone).
   void step() {
     autograd::NoGradGuard no_grad;
+    std::vector<std::size_t> on_device;  // updated together below (one launch per group on CUDA)
     for (std::size_t i = 0; i < params_.size(); ++i) {
       Tensor& p = params_[i];
       if (!p.has_grad()) continue;
@@ -44,10 +45,11 @@ class Optimizer {
       if (s.buffers.empty()) s.buffers.assign(buffer_names().size(), {});
       ++s.step;
       if (p.is_cuda())
-        update_on_device(p, s);
+        on_device.push_back(i);
       else
         update(p.values(), p.grad(), s);
     }
+    if (!on_device.empty()) update_on_device(on_device);
   }
 
   /// Drops the gradient of every parameter.
@@ -152,11 +154,14 @@ class Optimizer {
       s.device_buffers.push_back(std::move(a));
     }
   }
-  /// update() for a parameter on a device; optimizers without a device kernel say so.
-  virtual void update_on_device(Tensor& p, ParamState&) {
-    qnum::detail::fail(type_name(), ": parameters on ", p.device().str(),
+  /// update() for the parameters `indices` (each on a device, its step counted); optimizers
+  /// without a device kernel say so.
+  virtual void update_on_device(const std::vector<std::size_t>& indices) {
+    qnum::detail::fail(type_name(), ": parameters on ", params_[indices.front()].device().str(),
                        " are not supported (Adam and AdamW are); move the model to the cpu");
   }
+  Tensor& param(std::size_t i) { return params_[i]; }
+  ParamState& param_state(std::size_t i) { return state_[i]; }
 
   Optimizer(std::vector<Tensor> params, double lr, const char* name) : params_(std::move(params)) {
     std::set<const void*> seen;
@@ -287,23 +292,38 @@ class AdamBase : public Optimizer {
   /// The only difference from PyTorch's bits: its CPU sqrt is MKL's (up to 0.75 ulp; 16-20%
   /// of values differ), this one is correctly rounded. (Checked against torch 2.15's
   /// kernels on 100k values per operation; tests/nn/test_optim.cpp pins the formula.)
-  void update_on_device(Tensor& p, ParamState& s) override {
-    device_buffers(p, s);
+  /// The parameters grouped by step count (all of them, unless some missed a gradient), each
+  /// group in one adam_step_multi call: the same per-element arithmetic as update().
+  void update_on_device(const std::vector<std::size_t>& indices) override {
+    std::map<std::int64_t, std::vector<std::size_t>> by_step;
+    for (std::size_t i : indices) {
+      device_buffers(param(i), param_state(i));
+      by_step[param_state(i).step].push_back(i);
+    }
     const double lr = this->lr(), b1 = opt_.beta1, b2 = opt_.beta2, wd = opt_.weight_decay;
-    const double t = static_cast<double>(s.step);
-    DeviceBackend::AdamStep c{static_cast<float>(1.0 - b1),
-                              static_cast<float>(b2),
-                              static_cast<float>(1.0 - b2),
-                              static_cast<float>(decoupled_ ? 0.0 : wd),
-                              static_cast<float>(std::sqrt(1.0 - std::pow(b2, t))),
-                              static_cast<float>(opt_.eps),
-                              static_cast<float>(-(lr / (1.0 - std::pow(b1, t)))),
-                              decoupled_ && wd != 0.0 ? static_cast<float>(1.0 - lr * wd) : 1.0f};
-    const auto n = static_cast<std::size_t>(p.numel());
-    if (n > 0)
-      device_backend(p.device())
-          .adam_step(c, p.device_data(), p.device_grad().data(), s.device_buffers[0].data(),
-                     s.device_buffers[1].data(), n);
+    for (const auto& [step, group] : by_step) {
+      const double t = static_cast<double>(step);
+      const DeviceBackend::AdamStep c{static_cast<float>(1.0 - b1),
+                                      static_cast<float>(b2),
+                                      static_cast<float>(1.0 - b2),
+                                      static_cast<float>(decoupled_ ? 0.0 : wd),
+                                      static_cast<float>(std::sqrt(1.0 - std::pow(b2, t))),
+                                      static_cast<float>(opt_.eps),
+                                      static_cast<float>(-(lr / (1.0 - std::pow(b1, t)))),
+                                      decoupled_ && wd != 0.0 ? static_cast<float>(1.0 - lr * wd) : 1.0f};
+      std::vector<float*> p, m, v;
+      std::vector<const float*> g;
+      std::vector<std::size_t> n;
+      for (std::size_t i : group) {
+        p.push_back(param(i).device_data());
+        g.push_back(param(i).device_grad().data());
+        m.push_back(param_state(i).device_buffers[0].data());
+        v.push_back(param_state(i).device_buffers[1].data());
+        n.push_back(static_cast<std::size_t>(param(i).numel()));
+      }
+      device_backend(param(group.front()).device())
+          .adam_step_multi(c, p.data(), g.data(), m.data(), v.data(), n.data(), group.size());
+    }
   }
 
   void update(std::span<float> p, std::span<const float> g, ParamState& s) override {

@@ -7,11 +7,13 @@
 // call these kernels and record their own autograd nodes; the CPU path is untouched.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "qnum/core/error.hpp"
 
@@ -170,6 +172,46 @@ class DeviceBackend {
     float w1, b2, w2, l2_wd, bc2_sqrt, eps, neg_step, keep;  // keep = 1 - lr·wd (1: no decay)
   };
   virtual void adam_step(const AdamStep& s, float* p, const float* g, float* m, float* v, std::size_t n) = 0;
+  /// adam_step on `count` tensors at once (host arrays of device pointers; one launch on CUDA,
+  /// as torch's fused/foreach optimizers). The default loops over adam_step.
+  virtual void adam_step_multi(const AdamStep& s, float* const* p, const float* const* g, float* const* m,
+                               float* const* v, const std::size_t* n, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) adam_step(s, p[i], g[i], m[i], v[i], n[i]);
+  }
+  /// out[0] = Σ over the `count` tensors of Σ x² (a global gradient norm's square), accumulated
+  /// in double, in no fixed order on CUDA. The default: binary mul + reduce_sum per tensor.
+  virtual void sum_squares_multi(const float* const* x, const std::size_t* n, std::size_t count, float* out) {
+    std::vector<float> partial(count, 0.0f);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (n[i] == 0) continue;
+      float* sq = static_cast<float*>(allocate(n[i] * sizeof(float)));
+      float* s = static_cast<float*>(allocate(sizeof(float)));
+      binary(Binary::mul, x[i], x[i], n[i], n[i], sq);
+      reduce_sum(sq, 1, static_cast<std::int64_t>(n[i]), 1, 1.0f, s);
+      copy_to_host(&partial[i], s, sizeof(float));
+      deallocate(sq), deallocate(s);
+    }
+    float total = 0.0f;
+    double acc = 0.0;
+    for (float v : partial) acc += v;
+    total = static_cast<float>(acc);
+    copy_to_device(out, &total, sizeof(float));
+  }
+  /// From sum_sq[0] = Σg²: norm[0] = √Σg² and factor[0] = max_norm / (norm + 1e-6) when that
+  /// is below 1, else 1 (torch.nn.utils.clip_grad_norm_), on the device: no read back.
+  virtual void grad_norm_factor(const float* sum_sq, float max_norm, float* norm, float* factor) {
+    float s = 0.0f;
+    copy_to_host(&s, sum_sq, sizeof(float));
+    const double nv = std::sqrt(static_cast<double>(s)), f = static_cast<double>(max_norm) / (nv + 1e-6);
+    const float out[2] = {static_cast<float>(nv), static_cast<float>(max_norm > 0 && f < 1.0 ? f : 1.0)};
+    copy_to_device(norm, &out[0], sizeof(float));
+    copy_to_device(factor, &out[1], sizeof(float));
+  }
+  /// x[i] *= factor[0] (a device scalar) for every tensor. The default: binary mul per tensor.
+  virtual void scale_multi(float* const* x, const std::size_t* n, std::size_t count, const float* factor) {
+    for (std::size_t i = 0; i < count; ++i)
+      if (n[i] > 0) binary(Binary::mul, x[i], factor, n[i], 1, x[i]);
+  }
   /// y = f.quantize(x) for a tensor of `shape` (rank <= 4) as kernel::quantize, bit for bit;
   /// families without a device kernel are a qnum::Error naming the family.
   virtual void quantize(const Format& f, const float* x, const std::int64_t* shape, int rank, bool weight_role,

@@ -247,47 +247,44 @@ inline void validate(const TrainConfig& c) {
   require(known, "optimizer: unknown name '", c.optimizer, "' (known: adam, adamw, sgd)");
 }
 
-/// clip_grad_norm for parameters on a device: each gradient's Σg² into one device array read
-/// back once, the factor applied on the device (into a fresh array where a gradient's memory
-/// is shared).
-inline double clip_device_grad_norm(std::vector<Tensor>& params, double max_norm) {
+/// clip_grad_norm for parameters on a device, without waiting for it: the global Σg², the
+/// norm and the factor stay on the device (sum_squares_multi, grad_norm_factor) and every
+/// gradient is scaled by the factor there (scale_multi; a gradient whose memory another
+/// tensor shares is copied first). The norm comes back in `norm` (read it when needed).
+inline void clip_device_grad_norm(std::vector<Tensor>& params, double max_norm, DeviceArray& norm) {
   const Device d = params.front().device();
   DeviceBackend& be = device_backend(d);
-  DeviceArray sums(d, params.size());
-  be.fill(sums.data(), 0.0f, params.size());
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const DeviceArray& g = params[i].device_grad();
+  std::vector<float*> grads;
+  std::vector<std::size_t> sizes;
+  for (auto& p : params) {
+    DeviceArray& g = p.impl_ptr()->dgrad;
     if (g.empty()) continue;
-    DeviceArray sq(d, g.size());
-    be.binary(DeviceBackend::Binary::mul, g.data(), g.data(), g.size(), g.size(), sq.data());
-    be.reduce_sum(sq.data(), 1, static_cast<std::int64_t>(g.size()), 1, 1.0f, sums.data() + i);
-  }
-  std::vector<float> host(params.size());
-  be.copy_to_host(host.data(), sums.data(), host.size() * sizeof(float));
-  double sq = 0;
-  for (float s : host) sq += s;
-  const double norm = std::sqrt(sq);
-  const double factor = max_norm / (norm + 1e-6);
-  if (max_norm > 0 && factor < 1.0)
-    for (auto& p : params) {
-      DeviceArray& g = p.impl_ptr()->dgrad;
-      if (g.empty()) continue;
-      if (g.use_count() > 1) {
-        DeviceArray scaled(d, g.size());
-        be.affine(g.data(), static_cast<float>(factor), 0.0f, scaled.data(), g.size());
-        g = std::move(scaled);
-      } else {
-        be.affine(g.data(), static_cast<float>(factor), 0.0f, g.data(), g.size());
-      }
+    if (g.use_count() > 1) {  // scaled in place below: own it first
+      DeviceArray copy(d, g.size());
+      be.copy_on_device(copy.data(), g.data(), g.size() * sizeof(float));
+      g = std::move(copy);
     }
-  return norm;
+    grads.push_back(g.data());
+    sizes.push_back(g.size());
+  }
+  DeviceArray scalars(d, 2);  // Σg², factor
+  norm = DeviceArray(d, 1);
+  be.sum_squares_multi(grads.data(), sizes.data(), grads.size(), scalars.data());
+  be.grad_norm_factor(scalars.data(), static_cast<float>(max_norm), norm.data(), scalars.data() + 1);
+  be.scale_multi(grads.data(), sizes.data(), grads.size(), scalars.data() + 1);
 }
 
 /// Scales the gradients of `params` so that their global L2 norm is at most max_norm
 /// (torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when it is below 1).
 /// Returns the norm before clipping.
 inline double clip_grad_norm(std::vector<Tensor>& params, double max_norm) {
-  if (!params.empty() && params.front().is_cuda()) return clip_device_grad_norm(params, max_norm);
+  if (!params.empty() && params.front().is_cuda()) {
+    DeviceArray norm;
+    clip_device_grad_norm(params, max_norm, norm);
+    float v = 0.0f;
+    norm.backend().copy_to_host(&v, norm.data(), sizeof(float));
+    return v;
+  }
   // Eight running sums (element j of a parameter into sum j mod 8, then the sums in order):
   // a fixed order on every machine and thread count, and eight independent FMA chains instead
   // of one 4.4M-long one for bert-tiny.

@@ -134,16 +134,30 @@ class Trainer {
         const data::Batch b = epoch_batches[i];
         opt_->zero_grad();
         const Tensor loss = cross_entropy(forward_(b), b.labels);
-        const float lv = loss.item();
-        if (!std::isfinite(lv)) {
+        // On a device the loss is read after the step: reading it first would make the host wait
+        // for the forward before queueing the backward (a non-finite loss still stops the run).
+        const bool on_device = loss.is_cuda();
+        float lv = on_device ? 0.0f : loss.item();
+        auto check_loss = [&] {
+          if (std::isfinite(lv)) return;
           progress.abort();
           fail_non_finite(lv, "loss", e + 1, " batch " + std::to_string(i + 1));
-        }
+        };
+        check_loss();
         loss.backward();
-        if (config_.max_grad_norm > 0) last_grad_norm_ = clip_grad_norm(params, config_.max_grad_norm);
+        if (config_.max_grad_norm > 0) {
+          if (on_device)  // the norm stays on the device until asked for (no wait mid-step)
+            clip_device_grad_norm(params, config_.max_grad_norm, last_grad_norm_device_);
+          else
+            last_grad_norm_ = clip_grad_norm(params, config_.max_grad_norm);
+        }
         if (per_step)
           opt_->set_lr(step_learning_rate(config_.schedule, config_.learning_rate, step, warmup_, total_steps_));
         opt_->step();
+        if (on_device) {
+          lv = loss.item();
+          check_loss();
+        }
         loss_sum += static_cast<double>(lv) * static_cast<double>(b.batch_size);
         rows += b.batch_size;
         progress.batch(e + 1, config_.max_epochs, i + 1, per_epoch, loss_sum / static_cast<double>(rows));
@@ -207,7 +221,12 @@ class Trainer {
   std::int64_t total_steps() const { return total_steps_; }
   std::int64_t warmup_steps() const { return warmup_; }
   /// The global gradient norm before the last clipping (max_grad_norm > 0).
-  double last_grad_norm() const { return last_grad_norm_; }
+  double last_grad_norm() const {
+    if (last_grad_norm_device_.empty()) return last_grad_norm_;
+    float v = 0.0f;
+    last_grad_norm_device_.backend().copy_to_host(&v, last_grad_norm_device_.data(), sizeof(float));
+    return v;
+  }
 
  private:
   /// Loads `last` into the model and optimizer, restores history and best loss, rewrites
@@ -278,6 +297,7 @@ class Trainer {
   bool have_last_ = false;
   std::int64_t total_steps_ = 0, warmup_ = 0;
   double last_grad_norm_ = 0;
+  DeviceArray last_grad_norm_device_;  // a device run's last norm, read on request
   nlohmann::json extra_meta_ = nlohmann::json::object();
   std::function<bool(const EpochRecord&)> on_epoch_;
   std::function<void(std::int64_t, float)> on_step_;
