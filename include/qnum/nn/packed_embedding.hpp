@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "qnum/core/error.hpp"
-#include "qnum/format/mx_packed.hpp"
 #include "qnum/nn/layers.hpp"
+#include "qnum/nn/packed_mxint8.hpp"
 #include "qnum/tensor/device.hpp"
 #include "qnum/tensor/device_ops.hpp"
 
@@ -25,23 +25,7 @@ class MXInt8PackedEmbedding : public Embedding {
   /// Packs `e`'s table for `device` on the host (quantize_mxint8_mase_cuda), so a GPU receives
   /// only the packed bytes. qnum::Error when embedding_dim is not a multiple of 32.
   MXInt8PackedEmbedding(const Embedding& e, const Device& device)
-      : Embedding(e.num_embeddings, e.embedding_dim, NoWeight{}), device_(device) {
-    qnum::detail::require(embedding_dim % kGroup == 0, "MXInt8PackedEmbedding: embedding_dim ", embedding_dim,
-                          " is not a multiple of ", kGroup);
-    qnum::detail::require(e.dense() && e.weight.defined(), "MXInt8PackedEmbedding: the embedding is already packed");
-    const std::vector<float> w = e.weight.to_vector();
-    MXInt8MaseCuda q = quantize_mxint8_mase_cuda(w, kGroup);
-    if (device_.is_cpu()) {
-      mantissa_ = std::move(q.mantissa);
-      scale_ = std::move(q.scale);
-    } else {
-      DeviceBackend& b = device_backend(device_);
-      d_mantissa_ = DeviceBytes<std::int8_t>(device_, q.mantissa.size());
-      d_scale_ = DeviceBytes<std::uint8_t>(device_, q.scale.size());
-      b.copy_to_device(d_mantissa_.data(), q.mantissa.data(), q.mantissa.size());
-      b.copy_to_device(d_scale_.data(), q.scale.data(), q.scale.size());
-    }
-  }
+      : Embedding(e.num_embeddings, e.embedding_dim, NoWeight{}), device_(device), packed_(checked_table(e), device) {}
   std::string type_name() const override { return "MXInt8PackedEmbedding"; }
   bool dense() const override { return false; }
 
@@ -55,16 +39,15 @@ class MXInt8PackedEmbedding : public Embedding {
       for (std::int64_t i = 0; i < n; ++i)
         for (std::int64_t k = 0; k < embedding_dim; ++k) {
           const auto j = static_cast<std::size_t>(indices[static_cast<std::size_t>(i)] * embedding_dim + k);
-          y[static_cast<std::size_t>(i * embedding_dim + k)] =
-              qnum::detail::mx_bf16_bits_to_float(dequantize_mxint8_to_bf16_bits(mantissa_[j], scale_[j / kGroup]));
+          y[static_cast<std::size_t>(i * embedding_dim + k)] = packed_.value(j);
         }
       return Tensor(std::move(shape), std::move(y));
     }
     Tensor y = Tensor::empty(shape, device_);
     const auto idx = device_ops::detail::upload(device_, indices);
     if (n > 0)
-      device_backend(device_).mxint8_embedding(idx.data(), n, d_mantissa_.data(), d_scale_.data(), embedding_dim,
-                                               y.device_data());
+      device_backend(device_).mxint8_embedding(idx.data(), n, packed_.device_mantissa(), packed_.device_scale(),
+                                               embedding_dim, y.device_data());
     return y;
   }
 
@@ -76,11 +59,15 @@ class MXInt8PackedEmbedding : public Embedding {
   const Device& device() const { return device_; }
 
  private:
+  static std::vector<float> checked_table(const Embedding& e) {
+    qnum::detail::require(e.embedding_dim % kGroup == 0, "MXInt8PackedEmbedding: embedding_dim ", e.embedding_dim,
+                          " is not a multiple of ", kGroup);
+    qnum::detail::require(e.dense() && e.weight.defined(), "MXInt8PackedEmbedding: the embedding is already packed");
+    return e.weight.to_vector();
+  }
+
   Device device_;
-  std::vector<std::int8_t> mantissa_;  // cpu
-  std::vector<std::uint8_t> scale_;
-  DeviceBytes<std::int8_t> d_mantissa_;  // cuda
-  DeviceBytes<std::uint8_t> d_scale_;
+  PackedMXInt8 packed_;
 };
 
 }  // namespace qnum::nn

@@ -22,6 +22,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/format/mx_packed.hpp"
 #include "qnum/nn/layers.hpp"
+#include "qnum/nn/packed_mxint8.hpp"
 #include "qnum/tensor/device.hpp"
 #include "qnum/tensor/ops.hpp"
 
@@ -37,27 +38,8 @@ class MXInt8PackedLinear : public Module {
   /// is not a multiple of 32, or the Linear carries what packing would drop (quantizers,
   /// pruning mask, LoRA adapter, input transform).
   MXInt8PackedLinear(const Linear& lin, const Device& device)
-      : in_features(lin.in_features), out_features(lin.out_features), device_(device) {
-    using qnum::detail::require;
-    require(in_features % kGroup == 0, "MXInt8PackedLinear: in_features ", in_features, " is not a multiple of ",
-            kGroup, " (mase-cuda groups run along in_features)");
-    require(!lin.is_quantized() && !lin.weight_mask.defined() && !lin.lora_A && !lin.input_transform,
-            "MXInt8PackedLinear: the Linear is quantized, pruned or has an adapter or input transform; "
-            "packing keeps only its weight and bias");
-    const Tensor& w = lin.weight;
-    require(w.defined() && w.shape() == Shape{out_features, in_features}, "MXInt8PackedLinear: weight shape ",
-            to_string(w.shape()), " is not [", out_features, ", ", in_features, "]");
-    MXInt8MaseCuda q = quantize_mxint8_mase_cuda(host_values(w), kGroup);
-    if (device_.is_cpu()) {
-      mantissa_ = std::move(q.mantissa);
-      scale_ = std::move(q.scale);
-    } else {
-      DeviceBackend& b = device_backend(device_);
-      d_mantissa_ = DeviceBytes<std::int8_t>(device_, q.mantissa.size());
-      d_scale_ = DeviceBytes<std::uint8_t>(device_, q.scale.size());
-      b.copy_to_device(d_mantissa_.data(), q.mantissa.data(), q.mantissa.size());
-      b.copy_to_device(d_scale_.data(), q.scale.data(), q.scale.size());
-    }
+      : in_features(lin.in_features), out_features(lin.out_features), device_(device),
+        packed_(checked_weight(lin), device) {
     if (lin.bias.defined()) bias = register_buffer("bias", to_device(Tensor(lin.bias.shape(), host_values(lin.bias))));
   }
 
@@ -84,6 +66,20 @@ class MXInt8PackedLinear : public Module {
   Tensor bias;  ///< float32, undefined when the Linear had none
 
  private:
+  /// The weight's values, once the Linear is checked packable (the file comment's errors).
+  static std::vector<float> checked_weight(const Linear& lin) {
+    using qnum::detail::require;
+    require(lin.in_features % kGroup == 0, "MXInt8PackedLinear: in_features ", lin.in_features,
+            " is not a multiple of ", kGroup, " (mase-cuda groups run along in_features)");
+    require(!lin.is_quantized() && !lin.weight_mask.defined() && !lin.lora_A && !lin.input_transform,
+            "MXInt8PackedLinear: the Linear is quantized, pruned or has an adapter or input transform; "
+            "packing keeps only its weight and bias");
+    const Tensor& w = lin.weight;
+    require(w.defined() && w.shape() == Shape{lin.out_features, lin.in_features}, "MXInt8PackedLinear: weight shape ",
+            w.defined() ? to_string(w.shape()) : "(undefined)", " is not [", lin.out_features, ", ", lin.in_features,
+            "]");
+    return host_values(w);
+  }
   static std::vector<float> host_values(const Tensor& t) {
     if (t.is_cuda()) {
       const Tensor h = t.to(Device::cpu());
@@ -96,10 +92,8 @@ class MXInt8PackedLinear : public Module {
   Tensor forward_cpu(const Tensor& x) const {
     qnum::detail::require(!x.is_cuda(), "MXInt8PackedLinear: the weight is on the cpu but the input on ",
                           x.device().str(), " (copy one of them with to())");
-    const auto G = static_cast<std::size_t>(kGroup);
-    FloatBuffer w(mantissa_.size());  // the transient dequantized weight (the device's workspace)
-    for (std::size_t i = 0; i < w.size(); ++i)
-      w[i] = qnum::detail::mx_bf16_bits_to_float(dequantize_mxint8_to_bf16_bits(mantissa_[i], scale_[i / G]));
+    FloatBuffer w(packed_.size());  // the transient dequantized weight (the device's workspace)
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = packed_.value(i);
     FloatBuffer xb(static_cast<std::size_t>(x.numel()));
     const auto xv = x.values();
     for (std::size_t i = 0; i < xb.size(); ++i)
@@ -115,17 +109,14 @@ class MXInt8PackedLinear : public Module {
     Tensor y = Tensor::empty(shape, device_);
     const std::int64_t rows = x.numel() / in_features;
     if (rows > 0)
-      device_backend(device_).mxint8_linear(x.device_data(), d_mantissa_.data(), d_scale_.data(),
+      device_backend(device_).mxint8_linear(x.device_data(), packed_.device_mantissa(), packed_.device_scale(),
                                             bias.defined() ? bias.device_data() : nullptr, rows, out_features,
                                             in_features, y.device_data());
     return y;
   }
 
   Device device_;
-  std::vector<std::int8_t> mantissa_;  // cpu
-  std::vector<std::uint8_t> scale_;
-  DeviceBytes<std::int8_t> d_mantissa_;  // cuda
-  DeviceBytes<std::uint8_t> d_scale_;
+  PackedMXInt8 packed_;
 };
 
 }  // namespace qnum::nn

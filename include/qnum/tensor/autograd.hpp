@@ -120,41 +120,37 @@ inline Tensor make_result(const char* name, Shape shape, FloatBuffer values, std
   return make_result(name, Tensor(std::move(shape), std::move(values)), inputs, std::move(backward));
 }
 
-/// The same for a result tensor made by the op itself (a view sharing an input's storage).
-inline Tensor make_result(const char* name, Tensor out, std::initializer_list<Tensor> inputs, BackwardFn backward) {
-  if (OpObserver* observer = detail::op_observer()) observer->op(name, inputs, out);
+namespace detail {
+/// Shows `out` to the observer and, when recording and some input requires grad, attaches a
+/// Node whose backward `set_backward(node)` installs (a host or a device one).
+template <class SetBackward>
+Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs, SetBackward&& set_backward) {
+  if (OpObserver* observer = op_observer()) observer->op(name, inputs, out);
   if (!grad_enabled()) return out;
   bool any = false;
   for (const Tensor& t : inputs) any |= t.defined() && t.requires_grad();
   if (!any) return out;
   auto node = std::make_shared<Node>();
   for (const Tensor& t : inputs) node->inputs.push_back(t.defined() ? t.impl_ptr() : nullptr);
-  node->backward = std::move(backward);
-  node->sequence = detail::next_sequence();
+  set_backward(*node);
+  node->sequence = next_sequence();
   node->name = name;
   auto impl = out.impl_ptr();
   impl->requires_grad = true;
   impl->grad_fn = std::move(node);
   return out;
 }
+}  // namespace detail
+
+/// The same for a result tensor made by the op itself (a view sharing an input's storage).
+inline Tensor make_result(const char* name, Tensor out, std::initializer_list<Tensor> inputs, BackwardFn backward) {
+  return detail::record(name, std::move(out), inputs, [&](Node& n) { n.backward = std::move(backward); });
+}
 
 /// The same for an op on device tensors.
 inline Tensor make_device_result(const char* name, Tensor out, std::initializer_list<Tensor> inputs,
                                  DeviceBackwardFn backward) {
-  if (OpObserver* observer = detail::op_observer()) observer->op(name, inputs, out);
-  if (!grad_enabled()) return out;
-  bool any = false;
-  for (const Tensor& t : inputs) any |= t.defined() && t.requires_grad();
-  if (!any) return out;
-  auto node = std::make_shared<Node>();
-  for (const Tensor& t : inputs) node->inputs.push_back(t.defined() ? t.impl_ptr() : nullptr);
-  node->device_backward = std::move(backward);
-  node->sequence = detail::next_sequence();
-  node->name = name;
-  auto impl = out.impl_ptr();
-  impl->requires_grad = true;
-  impl->grad_fn = std::move(node);
-  return out;
+  return detail::record(name, std::move(out), inputs, [&](Node& n) { n.device_backward = std::move(backward); });
 }
 
 /// Adds the device gradient `g` into t's: the first one is taken as it is, later ones add in

@@ -1,0 +1,54 @@
+// Values packed as mase-cuda MXINT8 (format/mx_packed.hpp: int8 mantissas, one scale byte per
+// group of 32), held on the host or on a device: the storage behind the packed Linear and
+// Embedding of lab 4. Packing runs on the host with the CPU reference (the device kernel is
+// proven bit-identical to it), so a device receives only the packed bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/tensor/device.hpp"
+
+namespace qnum::nn {
+
+class PackedMXInt8 {
+ public:
+  static constexpr int kGroup = 32;
+
+  PackedMXInt8(std::span<const float> values, const Device& device) : device_(device) {
+    MXInt8MaseCuda q = quantize_mxint8_mase_cuda(values, kGroup);
+    if (device_.is_cpu()) {
+      mantissa_ = std::move(q.mantissa);
+      scale_ = std::move(q.scale);
+      return;
+    }
+    DeviceBackend& b = device_backend(device_);
+    d_mantissa_ = DeviceBytes<std::int8_t>(device_, q.mantissa.size());
+    d_scale_ = DeviceBytes<std::uint8_t>(device_, q.scale.size());
+    b.copy_to_device(d_mantissa_.data(), q.mantissa.data(), q.mantissa.size());
+    b.copy_to_device(d_scale_.data(), q.scale.data(), q.scale.size());
+  }
+
+  const Device& device() const { return device_; }
+  /// The value i decodes to (host storage): a bf16, exact in float32.
+  float value(std::size_t i) const {
+    return qnum::detail::mx_bf16_bits_to_float(
+        dequantize_mxint8_to_bf16_bits(mantissa_[i], scale_[i / static_cast<std::size_t>(kGroup)]));
+  }
+  /// Device pointers (device storage).
+  const std::int8_t* device_mantissa() const { return d_mantissa_.data(); }
+  const std::uint8_t* device_scale() const { return d_scale_.data(); }
+  std::size_t size() const { return device_.is_cpu() ? mantissa_.size() : d_mantissa_.size(); }
+
+ private:
+  Device device_;
+  std::vector<std::int8_t> mantissa_;  // cpu
+  std::vector<std::uint8_t> scale_;
+  DeviceBytes<std::int8_t> d_mantissa_;  // cuda
+  DeviceBytes<std::uint8_t> d_scale_;
+};
+
+}  // namespace qnum::nn
