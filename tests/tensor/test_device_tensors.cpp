@@ -153,8 +153,13 @@ TEST_CASE("Module::to and AdamW on the device follow the CPU") {
   const auto oc_state = oc.state_dict(), od_state = od.state_dict();
   CHECK(oc_state.size() == od_state.size());
   for (const auto& [name, t] : oc_state) check_close(od_state.at(name).to_vector(), t.to_vector(), 1e-5, name.c_str());
-  // Back to the host: the values come along.
+  // Back to the host: the values come along, and so do AdamW's moments (the next step agrees).
   dev->to(Device::cpu());
   CHECK(!dev->weight.is_cuda());
   check_close(dev->weight.to_vector(), cpu->weight.to_vector(), 1e-5, "weight after to(cpu)");
+  oc.zero_grad(), od.zero_grad();
+  qnum::cross_entropy((*cpu)(x), y).backward();
+  qnum::cross_entropy((*dev)(x), y).backward();
+  oc.step(), od.step();
+  check_close(dev->weight.to_vector(), cpu->weight.to_vector(), 1e-5, "weight after a step back on the cpu");
 }

@@ -44,10 +44,12 @@ class Optimizer {
       ParamState& s = state_[i];
       if (s.buffers.empty()) s.buffers.assign(buffer_names().size(), {});
       ++s.step;
-      if (p.is_cuda())
+      if (p.is_cuda()) {
         on_device.push_back(i);
-      else
+      } else {
+        if (!s.device_buffers.empty()) host_buffers(s);  // the model came back from a device
         update(p.values(), p.grad(), s);
+      }
     }
     if (!on_device.empty()) update_on_device(on_device);
   }
@@ -153,6 +155,15 @@ class Optimizer {
       host.clear();
       s.device_buffers.push_back(std::move(a));
     }
+  }
+  /// A parameter's device buffers read back into its host ones (it moved back to the cpu).
+  static void host_buffers(ParamState& s) {
+    for (std::size_t b = 0; b < s.device_buffers.size() && b < s.buffers.size(); ++b) {
+      const DeviceArray& a = s.device_buffers[b];
+      s.buffers[b].resize(a.size());
+      if (!a.empty()) a.backend().copy_to_host(s.buffers[b].data(), a.data(), a.size() * sizeof(float));
+    }
+    s.device_buffers.clear();
   }
   /// update() for the parameters `indices` (each on a device, its step counted); optimizers
   /// without a device kernel say so.
