@@ -24,7 +24,7 @@
 #include "qnum/passes/quantize.hpp"
 #include "qnum/passes/structure.hpp"
 #include "qnum/train/trainer.hpp"
-#include "transform_command.hpp"
+#include "config_file.hpp"
 
 namespace qnum::cli {
 

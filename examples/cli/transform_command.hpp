@@ -2,6 +2,10 @@
 // `qnum report MODEL --load CKPT` (MASE's report/profile/FLOPs analyses). The config may be
 // TOML (MASE's lab files) or JSON (MASE's pass_args dicts; a file ending in .json).
 //
+// Both take any registered model (qnum/models/registry.hpp): JSC models on feature datasets,
+// BERT models (bert-tiny, bert:L-H-A-I, a folder with config.json) on text datasets, which
+// are tokenized as the checkpoint's training run did (its max_length unless --max-length).
+//
 // transform: loads a checkpoint, evaluates it, applies the passes of the config (MASE's
 // [passes.*] tables) in the compression pipeline's order — quantize, prune, LoRA —,
 // evaluates again, optionally fine-tunes (masks, formats and frozen parameters kept), and
@@ -11,7 +15,8 @@
 // written: output_dir must not hold it.
 //
 // TOML keys: model, dataset, load_name (alias load), output_dir (alias project_dir),
-// batch_size, seed, threads; [passes.quantize] (by, default, <op|name|regex>.config),
+// batch_size, seed, threads (model: the MODEL argument, when given, instead; dataset: the
+// checkpoint's, when neither the config nor --dataset names one); [passes.quantize] (by, default, <op|name|regex>.config),
 // [passes.prune] (weight, activation, seed), [passes.lora] (rank, lora_alpha, lora_dropout,
 // target, trainable, seed); MASE's analysis tables [passes.report_graph],
 // [passes.summarize_quantization], [passes.profile_statistics] (num_samples) are accepted:
@@ -27,20 +32,22 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <sstream>
+#include <type_traits>
+#include <vector>
 #include <string>
 
-#include <toml++/toml.h>
 #include <nlohmann/json.hpp>
 
+#include "bert_commands.hpp"
+#include "config_file.hpp"
 #include "datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/core/printable.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/mase_config.hpp"
-#include "qnum/io/toml_guard.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/jsc.hpp"
+#include "qnum/models/registry.hpp"
 #include "qnum/passes/passes.hpp"
 #include "qnum/train/train.hpp"
 
@@ -48,51 +55,7 @@ namespace qnum::cli {
 
 namespace detail {
 
-/// A config file as JSON: a .json file as it is, anything else read as TOML (tables →
-/// objects, arrays → arrays; integers stay integers).
-inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
-  qnum::detail::require(std::filesystem::is_regular_file(file), "--config: cannot open '", file.string(), "'");
-  if (file.extension() == ".json") {
-    try {
-      auto j = nlohmann::json::parse(read_file(file));
-      qnum::detail::require(j.is_object(), file.string(), ": the config must be a JSON object");
-      return j;
-    } catch (const nlohmann::json::exception& e) {  // syntax errors, and numbers out of double's range
-      qnum::detail::fail(file.string(), ": JSON error: ", qnum::detail::printable(e.what(), 200));
-    }
-  }
-  toml::table table;
-  try {
-    const std::string text = read_file(file);
-    io::check_toml_text(text, file.string());  // toml++ 3.3.0 has UB on some non-ASCII text
-    table = toml::parse(text, file.string());
-  } catch (const toml::parse_error& e) {
-    const auto& b = e.source().begin;
-    qnum::detail::fail(file.string(), ":", b.line, ":", b.column,
-                       ": TOML syntax error: ", qnum::detail::printable(e.description(), 200));
-  }
-  std::ostringstream out;
-  out << toml::json_formatter{table};
-  auto j = nlohmann::json::parse(out.str(), nullptr, false);
-  // Should toml++'s JSON not parse back (it is not nlohmann's), an error rather than an exception.
-  qnum::detail::require(!j.is_discarded(), file.string(), ": a TOML value with no JSON form");
-  return j;
-}
-
-inline void require_keys(const nlohmann::json& j, const std::string& where,
-                         std::initializer_list<const char*> allowed) {
-  for (const auto& [key, v] : j.items()) {
-    bool ok = false;
-    std::string list;
-    for (const char* a : allowed) {
-      ok |= key == a;
-      list += (list.empty() ? "" : ", ") + std::string(a);
-    }
-    qnum::detail::require(ok, where, ": unknown key '", qnum::detail::printable(key, 80), "' (allowed: ", list, ")");
-  }
-}
-
-/// A model with the structure and values of checkpoint `path`.
+/// A JSC model with the structure and values of checkpoint `path` (search --config).
 inline std::shared_ptr<nn::Sequential> load_model(const std::string& name, const std::string& path) {
   auto model = models::make_jsc_model(name, 0);
   if (const auto meta = train::read_checkpoint_meta(path); meta.contains("structure"))
@@ -101,8 +64,38 @@ inline std::shared_ptr<nn::Sequential> load_model(const std::string& name, const
   return model;
 }
 
+/// Any registered model with the structure and values of checkpoint `path` (its saved
+/// model_config, when it has one, gives BERT's sizes).
+inline models::Classifier load_classifier(const std::string& name, const std::string& path,
+                                          const nlohmann::json& meta) {
+  require_checkpoint_of(name, path, meta);
+  models::BuildOptions bo;
+  bo.config = meta.value("model_config", nlohmann::json(nullptr));
+  models::Classifier c = models::make_classifier(name, bo);
+  if (meta.contains("structure")) passes::restore_structure(*c.module, meta["structure"]);
+  train::load_checkpoint(path, *c.module, nullptr);
+  return c;
+}
+
+/// The example a model is traced on: a batch of `rows` feature rows, or of `rows` texts of
+/// `seq_len` token ids (ids of `tokens`' first row when given, else [PAD]).
+inline Tensor trace_example(const models::Classifier& m, std::int64_t rows, std::int64_t seq_len,
+                            const data::TokenDataset* tokens = nullptr) {
+  if (m.input == models::InputKind::features) return Tensor::zeros({rows, models::kJscFeatures});
+  Tensor x = Tensor::zeros({rows, seq_len});
+  if (tokens && tokens->size() > 0) {
+    const std::int64_t n = std::min(seq_len, tokens->length(0));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < n; ++i)
+        x.data()[r * seq_len + i] = static_cast<float>(tokens->tokens[static_cast<std::size_t>(tokens->offsets[0] + i)]);
+  }
+  return x;
+}
+
 /// graph report + FLOPs/BitOPs + model size of `model` traced on `example`.
-inline std::string analysis_text(nn::Module& model, const Tensor& example, const std::string& title) {
+/// (tokens: the example holds token ids [texts, tokens]).
+inline std::string analysis_text(nn::Module& model, const Tensor& example, const std::string& title,
+                                 bool tokens = false) {
   const auto t = passes::trace(model, example);
   const auto size = passes::model_size(model);
   char buf[256];
@@ -112,8 +105,16 @@ inline std::string analysis_text(nn::Module& model, const Tensor& example, const
                 static_cast<long long>(size.parameters), size.bits, size.float32_bits, size.ratio(),
                 static_cast<long long>(size.pruned));
   return "# " + title + "\n\n" + passes::graph_report(t) + "\nFLOPs and BitOPs for a batch of " +
-         std::to_string(example.shape()[0]) + " (see docs/passes.md for the formulas)\n" + passes::cost(t).table() +
-         buf;
+         std::to_string(example.shape()[0]) + (tokens ? " texts of " + std::to_string(example.shape()[1]) + " tokens" : std::string()) +
+         " (see docs/passes.md for the formulas)\n" + passes::cost(t).table() + buf;
+}
+
+/// The leaf layers of `model` (module paths), for messages.
+inline std::string layer_names(nn::Module& model) {
+  std::string s;
+  for (const auto& [path, m] : model.named_modules())
+    if (!path.empty() && m->children().empty()) s += (s.empty() ? "" : ", ") + path;
+  return s;
 }
 
 }  // namespace detail
@@ -123,10 +124,14 @@ class TransformCommand {
  public:
   explicit TransformCommand(CLI::App& app) {
     cmd_ = app.add_subcommand("transform", "Apply quantize/prune/LoRA passes from a TOML config to a checkpoint");
+    cmd_->add_option("MODEL", model_, "model the checkpoint holds (overrides the config's 'model'; e.g. bert-tiny)");
     cmd_->add_option("--config", config_, "TOML file (MASE's keys and [passes.*] tables)")->required();
     cmd_->add_option("--load", load_, "checkpoint to transform (overrides load_name)");
     cmd_->add_option("--output-dir", output_dir_, "where results go (overrides output_dir)");
+    cmd_->add_option("--save", output_dir_, "the same as --output-dir");
     cmd_->add_option("--dataset", dataset_, "dataset (overrides the config's, e.g. jsc-synthetic)");
+    cmd_->add_option("--max-length", max_length_, "text models: tokens per text (default: the checkpoint's run)");
+    cmd_->add_option("--limit", limit_, "text models: at most N rows per split");
     cmd_->add_flag("--json", json_, "print the summary as one JSON object");
   }
   TransformCommand(const TransformCommand&) = delete;
@@ -149,57 +154,104 @@ class TransformCommand {
         }
       return fallback;
     };
-    const std::string model_name = str({"model"}, "");
-    const std::string dataset = !dataset_.empty() ? dataset_ : str({"dataset"}, "");
-    require(!model_name.empty(), where, ": 'model' is required");
-    require(!dataset.empty(), where, ": 'dataset' is required");
+    Job job;
+    job.model = !model_.empty() ? model_ : str({"model"}, "");
+    require(!job.model.empty(), where, ": 'model' is required (or the MODEL argument)");
     const std::string load = !load_.empty() ? load_ : str({"load_name", "load"}, "");
     require(!load.empty(), where, ": the checkpoint to transform is required ('load_name' or --load)");
     const std::string out_text = !output_dir_.empty() ? output_dir_ : str({"output_dir", "project_dir"}, "");
     require(!out_text.empty(), where, ": 'output_dir' is required (or --output-dir)");
-    const std::int64_t batch = cfg.value("batch_size", 256);
-    require(batch >= 1, where, ": batch_size must be >= 1");
-    const std::uint64_t seed = cfg.value("seed", std::uint64_t{0});
+    job.batch = cfg.value("batch_size", 256);
+    require(job.batch >= 1, where, ": batch_size must be >= 1");
+    job.seed = cfg.value("seed", std::uint64_t{0});
     if (cfg.contains("threads")) set_num_threads(cfg["threads"].get<int>());
 
-    const nlohmann::json passes_cfg = cfg.value("passes", nlohmann::json::object());
-    detail::require_keys(passes_cfg, where + " [passes]",
+    job.passes = cfg.value("passes", nlohmann::json::object());
+    detail::require_keys(job.passes, where + " [passes]",
                          {"quantize", "prune", "lora", "report_graph", "summarize_quantization", "profile_statistics"});
-    const nlohmann::json tcfg = cfg.value("transform", nlohmann::json::object());
-    detail::require_keys(tcfg, where + " [transform]",
+    job.tcfg = cfg.value("transform", nlohmann::json::object());
+    detail::require_keys(job.tcfg, where + " [transform]",
                          {"style", "finetune_epochs", "learning_rate", "optimizer", "schedule"});
+    job.finetune = job.tcfg.value("finetune_epochs", 0);
+    require(job.finetune >= 0, where, ": finetune_epochs must be >= 0");
 
     // Never overwrite the input: the output directory must not be where the checkpoint is.
-    const std::filesystem::path out_dir(out_text);
+    job.out_dir = out_text;
+    job.load = load;
     const auto input_file = std::filesystem::weakly_canonical(train::detail::tensor_file(load));
     require(std::filesystem::exists(input_file), "checkpoint '", input_file.string(), "' not found");
-    require(std::filesystem::weakly_canonical(out_dir) != input_file.parent_path(), where, ": output_dir '", out_text,
-            "' holds the input checkpoint; choose another directory (the input is never overwritten)");
+    require(std::filesystem::weakly_canonical(job.out_dir) != input_file.parent_path(), where, ": output_dir '",
+            out_text, "' holds the input checkpoint; choose another directory (the input is never overwritten)");
 
-    auto model = detail::load_model(model_name, load);
-    const data::JscSplits data = load_dataset(dataset);
-    const auto before = train::evaluate(*model, data.test, batch);
-    nlohmann::json summary{{"model", model_name},
-                           {"dataset", dataset},
-                           {"checkpoint", load},
+    job.meta = train::read_checkpoint_meta(load);
+    job.dataset = !dataset_.empty() ? dataset_ : str({"dataset"}, job.meta.value("dataset", std::string()));
+    require(!job.dataset.empty(), where, ": 'dataset' is required");
+    require_matching_data(job.model, job.dataset);
+    const models::Classifier m = detail::load_classifier(job.model, load, job.meta);
+    if (m.input == models::InputKind::features) return transform(m, load_dataset(job.dataset), job);
+    std::int64_t max_length = 512;
+    if (job.meta.contains("config") && job.meta["config"].value("max_length", 0) >= 2)
+      max_length = job.meta["config"]["max_length"].get<std::int64_t>();
+    if (max_length_ > 0) max_length = max_length_;
+    job.max_length = max_length;
+    transform(m, detail::load_text_splits(job.dataset, max_length, limit_, detail::vocab_beside(load)), job);
+  }
+
+ private:
+  /// What run() read from the config and the command line.
+  struct Job {
+    std::string model, dataset, load;
+    std::filesystem::path out_dir;
+    nlohmann::json meta, passes, tcfg;
+    std::int64_t batch = 256, max_length = 0;
+    std::uint64_t seed = 0;
+    int finetune = 0;
+  };
+
+  /// Evaluates, applies the passes, evaluates again, fine-tunes, writes (Splits: the feature
+  /// splits of a JSC model or the token splits of a text model).
+  template <class Splits>
+  void transform(const models::Classifier& m, const Splits& data, const Job& job) const {
+    constexpr bool tokens = std::is_same_v<Splits, data::TextSplits>;
+    nn::Module& model = *m.module;
+    const auto before = train::evaluate(model, m.forward, data.test, job.batch);
+    nlohmann::json summary{{"model", job.model},
+                           {"dataset", job.dataset},
+                           {"checkpoint", job.load},
                            {"before", {{"loss", before.loss}, {"accuracy", before.accuracy}}}};
 
     // Every section is checked before anything is applied or written.
     nlohmann::json pipeline = nlohmann::json::object();
+    const nlohmann::json& passes_cfg = job.passes;
     if (passes_cfg.contains("quantize")) pipeline["quantize"] = passes_cfg["quantize"];
     if (passes_cfg.contains("prune")) {
       pipeline["prune"] = passes_cfg["prune"];
-      if (pipeline["prune"].is_object() && !pipeline["prune"].contains("seed")) pipeline["prune"]["seed"] = seed;
+      if (pipeline["prune"].is_object() && !pipeline["prune"].contains("seed")) pipeline["prune"]["seed"] = job.seed;
     }
     std::optional<passes::LoraConfig> lora;
     if (passes_cfg.contains("lora")) lora = passes::parse_lora_config(passes_cfg["lora"]);
-    const auto done = passes::compress(*model, pipeline, {data.train.features});
+    passes::CompressReport done;
+    if constexpr (tokens) {
+      // Calibration (global activation pruning): the first training batch, in dataset order.
+      done = passes::compress(model, pipeline, [&] {
+        for (const data::Batch& b : data::batches(data.train, {job.batch, false, false, 0})) {
+          m.forward(b);
+          break;
+        }
+      });
+    } else {
+      done = passes::compress(model, pipeline, {data.train.features});
+    }
     std::optional<passes::TrainableReport> trainable;
-    if (lora) trainable = passes::insert_lora(*model, *lora);
+    if (lora) trainable = passes::insert_lora(model, *lora);
 
+    const std::filesystem::path& out_dir = job.out_dir;
     std::filesystem::create_directories(out_dir);
     if (done.quantize) {
       for (const auto& w : done.quantize->warnings) std::cerr << "qnum: warning: " << w << "\n";
+      if (done.quantize->changed() == 0 && done.quantize->warnings.empty())
+        std::cerr << "qnum: warning: the quantize config matched no layer of " << job.model
+                  << " (layers: " << detail::layer_names(model) << ")\n";
       passes::write_quantize_csvs(*done.quantize, out_dir.string());
       std::cout << "quantize: " << done.quantize->changed() << " layer(s) changed\n"
                 << passes::summary_table(passes::summarize_quantization(*done.quantize));
@@ -221,40 +273,63 @@ class TransformCommand {
                   static_cast<long long>(trainable->total()));
       summary["trainable_parameters"] = trainable->trainable();
     }
-    const auto after = train::evaluate(*model, data.test, batch);
+    const auto after = train::evaluate(model, m.forward, data.test, job.batch);
     summary["after"] = {{"loss", after.loss}, {"accuracy", after.accuracy}};
 
-    const int finetune = tcfg.value("finetune_epochs", 0);
-    require(finetune >= 0, where, ": finetune_epochs must be >= 0");
-    if (finetune > 0) {
+    // What a text checkpoint records to be rebuilt and fed the same tokens (qnum test/predict).
+    nlohmann::json extra = nlohmann::json::object();
+    if constexpr (tokens) {
+      extra = detail::bert_metadata(models::BertConfig::from_json(m.config, job.model), data);
+      nlohmann::json rc = job.meta.value("config", nlohmann::json::object());
+      if (!rc.is_object()) rc = nlohmann::json::object();
+      rc["max_length"] = job.max_length;
+      extra["config"] = rc;
+    }
+    if (job.finetune > 0) {
       train::TrainConfig tc;
-      tc.model = model_name;
-      tc.dataset = dataset;
-      tc.max_epochs = finetune;
-      tc.batch_size = batch;
-      tc.seed = seed;
-      tc.learning_rate = tcfg.value("learning_rate", 1e-3);
-      tc.optimizer = tcfg.value("optimizer", std::string("adam"));
-      tc.schedule = tcfg.value("schedule", std::string("cosine"));
+      if constexpr (tokens) {
+        tc = models::default_recipe(job.model);
+        tc.max_length = job.max_length;
+      }
+      tc.model = job.model;
+      tc.dataset = job.dataset;
+      tc.max_epochs = job.finetune;
+      tc.batch_size = job.batch;
+      tc.seed = job.seed;
+      tc.learning_rate = job.tcfg.value("learning_rate", tokens ? tc.learning_rate : 1e-3);
+      tc.optimizer = job.tcfg.value("optimizer", tokens ? tc.optimizer : std::string("adam"));
+      tc.schedule = job.tcfg.value("schedule", tokens ? tc.schedule : std::string("cosine"));
       tc.output_dir = (out_dir / "finetune").string();
       tc.progress = false;
-      train::Trainer t(model, tc);
+      train::Trainer t(m.module, m.forward, tc);
+      if constexpr (tokens) t.set_extra_metadata(extra);
       t.fit(data.train, data.val);
-      const auto tuned = train::evaluate(*model, data.test, batch);
-      summary["finetuned"] = {{"epochs", finetune}, {"loss", tuned.loss}, {"accuracy", tuned.accuracy}};
+      const auto tuned = train::evaluate(model, m.forward, data.test, job.batch);
+      summary["finetuned"] = {{"epochs", job.finetune}, {"loss", tuned.loss}, {"accuracy", tuned.accuracy}};
     }
 
-    const Tensor example = data.test.features.size(0) > 0 ? data.test.subset(std::vector<std::int64_t>{0}).features
-                                                          : Tensor::zeros({1, models::kJscFeatures});
-    write_file_atomic(out_dir / "report.txt", detail::analysis_text(*model, example, model_name + " after transform"));
-    write_file_atomic(out_dir / "graph.dot", passes::to_dot(passes::trace(*model, example), model_name));
-    nlohmann::json meta{{"model", model_name},
-                        {"dataset", dataset},
-                        {"source_checkpoint", load},
+    Tensor example;
+    if constexpr (tokens)
+      example = detail::trace_example(m, 1, std::max<std::int64_t>(1, std::min<std::int64_t>(
+                                                                          job.max_length, data.test.size() > 0
+                                                                                              ? data.test.length(0)
+                                                                                              : 16)),
+                                      &data.test);
+    else
+      example = data.test.features.size(0) > 0 ? data.test.subset(std::vector<std::int64_t>{0}).features
+                                               : Tensor::zeros({1, models::kJscFeatures});
+    write_file_atomic(out_dir / "report.txt",
+                      detail::analysis_text(model, example, job.model + " after transform", tokens));
+    write_file_atomic(out_dir / "graph.dot", passes::to_dot(passes::trace(model, example), job.model));
+    nlohmann::json meta{{"model", job.model},
+                        {"dataset", job.dataset},
+                        {"source_checkpoint", job.load},
                         {"passes", passes_cfg},
-                        {"structure", passes::describe_structure(*model)},
+                        {"structure", passes::describe_structure(model)},
                         {"summary", summary}};
-    train::save_checkpoint(out_dir, "transformed", *model, nullptr, meta);
+    for (const auto& [k, v] : extra.items()) meta[k] = v;
+    if constexpr (tokens) write_file_atomic(out_dir / "config.json", m.config.dump(2) + "\n");
+    train::save_checkpoint(out_dir, "transformed", model, nullptr, meta);
     summary["output"] = (out_dir / "transformed.safetensors").string();
     write_file_atomic(out_dir / "summary.json", summary.dump(2) + "\n");
     if (json_) {
@@ -267,9 +342,9 @@ class TransformCommand {
     std::printf("\nwrote %s (and the reports beside it)\n", summary["output"].get<std::string>().c_str());
   }
 
- private:
   CLI::App* cmd_ = nullptr;
-  std::string config_, load_, output_dir_, dataset_;
+  std::string model_, config_, load_, output_dir_, dataset_;
+  std::int64_t max_length_ = 0, limit_ = 0;
   bool json_ = false;
 };
 
@@ -278,11 +353,12 @@ class ReportCommand {
  public:
   explicit ReportCommand(CLI::App& app) {
     cmd_ = app.add_subcommand("report", "Graph report, FLOPs/BitOPs, model size and statistics of a model");
-    cmd_->add_option("MODEL", model_, "model name (e.g. jsc-tiny)")->required();
+    cmd_->add_option("MODEL", model_, "model name (e.g. jsc-tiny, bert-tiny)")->required();
     cmd_->add_option("--load", load_, "checkpoint (default: the freshly initialised model)");
-    cmd_->add_option("--dataset", dataset_, "profile activations on this dataset's training split");
+    cmd_->add_option("--dataset", dataset_, "profile activations on this dataset's training split (feature models)");
     cmd_->add_option("--batches", batches_, "batches to profile")->capture_default_str();
     cmd_->add_option("--batch-size", batch_size_, "rows per batch (also the FLOPs batch)")->capture_default_str();
+    cmd_->add_option("--seq-len", seq_len_, "text models: tokens per text of the FLOPs batch")->capture_default_str();
     cmd_->add_option("--dot", dot_, "write the op graph in Graphviz DOT to this file");
   }
   ReportCommand(const ReportCommand&) = delete;
@@ -292,10 +368,18 @@ class ReportCommand {
   void run() const {
     qnum::detail::require(batch_size_ >= 1, "report: --batch-size must be >= 1");
     qnum::detail::require(batches_ >= 1, "report: --batches must be >= 1");
-    auto model = load_.empty() ? models::make_jsc_model(model_, 0) : detail::load_model(model_, load_);
-    const Tensor example = Tensor::zeros({batch_size_, models::kJscFeatures});
-    std::cout << detail::analysis_text(*model, example, model_ + (load_.empty() ? "" : " from " + load_));
+    qnum::detail::require(seq_len_ >= 1, "report: --seq-len must be >= 1");
+    const models::Classifier m = load_.empty()
+                                     ? models::make_classifier(model_)
+                                     : detail::load_classifier(model_, load_, train::read_checkpoint_meta(load_));
+    nn::Module& model = *m.module;
+    const bool tokens = m.input == models::InputKind::tokens;
+    const Tensor example = detail::trace_example(m, batch_size_, seq_len_);
+    std::cout << detail::analysis_text(model, example, model_ + (load_.empty() ? "" : " from " + load_), tokens);
     if (!dataset_.empty()) {
+      require_matching_data(model_, dataset_);
+      qnum::detail::require(!tokens, "report: --dataset (activation statistics) takes feature models; '", model_,
+                            "' takes tokenized text");
       const auto data = load_dataset(dataset_);
       std::vector<Tensor> batches;
       const std::int64_t n = data.train.size();
@@ -306,15 +390,15 @@ class ReportCommand {
       }
       std::cout << "\nStatistics (weights; activations = each layer's input over " << batches.size() << " batch(es) of "
                 << dataset_ << ")\n"
-                << passes::profile_statistics(*model, batches).table();
+                << passes::profile_statistics(model, batches).table();
     }
-    if (!dot_.empty()) write_file_atomic(dot_, passes::to_dot(passes::trace(*model, example), model_));
+    if (!dot_.empty()) write_file_atomic(dot_, passes::to_dot(passes::trace(model, example), model_));
   }
 
  private:
   CLI::App* cmd_ = nullptr;
   std::string model_, load_, dataset_, dot_;
-  std::int64_t batches_ = 4, batch_size_ = 256;
+  std::int64_t batches_ = 4, batch_size_ = 256, seq_len_ = 128;
 };
 
 }  // namespace qnum::cli

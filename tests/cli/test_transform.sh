@@ -2,7 +2,9 @@
 # `qnum transform` and `qnum report` end to end on jsc-synthetic: train a small model, apply
 # MASE's tutorial-3 quantize config and l1-norm pruning with fine-tuning, check the files,
 # reload the transformed checkpoint with `qnum test`, and reject bad configs (exit 2, one
-# line, input checkpoint untouched). A few seconds.
+# line, input checkpoint untouched). Then the same commands on bert-tiny / text-synthetic
+# (a briefly trained checkpoint, quantized and pruned, reloaded by `qnum test`; report; a
+# config naming no layer warns with the layer names). A few seconds.
 # Usage: QNUM=path/to/qnum bash test_transform.sh
 set -u
 QNUM=${QNUM:?set QNUM to the qnum binary}
@@ -102,6 +104,58 @@ JSON
 check "JSON config" grep -q '"quantized_layers":2' json.out
 check "JSON config: LoRA report" test -s out-json/trainable_parameters.txt
 check "input checkpoint still untouched" test "$(sha256sum run/best.safetensors)" = "$sum_before"
+
+# BERT through the same commands: bert-tiny trained briefly on text-synthetic, quantized and
+# pruned from a config with the model given as MODEL, reloaded by `qnum test`.
+bopts=(--limit 48 --max-length 24 --batch-size 16 --threads 1 --no-progress)
+"$QNUM" train bert-tiny text-synthetic --max-epochs 1 --output-dir brun "${bopts[@]}" > btrain.out 2>&1 ||
+  bad "bert-tiny training: $(tail -n 1 btrain.out)"
+bsum=$(sha256sum brun/best.safetensors)
+cat > b.toml <<'TOML'
+batch_size = 16
+[passes.quantize]
+by = "type"
+[passes.quantize.default.config]
+name = "NA"
+[passes.quantize.linear.config]
+name = "integer"
+data_in_width = 8
+data_in_frac_width = 4
+weight_width = 8
+weight_frac_width = 7
+bias_width = 8
+bias_frac_width = 5
+[passes.prune]
+weight = { sparsity = 0.5, method = "l1-norm", scope = "local" }
+TOML
+"$QNUM" transform bert-tiny --config b.toml --load brun/best --save bout --limit 48 --json > bsummary.out 2> btransform.err
+check "bert transform exits 0 ($(cat btransform.err))" test $? -eq 0
+check "bert: 14 linears quantized" grep -q '"quantized_layers":14' bsummary.out
+check "bert: weight sparsity 0.5" grep -q '"weight_sparsity":0.5' bsummary.out
+check "bert: dataset from the checkpoint" grep -q '"dataset":"text-synthetic"' bsummary.out
+check "bert: no warning" test ! -s btransform.err
+check "bert: input checkpoint untouched" test "$(sha256sum brun/best.safetensors)" = "$bsum"
+bacc=$(sed -n 's/.*"after":{[^}]*"accuracy":\([0-9.e-]*\).*/\1/p' bsummary.out)
+"$QNUM" test bert-tiny text-synthetic --load bout/transformed --limit 48 --json > btest.out 2>&1
+check "qnum test loads the transformed bert-tiny ($bacc: $(cat btest.out))" grep -q "\"accuracy\":$bacc" btest.out
+check "bert: max_length recorded" grep -q '"max_length":24' btest.out
+"$QNUM" report bert-tiny --load bout/transformed --batch-size 2 --seq-len 8 --dot bg.dot > breport.out 2>&1
+check "bert report exits 0" test $? -eq 0
+check "bert report lists a quantized, pruned attention layer" \
+  grep -q 'bert.encoder.layer.0.attention.self.query.*QuantLinear.*pruned' breport.out
+check "bert report FLOPs for texts" grep -q 'batch of 2 texts of 8 tokens' breport.out
+check "bert report dot" grep -q '^digraph' bg.dot
+
+# A config naming no layer of the model warns on stderr with the model's layer names.
+printf '[passes.quantize]\nby = "name"\n[passes.quantize.default.config]\nname = "NA"\n[passes.quantize.fc1.config]\nname = "integer"\n' > nomatch.toml
+"$QNUM" transform bert-tiny --config nomatch.toml --load brun/best --save bout2 --limit 16 > /dev/null 2> nomatch.err
+check "unmatched name: exit 0" test $? -eq 0
+check "unmatched name: warning lists the layers" \
+  grep -q "warning: quantize config: 'fc1' matches no quantizable layer (layers: .*bert.encoder.layer.0.attention.self.query" nomatch.err
+printf '[passes.quantize]\nby = "type"\n[passes.quantize.conv2d.config]\nname = "integer"\n' > notype.toml
+"$QNUM" transform jsc-s --config notype.toml --load run/best --save out3 --dataset jsc-synthetic > /dev/null 2> notype.err
+check "unmatched type: exit 0" test $? -eq 0
+check "unmatched type: warning lists the layers" grep -q "matched no layer of jsc-s (layers: .*2" notype.err
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -5,6 +5,7 @@
 //   {"quantize": {...quantize pass config...}, "prune": {...prune config...}}
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,10 +22,11 @@ struct CompressReport {
   std::optional<PruneReport> prune;
 };
 
-/// Applies `config`'s quantize and prune sections to `model` in that order (the pipeline's).
-/// `calibration` batches feed global activation pruning. Unknown sections are errors.
-inline CompressReport compress(nn::Module& model, const nlohmann::json& config,
-                               const std::vector<Tensor>& calibration = {}) {
+namespace detail {
+
+/// compress() with the prune pass given `calibrate_prune(prune_config)`.
+template <class Prune>
+CompressReport compress_with(nn::Module& model, const nlohmann::json& config, const Prune& calibrate_prune) {
   qnum::detail::require(config.is_object(), "compress config must be a table/object, got ", config.dump());
   for (const auto& [key, v] : config.items())
     qnum::detail::require(key == "quantize" || key == "prune", "compress config: unknown section '", key,
@@ -34,8 +36,24 @@ inline CompressReport compress(nn::Module& model, const nlohmann::json& config,
   std::optional<PruneConfig> prune_cfg;
   if (config.contains("prune")) prune_cfg = parse_prune_config(config["prune"]);
   if (config.contains("quantize")) r.quantize = quantize(model, config["quantize"]);
-  if (prune_cfg) r.prune = prune(model, *prune_cfg, calibration);
+  if (prune_cfg) r.prune = calibrate_prune(*prune_cfg);
   return r;
+}
+
+}  // namespace detail
+
+/// Applies `config`'s quantize and prune sections to `model` in that order (the pipeline's).
+/// `calibration` batches feed global activation pruning. Unknown sections are errors.
+inline CompressReport compress(nn::Module& model, const nlohmann::json& config,
+                               const std::vector<Tensor>& calibration = {}) {
+  return detail::compress_with(model, config,
+                               [&](const PruneConfig& c) { return prune(model, c, calibration); });
+}
+
+/// compress() for models whose inputs are not one tensor (BERT's token batches):
+/// `calibrate` runs the model on the calibration batches (see prune()).
+inline CompressReport compress(nn::Module& model, const nlohmann::json& config, const std::function<void()>& calibrate) {
+  return detail::compress_with(model, config, [&](const PruneConfig& c) { return prune(model, c, calibrate); });
 }
 
 }  // namespace qnum::passes
