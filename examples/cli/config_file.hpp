@@ -18,6 +18,20 @@
 
 namespace qnum::cli::detail {
 
+/// `file` parsed as TOML once the toml++ guard (io/toml_guard.hpp) accepted its text; a syntax
+/// error is one qnum::Error "FILE:LINE:COLUMN: TOML syntax error: ...".
+inline toml::table read_toml_file(const std::filesystem::path& file) {
+  const std::string text = read_file(file);
+  io::check_toml_text(text, file.string());  // toml++ 3.3.0 has UB on some non-ASCII text
+  try {
+    return toml::parse(text, file.string());
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    qnum::detail::fail(file.string(), ":", b.line, ":", b.column,
+                       ": TOML syntax error: ", qnum::detail::printable(e.description(), 200));
+  }
+}
+
 /// A config file as JSON: a .json file as it is, anything else read as TOML (tables →
 /// objects, arrays → arrays; integers stay integers).
 inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
@@ -31,16 +45,7 @@ inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
       qnum::detail::fail(file.string(), ": JSON error: ", qnum::detail::printable(e.what(), 200));
     }
   }
-  toml::table table;
-  try {
-    const std::string text = read_file(file);
-    io::check_toml_text(text, file.string());  // toml++ 3.3.0 has UB on some non-ASCII text
-    table = toml::parse(text, file.string());
-  } catch (const toml::parse_error& e) {
-    const auto& b = e.source().begin;
-    qnum::detail::fail(file.string(), ":", b.line, ":", b.column,
-                       ": TOML syntax error: ", qnum::detail::printable(e.description(), 200));
-  }
+  const toml::table table = read_toml_file(file);
   std::ostringstream out;
   out << toml::json_formatter{table};
   auto j = nlohmann::json::parse(out.str(), nullptr, false);

@@ -32,6 +32,7 @@
 #include "qnum/io/mase_config.hpp"
 #include "qnum/io/toml_guard.hpp"
 #include "qnum/train/trainer.hpp"
+#include "config_file.hpp"
 
 namespace qnum::cli {
 
@@ -119,14 +120,7 @@ inline RunOverrides read_run_config(const std::filesystem::path& file) {
   using qnum::detail::fail;
   using qnum::detail::require;
   require(std::filesystem::is_regular_file(file), "--config: cannot open '", file.string(), "'");
-  toml::table table;
-  try {
-    const std::string text = read_file(file);
-    io::check_toml_text(text, file.string());  // toml++ 3.3.0 has UB on some non-ASCII text
-    table = toml::parse(text, file.string());
-  } catch (const toml::parse_error& e) {
-    fail(detail::where(file, e.source()), "TOML syntax error: ", qnum::detail::printable(e.description(), 200));
-  }
+  const toml::table table = detail::read_toml_file(file);
 
   RunOverrides o;
   std::optional<std::string> optimizer_spelling, output_spelling;
