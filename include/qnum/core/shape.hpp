@@ -31,6 +31,18 @@ inline std::int64_t numel(const Shape& s, std::string_view what = "shape") {
   return n;
 }
 
+/// Whether `in` broadcast to `out` is `in` repeated: its shape, leading 1s dropped, equals
+/// out's trailing dimensions (element i of out reads element i mod numel(in)).
+inline bool repeats_as_suffix(const Shape& in, const Shape& out) {
+  std::size_t lead = 0;
+  while (lead < in.size() && in[lead] == 1) ++lead;
+  const std::size_t k = in.size() - lead;
+  if (k > out.size()) return false;
+  for (std::size_t i = 0; i < k; ++i)
+    if (in[lead + i] != out[out.size() - k + i]) return false;
+  return true;
+}
+
 /// What an operand is to its layer. MASE's block formats infer block shapes from it
 /// (activation = skip_first_dim); qnum's exact semantics block along the last axis for all.
 enum class Role : std::uint8_t { weight, activation, bias };

@@ -193,10 +193,11 @@ class Module {
     for (auto& [name, t] : named_buffers()) t.move_to_(device);
     return *this;
   }
-  /// The device of the first parameter (cpu for a module without any).
+  /// The device of the first parameter (cpu for a module without any). Called per batch
+  /// (features_forward), so it walks the tree without building names.
   Device device() const {
-    for (auto& [name, t] : named_parameters()) return t.device();
-    return Device::cpu();
+    const Tensor* p = first_parameter();
+    return p != nullptr ? p->device() : Device::cpu();
   }
 
   /// Copies `state` into the parameters and buffers in place (their identity, and so any
@@ -266,6 +267,14 @@ class Module {
 
  private:
   using Named = std::vector<std::pair<std::string, Tensor>>;
+
+  /// The first parameter in named_parameters() order (depth first), or null.
+  const Tensor* first_parameter() const {
+    if (!params_.empty()) return &params_.front().second;
+    for (const auto& [name, child] : children_)
+      if (const Tensor* p = child->first_parameter()) return p;
+    return nullptr;
+  }
 
   void check_new_name(const std::string& name, const char* what) const {
     qnum::detail::require(!name.empty() && name.find('.') == std::string::npos, type_name(), ": ", what, " name '",

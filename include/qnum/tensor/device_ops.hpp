@@ -70,18 +70,6 @@ inline Grads one(DeviceArray g) {
   return r;
 }
 
-/// How b broadcasts against a: its values repeat with period nb over a's (b's shape a
-/// suffix of a's after leading 1s, or one element).
-inline bool suffix_of(const Shape& small, const Shape& big) {
-  std::size_t lead = 0;
-  while (lead < small.size() && small[lead] == 1) ++lead;
-  const std::size_t n = small.size() - lead;
-  if (n > big.size()) return false;
-  for (std::size_t i = 0; i < n; ++i)
-    if (small[lead + i] != big[big.size() - n + i]) return false;
-  return true;
-}
-
 /// Σ of g [n] over the repeats of a period nb (the gradient of a broadcast operand).
 inline DeviceArray reduce_repeats(const Device& d, const float* g, std::size_t n, std::size_t nb, float scale) {
   DeviceArray out = alloc(d, nb);
@@ -99,10 +87,10 @@ inline Tensor binary(const Tensor& a, const Tensor& b, Binary op) {
   static constexpr const char* names[] = {"add", "sub", "mul", "div"};
   const char* name = names[static_cast<int>(op)];
   const Device d = common_device(name, {&a, &b});
-  if ((op == Binary::add || op == Binary::mul) && a.numel() < b.numel() && detail::suffix_of(a.shape(), b.shape()))
+  if ((op == Binary::add || op == Binary::mul) && a.numel() < b.numel() && repeats_as_suffix(a.shape(), b.shape()))
     return binary(b, a, op);
   const bool same = a.shape() == b.shape();
-  if (!same && !(b.numel() == 1 || detail::suffix_of(b.shape(), a.shape())))
+  if (!same && !(b.numel() == 1 || repeats_as_suffix(b.shape(), a.shape())))
     qnum::detail::fail(name, " on ", d.str(), ": shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
                        " broadcast only as equal shapes, a trailing suffix or one element on a device");
   const std::size_t n = detail::count(a), nb = same ? n : detail::count(b);

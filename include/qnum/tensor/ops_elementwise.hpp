@@ -95,18 +95,6 @@ float apply_binary(float x0, float x1) {
     return x0 / x1;
 }
 
-/// Whether `in` broadcast to `out` is `in` repeated: its shape, leading 1s dropped, equals
-/// out's trailing dimensions (element i of out reads element i mod numel(in)).
-inline bool repeats_as_suffix(const Shape& in, const Shape& out) {
-  std::size_t lead = 0;
-  while (lead < in.size() && in[lead] == 1) ++lead;
-  const std::size_t k = in.size() - lead;
-  if (k > out.size()) return false;
-  for (std::size_t i = 0; i < k; ++i)
-    if (in[lead + i] != out[out.size() - k + i]) return false;
-  return true;
-}
-
 /// a + b with a of the result's shape and b repeated along the leading dimensions (BERT's
 /// position and token-type embeddings): the same values and gradient sums as the general
 /// broadcast, without its per-element index tables.
