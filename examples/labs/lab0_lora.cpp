@@ -7,8 +7,9 @@
 // two copies of it are fine-tuned for --finetune-epochs each:
 //   full   every parameter trainable (at --finetune-learning-rate);
 //   lora   adapters of --rank (scaling --alpha / rank, --lora-dropout) on every Linear that
-//          --target matches (default: every Linear, as MASE inserts them), everything else
-//          frozen — base weights and biases (at --lora-learning-rate);
+//          --target matches (default: every Linear of the BERT body, as MASE inserts them; the
+//          classifier head has 2 outputs, fewer than any useful rank), everything else frozen —
+//          base weights and biases (at --lora-learning-rate);
 // and each is evaluated on the test split. The LoRA model is then fused (W += alpha/r·B·A),
 // re-evaluated, and its logits compared with the adapted model's on the first test batch.
 // Writes results.csv (method,epoch,trainable_parameters,val_accuracy: epoch 0 is the start),
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   qnum::labs::CommonOptions common;
   common.model = "bert-tiny";
   qnum::labs::TextOptions text;
-  std::string load, target = ".*";
+  std::string load, target = R"(bert\..*)";
   int finetune_epochs = 1;
   std::int64_t rank = 8;
   double alpha = 0, lora_dropout = 0, lora_learning_rate = 1e-3;
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
   app.add_option("--lora-dropout", lora_dropout, "dropout on the adapters' input")->capture_default_str();
   app.add_option("--lora-learning-rate", lora_learning_rate, "AdamW learning rate of the LoRA run")
       ->capture_default_str();
-  app.add_option("--target", target, "regex over module paths of the Linears that get adapters")->capture_default_str();
+  app.add_option("--target", target, "regex over module paths of the Linears that get adapters (default: all but the classifier head)")->capture_default_str();
 
   return qnum::labs::run_main(app, argc, argv, [&] {
     using qnum::detail::require;
