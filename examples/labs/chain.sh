@@ -27,6 +27,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+configs=$(dirname "$here")/configs
 model=bert-tiny dataset=text-synthetic out="" budget=full threads="" seed=0
 limit="" epochs="" trials="" max_length="" steps=""
 bin=${QNUM_BIN_DIR:-$(cd "$here/../.." && pwd)/build/examples}
@@ -156,12 +157,14 @@ if [ "$text" = 1 ]; then
   step nas "$bin/lab2-nas" --dataset "$dataset" "${common[@]}" "${data[@]}" "${ep[@]}" "${tr[@]}" "${nas_space[@]}" \
     --samplers tpe --no-progress --output-dir "$out/nas"
   needs compress "$out/nas/best" nas
+  # BERT's compression: 8-bit fixed point keeping 7 weight fraction bits (MASE's 8/4 rounds
+  # BERT's small weights to zero), then 50% l1-norm pruning.
   step compress "$bin/lab2-compression" --dataset "$dataset" "${common[@]}" "${data[@]}" --load "$out/nas/best" \
-    --no-progress --output-dir "$out/compress"
+    --compress-config "$configs/bert_compress.toml" --no-progress --output-dir "$out/compress"
   compressed=$out/compress/best
 else
   needs compress "$out/prune/best" prune
-  step compress "$bin/qnum" transform "$model" --config "$(dirname "$here")/configs/jsc_s_quantize_prune.toml" \
+  step compress "$bin/qnum" transform "$model" --config "$configs/jsc_s_quantize_prune.toml" \
     --dataset "$dataset" --load "$out/prune/best" --output-dir "$out/compress"
   compressed=$out/compress/transformed
 fi
