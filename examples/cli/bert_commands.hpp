@@ -143,33 +143,4 @@ inline nlohmann::json bert_metadata(const models::BertConfig& bc, const data::Te
 
 }  // namespace detail
 
-/// `qnum test <bert> <text dataset> --load CKPT`: loss and accuracy on the test split.
-inline void run_bert_test(const BertRunOptions& o) {
-  qnum::detail::require(!o.load.empty(), "test: --load is required");
-  const std::string load = data::resolve_pretrained(o.load).string();
-  const auto meta = std::filesystem::path(load).extension() == ".bin" ? nlohmann::json::object()
-                                                                      : train::read_checkpoint_meta(load);
-  std::int64_t max_length = 512;
-  if (meta.contains("config") && meta["config"].contains("max_length") && meta["config"]["max_length"].is_number())
-    max_length = meta["config"]["max_length"].get<std::int64_t>();
-  if (o.max_length) max_length = *o.max_length;
-  if (o.threads && *o.threads > 0) set_num_threads(*o.threads);
-  const data::TextSplits data =
-      detail::load_text_splits(o.dataset, max_length, o.limit.value_or(0), detail::vocab_beside(load));
-  auto model = std::make_shared<models::BertForSequenceClassification>(detail::bert_run_config(o.model, load, data), 0);
-  detail::load_bert_weights(*model, load);
-  model->to(Device::parse(o.device));
-  const auto ev = train::evaluate(*model, models::bert_forward(model), data.test, o.batch_size.value_or(64));
-  if (o.json) {
-    const nlohmann::json j{{"model", o.model},        {"dataset", o.dataset},    {"checkpoint", o.load},
-                           {"split", "test"},         {"count", ev.count},       {"loss", ev.loss},
-                           {"accuracy", ev.accuracy}, {"max_length", max_length}};
-    std::cout << j.dump() << "\n";
-    return;
-  }
-  std::printf("test %s on %s (test split, %lld rows, max_length %lld), checkpoint %s\n", o.model.c_str(),
-              o.dataset.c_str(), static_cast<long long>(ev.count), static_cast<long long>(max_length), o.load.c_str());
-  std::printf("loss      %.6f\naccuracy  %.4f\n", ev.loss, ev.accuracy);
-}
-
 }  // namespace qnum::cli

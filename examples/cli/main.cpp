@@ -31,6 +31,7 @@
 #include "test_command.hpp"
 #include "train_command.hpp"
 #include "transform_command.hpp"
+#include "user_models.hpp"
 
 namespace {
 
@@ -274,6 +275,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    qnum::cli::register_models_from_env();  // the user's own model names ($QNUM_MODELS)
     for (const auto* m : {&mase_train, &mase_test, &mase_transform, &mase_search}) m->explain();
     if (*formats) {
       if (describe.empty())

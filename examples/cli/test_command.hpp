@@ -16,6 +16,7 @@
 
 #include "bert_commands.hpp"
 #include "datasets.hpp"
+#include "transform_command.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/jsc.hpp"
@@ -49,43 +50,60 @@ class TestCommand {
     qnum::detail::require(threads_ >= 0, "test: --threads must be >= 0, got ", threads_);
     if (threads_ > 0) set_num_threads(threads_);
     require_matching_data(model_, dataset_);
-    require_checkpoint_of(model_, load_, train::read_checkpoint_meta(load_));
-    if (models::is_bert_model(model_)) {
-      BertRunOptions b;
-      b.model = model_;
-      b.dataset = dataset_;
-      b.load = load_;
-      b.json = json_;
-      b.threads = threads_;
-      b.device = device_;
-      if (cmd_->get_option("--batch-size")->count() > 0) b.batch_size = batch_size_;
-      if (max_length_ > 0) b.max_length = max_length_;
-      if (limit_ > 0) b.limit = limit_;
-      return run_bert_test(b);
+    const bool text = models::model_spec(model_).input == models::InputKind::tokens;
+    // A BERT name may be a pretrained download (data::resolve_pretrained); a .bin is torch's.
+    const std::string load = text ? data::resolve_pretrained(load_).string() : load_;
+    const auto meta = std::filesystem::path(load).extension() == ".bin" ? nlohmann::json::object()
+                                                                        : train::read_checkpoint_meta(load);
+    require_checkpoint_of(model_, load_, meta);
+    nlohmann::json out{{"model", model_}, {"dataset", dataset_}, {"checkpoint", load_}, {"split", "test"}};
+    if (meta.contains("epoch")) out["epoch"] = meta["epoch"];
+    train::Evaluation ev;
+    const bool batch_given = cmd_->get_option("--batch-size")->count() > 0;
+    if (text) {
+      std::int64_t max_length = 512;  // the run's, when the checkpoint records it
+      if (meta.contains("config") && meta["config"].contains("max_length") && meta["config"]["max_length"].is_number())
+        max_length = meta["config"]["max_length"].get<std::int64_t>();
+      if (max_length_ > 0) max_length = max_length_;
+      const data::TextSplits data = detail::load_text_splits(dataset_, max_length, limit_, detail::vocab_beside(load));
+      const auto m = text_model(load, meta, data);
+      ev = train::evaluate(*m.module, m.forward, data.test, batch_given ? batch_size_ : 64);
+      out["max_length"] = max_length;
+    } else {
+      const auto m = detail::load_classifier(model_, load, meta);
+      m.module->to(Device::parse(device_));
+      ev = train::evaluate(*m.module, m.forward, load_dataset(dataset_).test, batch_size_);
     }
-    auto model = models::make_jsc_model(model_, 0);
-    // A checkpoint of a transformed model (qnum transform, or training after it) carries
-    // the passes' structure: quantized layers, masks and adapters are rebuilt first.
-    if (const auto pre = train::read_checkpoint_meta(load_); pre.contains("structure"))
-      passes::restore_structure(*model, pre["structure"]);
-    const data::JscSplits data = load_dataset(dataset_);
-    const auto meta = train::load_checkpoint(load_, *model, nullptr);
-    model->to(Device::parse(device_));
-    const auto ev = train::evaluate(*model, data.test, batch_size_);
+    out["count"] = ev.count;
+    out["loss"] = ev.loss;
+    out["accuracy"] = ev.accuracy;
     if (json_) {
-      const nlohmann::json j{{"model", model_},     {"dataset", dataset_},
-                             {"checkpoint", load_}, {"epoch", meta.value("epoch", nlohmann::json(nullptr))},
-                             {"split", "test"},     {"count", ev.count},
-                             {"loss", ev.loss},     {"accuracy", ev.accuracy}};
-      std::cout << j.dump() << "\n";
+      std::cout << out.dump() << "\n";
       return;
     }
-    std::printf("test %s on %s (test split, %lld rows), checkpoint %s\n", model_.c_str(), dataset_.c_str(),
-                static_cast<long long>(ev.count), load_.c_str());
+    std::printf("test %s on %s (test split, %lld rows%s), checkpoint %s\n", model_.c_str(), dataset_.c_str(),
+                static_cast<long long>(ev.count),
+                text ? (", max_length " + out["max_length"].dump()).c_str() : "", load_.c_str());
     std::printf("loss      %.6f\naccuracy  %.4f\n", ev.loss, ev.accuracy);
   }
 
  private:
+  /// A text model from a qnum checkpoint (its model_config, structure and weights) or from
+  /// Hugging Face weights (config.json beside them, or the name's preset), on --device.
+  models::Classifier text_model(const std::string& load, const nlohmann::json& meta,
+                                const data::TextSplits& data) const {
+    models::Classifier m;
+    if (meta.contains("format")) {
+      m = detail::load_classifier(model_, load, meta);
+    } else {
+      auto bert = std::make_shared<models::BertForSequenceClassification>(detail::bert_run_config(model_, load, data), 0);
+      detail::load_bert_weights(*bert, load);
+      m = {bert, models::bert_forward(bert), models::InputKind::tokens, bert->config.to_json()};
+    }
+    m.module->to(Device::parse(device_));
+    return m;
+  }
+
   CLI::App* cmd_ = nullptr;
   std::string model_, dataset_, load_, device_ = "cpu";
   std::int64_t batch_size_ = 256, max_length_ = 0, limit_ = 0;

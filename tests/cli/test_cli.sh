@@ -232,5 +232,37 @@ stderr_has "bert on feature rows" "takes tokenized text but dataset 'jsc-synthet
 expect_error "resume other model" "$QNUM" train bert:1-32-2-128 text-synthetic --output-dir "$work/bert" --resume
 stderr_has "resume other model" "holds model '$bert'"
 
+# Your own model by name ($QNUM_MODELS): the lab reports' jsc-custom through train, test,
+# transform and report; without the file its name is unknown and the error says how to
+# register it; bad files are one-line errors.
+cat > "$work/models.toml" <<'TOML'
+[models.jsc-custom]
+architecture = "jsc-seq:bn,relu,linear32,bn,relu,dropout0.2,linear16,bn,relu,dropout0.2,linear5,bn,relu"
+description = "lab 1's jsc-custom"
+TOML
+custom=(env QNUM_MODELS="$work/models.toml" "$QNUM")
+"${custom[@]}" train jsc-custom jsc-synthetic --max-epochs 2 --output-dir "$work/custom" --no-progress \
+  > "$work/custom.out" 2>&1 && ok || bad "custom model: train exit code"
+grep -q '1295 parameters' "$work/custom.out" && ok || bad "custom model: not the 1,295-parameter jsc-custom"
+"${custom[@]}" test jsc-custom jsc-synthetic --load "$work/custom/best" --json > "$work/custom.json" &&
+  grep -q '"model":"jsc-custom"' "$work/custom.json" && ok || bad "custom model: test"
+"${custom[@]}" transform jsc-custom --config "$(dirname "$0")/../../examples/configs/jsc_s_quantize_prune.toml" \
+  --load "$work/custom/best" --output-dir "$work/custom-t" > /dev/null 2>&1 && ok || bad "custom model: transform"
+"${custom[@]}" report jsc-custom --load "$work/custom-t/transformed" | grep -q '1295 parameters' && ok ||
+  bad "custom model: report"
+expect_error "custom model unregistered" "$QNUM" test jsc-custom jsc-synthetic --load "$work/custom/best"
+stderr_has "custom model unregistered" "QNUM_MODELS"
+expect_error "models file missing" env QNUM_MODELS="$work/none.toml" "$QNUM" formats
+stderr_has "models file missing" "none.toml': no such file"
+printf '[models.jsc-tiny]\narchitecture = "jsc-mlp:16-5"\n' > "$work/builtin.toml"
+expect_error "models file built-in name" env QNUM_MODELS="$work/builtin.toml" "$QNUM" formats
+stderr_has "models file built-in name" "'jsc-tiny' is a built-in model name"
+printf '[models.mine]\narchitecture = "jsc-seq:bn,linear4"\n' > "$work/arch.toml"
+expect_error "models file bad architecture" env QNUM_MODELS="$work/arch.toml" "$QNUM" formats
+stderr_has "models file bad architecture" "[models.mine]: model 'jsc-seq:bn,linear4': the last linear layer must give 5"
+printf '[models.mine]\narch = "jsc-tiny"\n' > "$work/key.toml"
+expect_error "models file bad key" env QNUM_MODELS="$work/key.toml" "$QNUM" formats
+stderr_has "models file bad key" "arch"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

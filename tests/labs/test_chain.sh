@@ -34,7 +34,7 @@ for c in $checkpoints; do [ -s "$out/$c.safetensors" ] || fail "no checkpoint $c
 # The first step learned (the later ones start from it).
 acc=$(sed -n 's/^test .*accuracy \([0-9.]*\).*/\1/p' "$out/train/log.txt" | head -n 1)
 awk -v a="${acc:-0}" -v m="$learned" 'BEGIN { exit !(a > m) }' || fail "train: test accuracy ${acc:-none} <= $learned"
-grep -Eq '^test .*accuracy [0-9.]+' "$out/test/log.txt" || fail "test: no test accuracy: $(head -3 "$out/test/log.txt")"
+grep -Eq '^accuracy +[0-9.]+' "$out/test/log.txt" || fail "test: no test accuracy: $(head -3 "$out/test/log.txt")"
 if [ "$mode" = text ]; then
   [ "$(grep -c 'wonderful\|lifeless' "$out/test/log.txt")" -ge 2 ] || fail "test: no predictions"
 fi

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "qnum/models/jsc.hpp"
 #include "qnum/tensor/ops.hpp"
@@ -36,7 +38,7 @@ TEST_CASE("jsc models: forward shapes, non-negative MASE logits, seeds") {
     const auto a = m->state_dict(), b = again->state_dict(), c = other->state_dict();
     const Tensor y = (*m)(x);  // training mode: updates BatchNorm's running statistics
     CHECK(y.shape() == qnum::Shape{8, 5});
-    if (name.rfind("jsc-mlp", 0) != 0)
+    if (name.find(':') == std::string::npos)
       for (float v : y.values()) CHECK(v >= 0.0f);  // MASE's models end in ReLU
     bool same = true, differ = false;
     for (const auto& [k, t] : a) {
@@ -45,6 +47,33 @@ TEST_CASE("jsc models: forward shapes, non-negative MASE logits, seeds") {
     }
     CHECK(same);
     CHECK(differ);
+  }
+}
+
+TEST_CASE("jsc models: jsc-seq layer stacks (the lab reports' jsc-custom)") {
+  const auto custom =
+      qnum::models::make_jsc_model("jsc-seq:bn,relu,linear32,bn,relu,dropout0.2,linear16,bn,relu,dropout0.2,linear5,bn,relu");
+  CHECK(custom->size() == 13);
+  CHECK(custom->num_parameters() == 1295);  // the lab reports' ~1.3k
+  const auto sd = custom->state_dict();
+  CHECK(sd.at("2.weight").shape() == qnum::Shape{32, 16});
+  CHECK(sd.at("6.weight").shape() == qnum::Shape{16, 32});
+  CHECK(sd.at("10.weight").shape() == qnum::Shape{5, 16});
+  CHECK((*custom)(Tensor::randn({4, 16}, 1)).shape() == qnum::Shape{4, 5});
+  // The same widths as jsc-mlp:16-5 (BN ReLU Linear): the same parameter count.
+  CHECK(qnum::models::make_jsc_model("jsc-seq:bn,relu,linear5")->num_parameters() ==
+        qnum::models::make_jsc_model("jsc-mlp:16-5")->num_parameters());
+  for (const auto& [name, why] : std::vector<std::pair<std::string, std::string>>{
+           {"jsc-seq:bn,relu,linear4", "must give 5 classes, not 4"},
+           {"jsc-seq:bn,conv3,linear5", "layer 'conv3' is not a layer"},
+           {"jsc-seq:linear0,linear5", "needs a width >= 1"},
+           {"jsc-seq:linearx,linear5", "needs a width, e.g. linear32"},
+           {"jsc-seq:dropout1.5,linear5", "needs a probability in [0, 1)"},
+           {"jsc-seq:dropout0.2.1,linear5", "needs a probability"},
+           {"jsc-seq:bn,,linear5", "layer '' is not a layer"},
+           {"jsc-seq:", "layer '' is not a layer"}}) {
+    CAPTURE(name);
+    CHECK_THROWS_WITH_AS(qnum::models::make_jsc_model(name), doctest::Contains(why.c_str()), qnum::Error);
   }
 }
 

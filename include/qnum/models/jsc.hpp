@@ -13,6 +13,10 @@
 //   jsc-mlp:W0-W1-...-Wn  a configurable MLP: BN(W0) ReLU, then Linear BN ReLU per hidden
 //              width, then Linear(W(n-1), Wn) (plain logits: the MASE models' final ReLU
 //              makes logits non-negative, a quirk not copied here). W0 = 16, Wn = 5 for JSC.
+//   jsc-seq:L1,L2,...  any stack of bn, relu, linearN (current width -> N), dropoutP, from the
+//              16 features to 5 classes; e.g. the lab reports' jsc-custom (1,295 params):
+//              jsc-seq:bn,relu,linear32,bn,relu,dropout0.2,linear16,bn,relu,dropout0.2,
+//              linear5,bn,relu (one line, no spaces).
 // MASE's models end in ReLU (non-negative logits); they are reproduced as they are.
 //
 // No `jsc-m`: the issue lists it, but MASE registers no such model (spec/system.md §8.1;
@@ -39,7 +43,7 @@ inline constexpr std::int64_t kJscClasses = 5;
 
 /// The JSC model names `make_jsc_model` knows (jsc-mlp takes its widths after a colon).
 inline std::vector<std::string> jsc_model_names() {
-  return {"jsc-tiny", "jsc-toy", "jsc-s", "jsc-trt", "jsc-three-linear", "jsc-mlp:16-64-32-32-5"};
+  return {"jsc-tiny", "jsc-toy", "jsc-s", "jsc-trt", "jsc-three-linear", "jsc-mlp:16-64-32-32-5", "jsc-seq:bn,relu,linear5"};
 }
 
 namespace detail {
@@ -92,6 +96,52 @@ inline std::vector<std::int64_t> parse_widths(std::string_view text, std::string
   return w;
 }
 
+/// "jsc-seq:" layers (see the table above) from 16 features to 5 classes.
+inline std::shared_ptr<nn::Sequential> make_layer_stack(std::string_view layers, std::string_view name,
+                                                       std::uint64_t seed) {
+  JscBuilder b(seed);
+  std::int64_t width = kJscFeatures;
+  const auto bad = [&](std::string_view layer, const char* why) {
+    qnum::detail::fail("model '", name, "': layer '", layer, "' ", why,
+                       " (layers: bn, relu, linearN, dropoutP, joined by ','; e.g. jsc-seq:bn,relu,linear5)");
+  };
+  const auto number = [&](std::string_view layer, std::string_view digits, bool fraction) {
+    bool ok = !digits.empty() && digits.size() <= 9;
+    int dots = 0;
+    for (char c : digits) {
+      dots += c == '.';
+      ok &= (c >= '0' && c <= '9') || (fraction && c == '.');
+    }
+    if (!ok || dots > 1) bad(layer, fraction ? "needs a probability, e.g. dropout0.2" : "needs a width, e.g. linear32");
+    return std::stod(std::string(digits));
+  };
+  std::size_t pos = 0;
+  while (pos <= layers.size()) {
+    const std::size_t end = std::min(layers.find(',', pos), layers.size());
+    const std::string_view layer = layers.substr(pos, end - pos);
+    if (layer == "bn") {
+      b.bn(width);
+    } else if (layer == "relu") {
+      b.relu();
+    } else if (layer.starts_with("linear")) {
+      const double out = number(layer, layer.substr(6), false);
+      if (out < 1) bad(layer, "needs a width >= 1");
+      b.linear(width, static_cast<std::int64_t>(out));
+      width = static_cast<std::int64_t>(out);
+    } else if (layer.starts_with("dropout")) {
+      const double p = number(layer, layer.substr(7), true);
+      if (!(p >= 0 && p < 1)) bad(layer, "needs a probability in [0, 1)");
+      b.dropout(static_cast<float>(p));
+    } else {
+      bad(layer, "is not a layer");
+    }
+    pos = end + 1;
+  }
+  qnum::detail::require(width == kJscClasses, "model '", name, "': the last linear layer must give ", kJscClasses,
+                        " classes, not ", width);
+  return b.done();
+}
+
 }  // namespace detail
 
 /// A JSC model by name (see the table above), initialised from `seed` (PyTorch's init rules).
@@ -127,6 +177,7 @@ inline std::shared_ptr<nn::Sequential> make_jsc_model(std::string_view name, std
     for (std::size_t i = 1; i + 1 < w.size(); ++i) b.block(w[i - 1], w[i]);
     return b.linear(w[w.size() - 2], w.back()).done();
   }
+  if (name.starts_with("jsc-seq:")) return detail::make_layer_stack(name.substr(8), name, seed);
   std::string known;
   for (const auto& n : jsc_model_names()) known += (known.empty() ? "" : ", ") + n;
   qnum::detail::fail("unknown model '", name, "' (known: ", known, ")",

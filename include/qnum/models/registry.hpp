@@ -119,6 +119,8 @@ inline std::string known_model_names() {
 inline const ModelSpec* find_model(std::string_view name) {
   if (auto it = detail::user_models().find(name); it != detail::user_models().end()) return &it->second;
   if (is_bert_model(name) || detail::is_bert_folder(name)) return &detail::bert_spec();
+  // Architecture strings of the JSC family: a bad one is make_jsc_model's error, not "unknown".
+  if (name.starts_with("jsc-mlp:") || name.starts_with("jsc-seq:")) return &detail::jsc_spec();
   try {
     make_jsc_model(name, 0);
     return &detail::jsc_spec();
@@ -131,7 +133,9 @@ inline const ModelSpec* find_model(std::string_view name) {
 inline const ModelSpec& model_spec(std::string_view name) {
   if (const ModelSpec* s = find_model(name)) return *s;
   qnum::detail::fail("unknown model '", name, "' (known: ", known_model_names(), ")",
-                     name == "jsc-m" ? "; MASE has no jsc-m: give the widths, e.g. jsc-mlp:16-64-32-32-5" : "");
+                     name == "jsc-m" ? "; MASE has no jsc-m: give the widths, e.g. jsc-mlp:16-64-32-32-5"
+                                     : "; a model of your own is registered by name: models::register_model in C++, "
+                                       "or a QNUM_MODELS file for the qnum programs (docs/models.md)");
 }
 
 /// Builds `name` (see BuildOptions).
