@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "../cli/datasets.hpp"
+#include "../cli/user_models.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/data/dataset.hpp"
 #include "qnum/io/atomic_file.hpp"
@@ -396,6 +397,7 @@ inline int run_main(CLI::App& app, int argc, char** argv, const std::function<vo
     return 2;
   }
   try {
+    cli::register_models_from_env();  // the user's own model names ($QNUM_MODELS)
     body();
   } catch (const qnum::Error& e) {
     std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
