@@ -25,6 +25,7 @@
 #include "qnum/passes/structure.hpp"
 #include "qnum/train/trainer.hpp"
 #include "config_file.hpp"
+#include "datasets.hpp"
 
 namespace qnum::cli {
 
@@ -38,29 +39,6 @@ struct BertRunOptions {
 };
 
 namespace detail {
-
-/// The text splits of `name` tokenized to max_length (limit > 0: rows per split).
-inline data::TextSplits load_text_splits(const std::string& name, std::int64_t max_length, std::int64_t limit,
-                                         const std::filesystem::path& vocab = {}) {
-  data::ImdbOptions io;
-  io.max_length = max_length;
-  io.limit = limit;
-  io.vocab = vocab;
-  data::TextSyntheticOptions so;
-  if (limit > 0) {
-    so.train = std::min(so.train, limit);
-    so.val = std::min(so.val, limit);
-    so.test = std::min(so.test, limit);
-  }
-  return data::load_text_dataset(name, io, so);
-}
-
-/// The vocab.txt beside a pretrained checkpoint (a downloaded HF folder), if there is one.
-inline std::filesystem::path vocab_beside(const std::string& load) {
-  if (load.empty()) return {};
-  const auto v = std::filesystem::path(load).parent_path() / "vocab.txt";
-  return std::filesystem::is_regular_file(v) ? v : std::filesystem::path();
-}
 
 /// The BERT config of a run: config.json beside `load` (an HF checkpoint directory or a qnum
 /// run) when present, else the preset of `model`; vocab_size follows the tokenizer of a

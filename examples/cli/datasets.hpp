@@ -1,4 +1,6 @@
-// The datasets `qnum train` and `qnum test` know by name, as train/validation/test splits.
+// The datasets the commands know by name, as train/validation/test splits: feature tables
+// (below) and text (data::load_text_dataset: imdb, text-synthetic), and with_splits, which
+// loads whichever a model takes.
 //   jsc            the real JSC set through the data layer (QNUM_DATA_DIR or the cache;
 //                  its error says what file to put where when it is missing)
 //   jsc-synthetic  the seeded offline JSC-like set, always generated with data seed 0, so
@@ -6,13 +8,17 @@
 //                  whatever the run's --seed (which seeds the model and the batch order)
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
-#include <vector>
 
 #include "qnum/core/error.hpp"
 #include "qnum/data/jsc.hpp"
+#include "qnum/data/text.hpp"
 #include "qnum/models/registry.hpp"
 
 namespace qnum::cli {
@@ -54,6 +60,53 @@ inline void require_checkpoint_of(const std::string& model, const std::string& p
   qnum::detail::fail("checkpoint '", path, "' holds model '", held, "'",
                      spec ? std::string(" (") + models::kind_name(spec->input) + ")" : std::string(), ", not '", model,
                      "' (", models::kind_name(models::model_spec(model).input), "): give MODEL ", held);
+}
+
+namespace detail {
+
+/// The text splits of `name` tokenized to max_length (limit > 0: rows per split).
+inline data::TextSplits load_text_splits(const std::string& name, std::int64_t max_length, std::int64_t limit,
+                                         const std::filesystem::path& vocab = {}) {
+  data::ImdbOptions io;
+  io.max_length = max_length;
+  io.limit = limit;
+  io.vocab = vocab;
+  data::TextSyntheticOptions so;
+  if (limit > 0) {
+    so.train = std::min(so.train, limit);
+    so.val = std::min(so.val, limit);
+    so.test = std::min(so.test, limit);
+  }
+  return data::load_text_dataset(name, io, so);
+}
+
+/// The vocab.txt beside a pretrained checkpoint (a downloaded HF folder), if there is one.
+inline std::filesystem::path vocab_beside(const std::string& load) {
+  if (load.empty()) return {};
+  const auto v = std::filesystem::path(load).parent_path() / "vocab.txt";
+  return std::filesystem::is_regular_file(v) ? v : std::filesystem::path();
+}
+
+/// The tokens per text of a run on a checkpoint: `given` when > 0, else what the checkpoint's
+/// run used (its recipe's max_length), else 512.
+inline std::int64_t run_max_length(const nlohmann::json& meta, std::int64_t given) {
+  if (given > 0) return given;
+  if (meta.contains("config") && meta["config"].is_object() && meta["config"].contains("max_length") &&
+      meta["config"]["max_length"].is_number_integer() && meta["config"]["max_length"].get<std::int64_t>() >= 2)
+    return meta["config"]["max_length"].get<std::int64_t>();
+  return 512;
+}
+
+}  // namespace detail
+
+/// Calls fn(splits) with dataset `name`'s splits in the form `input` takes: data::JscSplits of
+/// feature rows, or data::TextSplits tokenized to `max_length` (at most `limit` rows per split
+/// when > 0; the vocab.txt beside checkpoint `load` when there is one).
+template <class Fn>
+decltype(auto) with_splits(models::InputKind input, const std::string& name, std::int64_t max_length,
+                           std::int64_t limit, const std::string& load, Fn&& fn) {
+  if (input == models::InputKind::features) return fn(load_dataset(name));
+  return fn(detail::load_text_splits(name, max_length, limit, detail::vocab_beside(load)));
 }
 
 }  // namespace qnum::cli

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -58,22 +59,14 @@ class TestCommand {
     require_checkpoint_of(model_, load_, meta);
     nlohmann::json out{{"model", model_}, {"dataset", dataset_}, {"checkpoint", load_}, {"split", "test"}};
     if (meta.contains("epoch")) out["epoch"] = meta["epoch"];
-    train::Evaluation ev;
-    const bool batch_given = cmd_->get_option("--batch-size")->count() > 0;
-    if (text) {
-      std::int64_t max_length = 512;  // the run's, when the checkpoint records it
-      if (meta.contains("config") && meta["config"].contains("max_length") && meta["config"]["max_length"].is_number())
-        max_length = meta["config"]["max_length"].get<std::int64_t>();
-      if (max_length_ > 0) max_length = max_length_;
-      const data::TextSplits data = detail::load_text_splits(dataset_, max_length, limit_, detail::vocab_beside(load));
-      const auto m = text_model(load, meta, data);
-      ev = train::evaluate(*m.module, m.forward, data.test, batch_given ? batch_size_ : 64);
-      out["max_length"] = max_length;
-    } else {
-      const auto m = detail::load_classifier(model_, load, meta);
+    const std::int64_t max_length = detail::run_max_length(meta, max_length_);
+    const auto ev = with_splits(models::model_spec(model_).input, dataset_, max_length, limit_, load, [&](const auto& data) {
+      const auto m = model_for(load, meta, data);
       m.module->to(Device::parse(device_));
-      ev = train::evaluate(*m.module, m.forward, load_dataset(dataset_).test, batch_size_);
-    }
+      const bool batch_given = cmd_->get_option("--batch-size")->count() > 0;
+      return train::evaluate(*m.module, m.forward, data.test, batch_given || !text ? batch_size_ : 64);
+    });
+    if (text) out["max_length"] = max_length;
     out["count"] = ev.count;
     out["loss"] = ev.loss;
     out["accuracy"] = ev.accuracy;
@@ -88,20 +81,19 @@ class TestCommand {
   }
 
  private:
-  /// A text model from a qnum checkpoint (its model_config, structure and weights) or from
-  /// Hugging Face weights (config.json beside them, or the name's preset), on --device.
-  models::Classifier text_model(const std::string& load, const nlohmann::json& meta,
-                                const data::TextSplits& data) const {
-    models::Classifier m;
-    if (meta.contains("format")) {
-      m = detail::load_classifier(model_, load, meta);
-    } else {
-      auto bert = std::make_shared<models::BertForSequenceClassification>(detail::bert_run_config(model_, load, data), 0);
-      detail::load_bert_weights(*bert, load);
-      m = {bert, models::bert_forward(bert), models::InputKind::tokens, bert->config.to_json()};
+  /// The model of checkpoint `load` (model_config, structure, weights); for a text model,
+  /// Hugging Face weights too (config.json beside them, or the name's preset).
+  template <class Splits>
+  models::Classifier model_for(const std::string& load, const nlohmann::json& meta, const Splits& data) const {
+    if constexpr (std::is_same_v<Splits, data::TextSplits>) {
+      if (!meta.contains("format")) {
+        auto bert =
+            std::make_shared<models::BertForSequenceClassification>(detail::bert_run_config(model_, load, data), 0);
+        detail::load_bert_weights(*bert, load);
+        return {bert, models::bert_forward(bert), models::InputKind::tokens, bert->config.to_json()};
+      }
     }
-    m.module->to(Device::parse(device_));
-    return m;
+    return detail::load_classifier(model_, load, meta);
   }
 
   CLI::App* cmd_ = nullptr;

@@ -188,13 +188,8 @@ class TransformCommand {
     require(!job.dataset.empty(), where, ": 'dataset' is required");
     require_matching_data(job.model, job.dataset);
     const models::Classifier m = detail::load_classifier(job.model, load, job.meta);
-    if (m.input == models::InputKind::features) return transform(m, load_dataset(job.dataset), job);
-    std::int64_t max_length = 512;
-    if (job.meta.contains("config") && job.meta["config"].value("max_length", 0) >= 2)
-      max_length = job.meta["config"]["max_length"].get<std::int64_t>();
-    if (max_length_ > 0) max_length = max_length_;
-    job.max_length = max_length;
-    transform(m, detail::load_text_splits(job.dataset, max_length, limit_, detail::vocab_beside(load)), job);
+    if (m.input == models::InputKind::tokens) job.max_length = detail::run_max_length(job.meta, max_length_);
+    with_splits(m.input, job.dataset, job.max_length, limit_, load, [&](const auto& data) { transform(m, data, job); });
   }
 
  private:
@@ -355,7 +350,7 @@ class ReportCommand {
     cmd_ = app.add_subcommand("report", "Graph report, FLOPs/BitOPs, model size and statistics of a model");
     cmd_->add_option("MODEL", model_, "model name (e.g. jsc-tiny, bert-tiny)")->required();
     cmd_->add_option("--load", load_, "checkpoint (default: the freshly initialised model)");
-    cmd_->add_option("--dataset", dataset_, "profile activations on this dataset's training split (feature models)");
+    cmd_->add_option("--dataset", dataset_, "profile activations on this dataset's training split");
     cmd_->add_option("--batches", batches_, "batches to profile")->capture_default_str();
     cmd_->add_option("--batch-size", batch_size_, "rows per batch (also the FLOPs batch)")->capture_default_str();
     cmd_->add_option("--seq-len", seq_len_, "text models: tokens per text of the FLOPs batch")->capture_default_str();
@@ -378,19 +373,23 @@ class ReportCommand {
     std::cout << detail::analysis_text(model, example, model_ + (load_.empty() ? "" : " from " + load_), tokens);
     if (!dataset_.empty()) {
       require_matching_data(model_, dataset_);
-      qnum::detail::require(!tokens, "report: --dataset (activation statistics) takes feature models; '", model_,
-                            "' takes tokenized text");
-      const auto data = load_dataset(dataset_);
-      std::vector<Tensor> batches;
-      const std::int64_t n = data.train.size();
-      for (std::int64_t b = 0; b < batches_ && b * batch_size_ < n; ++b) {
-        std::vector<std::int64_t> idx;
-        for (std::int64_t i = b * batch_size_; i < std::min(n, (b + 1) * batch_size_); ++i) idx.push_back(i);
-        batches.push_back(data.train.subset(idx).features);
-      }
-      std::cout << "\nStatistics (weights; activations = each layer's input over " << batches.size() << " batch(es) of "
-                << dataset_ << ")\n"
-                << passes::profile_statistics(model, batches).table();
+      const auto meta = load_.empty() ? nlohmann::json::object() : train::read_checkpoint_meta(load_);
+      const std::int64_t max_length = detail::run_max_length(meta, load_.empty() ? seq_len_ : 0);
+      const auto [n, table] = with_splits(m.input, dataset_, max_length, 0, load_, [&](const auto& data) {
+        // The first --batches training batches in dataset order, through the model's Forward.
+        std::int64_t seen = 0;
+        const auto p = passes::profile_statistics(model, [&] {
+          for (const data::Batch& b : data::batches(data.train, {batch_size_, false, false, 0})) {
+            if (seen == batches_) break;
+            m.forward(b);
+            ++seen;
+          }
+        });
+        return std::make_pair(seen, p.table());
+      });
+      std::cout << "\nStatistics (weights; activations = each layer's input over " << n << " batch(es) of " << dataset_
+                << (tokens ? ", " + std::to_string(max_length) + " tokens per text" : std::string()) << ")\n"
+                << table;
     }
     if (!dot_.empty()) write_file_atomic(dot_, passes::to_dot(passes::trace(model, example), model_));
   }

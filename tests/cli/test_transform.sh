@@ -145,6 +145,13 @@ check "bert report lists a quantized, pruned attention layer" \
   grep -q 'bert.encoder.layer.0.attention.self.query.*QuantLinear.*pruned' breport.out
 check "bert report FLOPs for texts" grep -q 'batch of 2 texts of 8 tokens' breport.out
 check "bert report dot" grep -q '^digraph' bg.dot
+# Activation statistics of a text model: its own data through its Forward, at the run's length.
+"$QNUM" report bert-tiny --load bout/transformed --dataset text-synthetic --batches 2 --batch-size 4 > bstats.out 2>&1
+check "bert report --dataset exits 0 ($(tail -n 1 bstats.out))" test $? -eq 0
+check "bert statistics over 2 batches at the run's 24 tokens" \
+  grep -q "over 2 batch(es) of text-synthetic, 24 tokens per text" bstats.out
+check "bert statistics: the classifier's input, 2 batches x 4 texts x 128 features" \
+  grep -Eq '^classifier.data_in_0 +activation +1024 ' bstats.out
 
 # A config naming no layer of the model warns on stderr with the model's layer names.
 printf '[passes.quantize]\nby = "name"\n[passes.quantize.default.config]\nname = "NA"\n[passes.quantize.fc1.config]\nname = "integer"\n' > nomatch.toml

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -103,9 +104,10 @@ class ActivationRecorder : public nn::ModuleObserver {
 
 }  // namespace detail
 
-/// Profiles `model`: weights as they are now, activations over `batches` (run in eval mode
-/// without gradients; the mode is restored).
-inline Profile profile_statistics(nn::Module& model, const std::vector<Tensor>& batches) {
+/// Profiles `model`: weights as they are now, activations over whatever `run` feeds it (any
+/// number of forward calls, e.g. through a text model's Forward), in eval mode without
+/// gradients (the mode is restored). Profile::batches is left for the caller to set.
+inline Profile profile_statistics(nn::Module& model, const std::function<void()>& run) {
   Profile p;
   for (auto& [path, m] : model.named_modules()) {
     if (!detail::is_leaf_layer(*m)) continue;
@@ -123,16 +125,22 @@ inline Profile profile_statistics(nn::Module& model, const std::vector<Tensor>& 
     autograd::NoGradGuard no_grad;
     detail::ObserverSlot<nn::ModuleObserver> slot(nn::detail::module_observer(), &rec, "profile_statistics");
     try {
-      for (const auto& x : batches) {
-        model(x);
-        ++p.batches;
-      }
+      run();
     } catch (...) {
       model.train(was_training);
       throw;
     }
   }
   model.train(was_training);
+  return p;
+}
+
+/// The same over `batches` of feature rows, one forward call each.
+inline Profile profile_statistics(nn::Module& model, const std::vector<Tensor>& batches) {
+  Profile p = profile_statistics(model, [&] {
+    for (const auto& x : batches) model(x);
+  });
+  p.batches = static_cast<std::int64_t>(batches.size());
   return p;
 }
 
