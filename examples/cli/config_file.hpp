@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qnum/core/error.hpp"
-#include "qnum/core/printable.hpp"
+#include "qnum/core/excerpt.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/toml_guard.hpp"
 
@@ -28,7 +28,7 @@ inline toml::table read_toml_file(const std::filesystem::path& file) {
   } catch (const toml::parse_error& e) {
     const auto& b = e.source().begin;
     qnum::detail::fail(file.string(), ":", b.line, ":", b.column,
-                       ": TOML syntax error: ", qnum::detail::printable(e.description(), 200));
+                       ": TOML syntax error: ", qnum::detail::excerpt(e.description(), 200));
   }
 }
 
@@ -42,7 +42,7 @@ inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
       qnum::detail::require(j.is_object(), file.string(), ": the config must be a JSON object");
       return j;
     } catch (const nlohmann::json::exception& e) {  // syntax errors, and numbers out of double's range
-      qnum::detail::fail(file.string(), ": JSON error: ", qnum::detail::printable(e.what(), 200));
+      qnum::detail::fail(file.string(), ": JSON error: ", qnum::detail::excerpt(e.what(), 200));
     }
   }
   const toml::table table = read_toml_file(file);
@@ -63,7 +63,7 @@ inline void require_keys(const nlohmann::json& j, const std::string& where,
       ok |= key == a;
       list += (list.empty() ? "" : ", ") + std::string(a);
     }
-    qnum::detail::require(ok, where, ": unknown key '", qnum::detail::printable(key, 80), "' (allowed: ", list, ")");
+    qnum::detail::require(ok, where, ": unknown key '", qnum::detail::excerpt(key, 80), "' (allowed: ", list, ")");
   }
 }
 

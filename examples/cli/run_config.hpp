@@ -28,7 +28,6 @@
 #include <toml++/toml.h>
 
 #include "qnum/core/error.hpp"
-#include "qnum/core/printable.hpp"
 #include "qnum/io/mase_config.hpp"
 #include "qnum/io/toml_guard.hpp"
 #include "qnum/train/trainer.hpp"

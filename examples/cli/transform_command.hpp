@@ -42,7 +42,6 @@
 #include "config_file.hpp"
 #include "datasets.hpp"
 #include "qnum/core/error.hpp"
-#include "qnum/core/printable.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/mase_config.hpp"
 #include "qnum/kernel/threading.hpp"

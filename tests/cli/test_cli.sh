@@ -24,7 +24,7 @@ npy() {
     printf '%s\n' "$dict"; head -c "$nbytes" /dev/zero; } > "$file"
 }
 
-# expect_error NAME CMD...: exit code 2, exactly one line on stderr, nothing on stdout, no OUT.
+# expect_error NAME CMD...: exit code 2, exactly one printable line on stderr, nothing on stdout, no OUT.
 expect_error() {
   local name=$1; shift
   rm -f "$work/out.npy"
@@ -34,6 +34,7 @@ expect_error() {
   lines=$(wc -l < "$work/stderr")
   if [ "$rc" -ne 2 ]; then bad "$name: exit code $rc, want 2 ($(cat "$work/stderr"))"; return; fi
   if [ "$lines" -ne 1 ]; then bad "$name: $lines lines on stderr, want 1"; return; fi
+  if tr -d '\n' < "$work/stderr" | LC_ALL=C grep -q '[[:cntrl:]]'; then bad "$name: control bytes on stderr"; return; fi
   if [ -e "$work/out.npy" ]; then bad "$name: OUT was created"; return; fi
   if ls -a "$work" | grep -q '^\.tmp\.'; then bad "$name: temporary file left behind"; return; fi
   ok

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Crash safety of `qnum train` (JSC): a run SIGKILLed at random points (mid-epoch, and now
-# and then mid-checkpoint-write) and continued with --resume until it finishes ends with the
-# same model and optimizer tensors, byte for byte, and the same metrics as a run never
-# interrupted. A half-written checkpoint would make --resume fail or differ.
-# Usage: QNUM=path/to/qnum bash kill_train.sh [KILLS] [SEED]   (bounded: at most KILLS kills)
+# Crash safety of `qnum train`: a run SIGKILLed at random points (mid-epoch, and now and then
+# mid-checkpoint-write) and continued with --resume until it finishes ends with the same model
+# and optimizer tensors, byte for byte, and the same metrics as a run never interrupted. A
+# half-written checkpoint would make --resume fail or differ, and a kill's temporary file
+# must not be left behind.
+# Usage: QNUM=path/to/qnum bash kill_train.sh [KILLS] [SEED] [EPOCHS MODEL DATASET [TRAIN ARGS...]]
+# (bounded: at most KILLS kills; default: jsc-tiny on jsc-synthetic for 40 epochs)
 set -u
 source "$(dirname "$0")/kill_common.sh"
+epochs=${3:-40}
+if [ $# -ge 5 ]; then
+  model=("${@:4}")
+else
+  model=(jsc-tiny jsc-synthetic --batch-size 32)
+fi
 
 # One thread: the batch order and sums are then fixed, so two runs agree bit for bit.
-train=("$QNUM" train jsc-tiny jsc-synthetic --max-epochs 40 --batch-size 32 --seed 3 --threads 1 --no-progress)
+train=("$QNUM" train "${model[@]}" --max-epochs "$epochs" --seed 3 --threads 1 --no-progress)
 
 # The data buffer of a safetensors file (everything after the JSON header): the tensors.
 tensors() { local n; n=$(od -An -t u8 -N8 "$1" | tr -d ' '); tail -c +$((9 + n)) "$1"; }
@@ -44,11 +52,11 @@ for ((i = 0; i <= kills; i++)); do
 done
 [ "$done_run" -eq 1 ] || { bad "the run never completed"; exit 1; }
 [ "$killed" -ge 1 ] || bad "no run was killed (each finished before its kill time)"
-echo "kill_train: $killed SIGKILLs, then completed (uninterrupted run: ${span_ms} ms)"
+echo "kill_train ${model[*]:0:2}: $killed SIGKILLs, then completed (uninterrupted run: ${span_ms} ms)"
 
 cmp -s <(tensors ref/last.safetensors) <(tensors run/last.safetensors) || bad "last checkpoint tensors differ"
 cmp -s <(tensors ref/best.safetensors) <(tensors run/best.safetensors) || bad "best checkpoint tensors differ"
 diff <(metrics ref/metrics.jsonl) <(metrics run/metrics.jsonl) > /dev/null || bad "metrics.jsonl differs"
-[ "$(wc -l < run/metrics.jsonl)" -eq 40 ] || bad "metrics.jsonl has $(wc -l < run/metrics.jsonl) epochs, want 40"
+[ "$(wc -l < run/metrics.jsonl)" -eq "$epochs" ] || bad "metrics.jsonl has $(wc -l < run/metrics.jsonl) epochs, want $epochs"
 if [ "$failed" -ne 0 ]; then exit 1; fi
 echo "kill_train: final checkpoint bit-identical to the uninterrupted run"

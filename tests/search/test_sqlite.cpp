@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -59,6 +60,36 @@ double toy(Trial& t) {
   const double x = t.suggest_float("x", -1.0, 1.0);
   const auto k = t.suggest_int("k", 1, 4);
   return x * x + double(k);
+}
+
+// Runs `worker` (which opens `url` and hangs in trial `number`) in a child process, waits (no
+// time limit asserted) until that trial is RUNNING with `params` parameters, SIGKILLs the
+// child and lets its heartbeat age past a 0.2 s grace period. Returns the storage.
+template <class Worker>
+std::shared_ptr<Storage> kill_worker_in_trial(const std::string& url, std::int64_t number, std::size_t params,
+                                              Worker worker) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      worker();
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  auto storage = open_storage(url, false);
+  const auto study_id = storage->find_study("kill")->study_id;
+  for (;;) {
+    const auto running = storage->get_all_trials(study_id, {TrialState::running});
+    if (!running.empty() && running[0].number == number && running[0].params.size() == params) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return storage;
 }
 
 }  // namespace
@@ -269,37 +300,19 @@ TEST_CASE("search.sqlite: a SIGKILLed worker's trial becomes FAIL on resume; com
   TempDir dir;
   const std::string url = "sqlite:///" + (dir.path / "k.db").string();
   { Study init(open_storage(url), "kill", {StudyDirection::minimize}); }
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    try {
-      Study s(open_storage(url), "kill", {StudyDirection::minimize}, std::make_shared<RandomSampler>(1));
-      s.enable_heartbeat(0.05);
-      s.optimize(
-          [](Trial& t) {
-            const double v = toy(t);
-            if (t.number() == 3)
-              for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hangs until killed
-            return v;
-          },
-          10);
-    } catch (...) {
-    }
-    ::_exit(0);
-  }
-  auto storage = open_storage(url, false);
-  const auto study_id = storage->find_study("kill")->study_id;
-  // Wait (no time limit asserted) until trial 3 is running with its heartbeat.
-  for (;;) {
-    const auto running = storage->get_all_trials(study_id, {TrialState::running});
-    if (!running.empty() && running[0].number == 3 && running[0].params.size() == 2) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  CHECK(WIFSIGNALED(status));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the heartbeat age past the grace period
+  // Killed in trial 3's objective, after its parameters and heartbeats.
+  auto storage = kill_worker_in_trial(url, 3, 2, [&] {
+    Study s(open_storage(url), "kill", {StudyDirection::minimize}, std::make_shared<RandomSampler>(1));
+    s.enable_heartbeat(0.05);
+    s.optimize(
+        [](Trial& t) {
+          const double v = toy(t);
+          if (t.number() == 3)
+            for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hangs until killed
+          return v;
+        },
+        10);
+  });
 
   Study resumed(storage, "kill", {StudyDirection::minimize}, std::make_shared<RandomSampler>(2));
   resumed.enable_heartbeat(0.05, 0.2);
@@ -313,6 +326,74 @@ TEST_CASE("search.sqlite: a SIGKILLed worker's trial becomes FAIL on resume; com
   CHECK(trials[3].system_attrs["fail_reason"].get<std::string>().find("heartbeat") != std::string::npos);
   CHECK(trials[4].state == TrialState::complete);
   CHECK(trials[5].number == 5);
+}
+
+// A RandomSampler whose before_trial never returns for one trial number: the worker is
+// stuck between creating that trial and starting its heartbeat thread.
+class StuckBeforeTrial final : public Sampler {
+ public:
+  StuckBeforeTrial(std::uint64_t seed, std::int64_t number) : random_(seed), number_(number) {}
+  SearchSpace infer_relative_search_space(StudyView& study, const FrozenTrial& trial) override {
+    return random_.infer_relative_search_space(study, trial);
+  }
+  std::map<std::string, double> sample_relative(StudyView& study, const FrozenTrial& trial,
+                                                const SearchSpace& space) override {
+    return random_.sample_relative(study, trial, space);
+  }
+  double sample_independent(StudyView& study, const FrozenTrial& trial, const std::string& name,
+                            const Distribution& distribution) override {
+    return random_.sample_independent(study, trial, name, distribution);
+  }
+  void before_trial(StudyView& study, const FrozenTrial& trial) override {
+    random_.before_trial(study, trial);
+    if (trial.number == number_)
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hangs until killed
+  }
+  std::string name() const override { return "StuckBeforeTrial"; }
+
+ private:
+  RandomSampler random_;
+  std::int64_t number_;
+};
+
+TEST_CASE("search.sqlite: a worker killed before its first heartbeat thread beat leaves a trial that goes stale") {
+  // Trial 3 is new; trial 4 is an enqueued (WAITING) trial the worker claims. Both are
+  // created RUNNING with their first heartbeat in the same transaction.
+  for (const bool enqueued : {false, true}) {
+    CAPTURE(enqueued);
+    TempDir dir;
+    const std::string url = "sqlite:///" + (dir.path / "k.db").string();
+    const std::int64_t stuck = enqueued ? 4 : 3;
+    {
+      Study init(open_storage(url), "kill", {StudyDirection::minimize});
+      if (enqueued) {
+        init.optimize(toy, 4);
+        init.enqueue_trial({{"x", ParamValue(0.5)}, {"k", ParamValue(std::int64_t{2})}});
+      }
+    }
+    auto storage = kill_worker_in_trial(url, stuck, 0, [&] {
+      Study s(open_storage(url), "kill", {StudyDirection::minimize}, std::make_shared<StuckBeforeTrial>(1, stuck));
+      s.enable_heartbeat(0.05);
+      s.optimize(toy, 10);
+    });
+
+    Study resumed(storage, "kill", {StudyDirection::minimize}, std::make_shared<RandomSampler>(2));
+    resumed.enable_heartbeat(0.05, 0.2);
+    CHECK(resumed.fail_stale_trials() == std::vector<std::int64_t>{stuck});
+    resumed.optimize(toy, 1);
+    const auto trials = resumed.trials();
+    REQUIRE(trials.size() == static_cast<std::size_t>(stuck + 2));
+    CHECK(trials[static_cast<std::size_t>(stuck)].state == TrialState::fail);
+    CHECK(trials.back().state == TrialState::complete);
+  }
+  // A trial from ask() (no heartbeat thread of its own) is never stale, as in Optuna.
+  TempDir dir;
+  Study s(open_storage("sqlite:///" + (dir.path / "a.db").string()), "ask", {StudyDirection::minimize});
+  s.enable_heartbeat(0.05, 0.0);
+  Trial asked = s.ask();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(s.fail_stale_trials().empty());
+  s.tell(asked, TrialState::complete, {1.0});
 }
 
 TEST_CASE("search.sqlite: bad URLs, files and directions give clear errors and change nothing") {

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "qnum/core/error.hpp"
-#include "qnum/core/printable.hpp"
+#include "qnum/core/excerpt.hpp"
 #include "qnum/data/dataset.hpp"
 #include "qnum/data/text_dataset.hpp"
 #include "qnum/data/wordpiece.hpp"
@@ -98,7 +98,7 @@ inline TextTable parse_imdb_tsv(std::string_view data, const std::string& what) 
       };
       detail::require(col("label") != SIZE_MAX && col("text") == cols.size() - 1, where,
                       ": expected a header line with a 'label' column and 'text' as the last column (e.g. ",
-                      "label<TAB>rating<TAB>id<TAB>text), got '", qnum::detail::printable(line, 80), "'");
+                      "label<TAB>rating<TAB>id<TAB>text), got '", qnum::detail::excerpt(line, 80), "'");
       label_col = col("label");
       rating_col = col("rating");
       id_col = col("id");
@@ -117,17 +117,17 @@ inline TextTable parse_imdb_tsv(std::string_view data, const std::string& what) 
     f.push_back(line.substr(s));
     TextExample ex;
     const auto l = detail::sentiment_label(f[label_col]);
-    detail::require(l.has_value(), where, ": label '", qnum::detail::printable(f[label_col]), "' is not 0 or 1");
+    detail::require(l.has_value(), where, ": label '", qnum::detail::excerpt(f[label_col]), "' is not 0 or 1");
     ex.label = *l;
     if (rating_col != SIZE_MAX) {
       const auto r = detail::parse_int(f[rating_col]);
-      detail::require(r && *r >= 1 && *r <= 10, where, ": rating '", qnum::detail::printable(f[rating_col]),
+      detail::require(r && *r >= 1 && *r <= 10, where, ": rating '", qnum::detail::excerpt(f[rating_col]),
                       "' is not an integer 1-10");
       ex.rating = static_cast<std::int32_t>(*r);
     }
     if (id_col != SIZE_MAX) {
       const auto i = detail::parse_int(f[id_col]);
-      detail::require(i && *i >= 0, where, ": id '", qnum::detail::printable(f[id_col]),
+      detail::require(i && *i >= 0, where, ": id '", qnum::detail::excerpt(f[id_col]),
                       "' is not a non-negative integer");
       ex.id = *i;
     }
@@ -216,14 +216,14 @@ inline TextTable parse_imdb_csv(std::string_view data, const std::string& what) 
       label_col = col({"sentiment", "label"});
       detail::require(review_col != SIZE_MAX && label_col != SIZE_MAX, where,
                       ": expected a header with columns 'review' and 'sentiment' (Kaggle's IMDB Dataset.csv), got '",
-                      qnum::detail::printable(data.substr(0, data.find('\n')), 80), "'");
+                      qnum::detail::excerpt(data.substr(0, data.find('\n')), 80), "'");
       continue;
     }
     if (fields.size() == 1 && fields[0].empty()) continue;  // blank line
     detail::require(fields.size() == header.size(), where, ": expected ", header.size(), " fields, got ",
                     fields.size());
     const auto l = detail::sentiment_label(fields[label_col]);
-    detail::require(l.has_value(), where, ": sentiment '", qnum::detail::printable(fields[label_col]),
+    detail::require(l.has_value(), where, ": sentiment '", qnum::detail::excerpt(fields[label_col]),
                     "' is not positive or negative");
     t.rows.push_back({std::move(fields[review_col]), *l, 0, -1});
   }

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qnum/core/error.hpp"
-#include "qnum/core/printable.hpp"
+#include "qnum/core/excerpt.hpp"
 
 namespace qnum::mase {
 
@@ -158,7 +158,7 @@ inline TopLevelPlan plan_top_level(const nlohmann::json& config, Command command
     if (k == nullptr) {
       std::string known;
       for (const auto& r : reads) known += (known.empty() ? "" : ", ") + r;
-      qnum::detail::fail(file, ": unknown key '", qnum::detail::printable(key, 80),
+      qnum::detail::fail(file, ": unknown key '", qnum::detail::excerpt(key, 80),
                          "' (neither MASE nor qnum ", command_name(command),
                          " has it; qnum ", command_name(command), " reads: ", known, ")");
     }

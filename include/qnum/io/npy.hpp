@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "qnum/core/error.hpp"
-#include "qnum/core/printable.hpp"
+#include "qnum/core/excerpt.hpp"
 #include "qnum/core/shape.hpp"
 #include "qnum/io/atomic_file.hpp"
 
@@ -60,7 +60,7 @@ inline NpyArray parse_npy(std::string_view bytes, std::string_view what) {
           ": malformed .npy header");
 
   const auto descr = detail::npy_dict_value(header, "descr", what);
-  require(descr.substr(0, 5) == "'<f4'", what, ": dtype ", detail::printable(descr.substr(0, descr.find_first_of(",}"))),
+  require(descr.substr(0, 5) == "'<f4'", what, ": dtype ", detail::excerpt(descr.substr(0, descr.find_first_of(",}"))),
           " is not little-endian float32 ('<f4'); convert with x.astype(np.float32)");
   const auto fortran = detail::npy_dict_value(header, "fortran_order", what);
   require(fortran.substr(0, 5) == "False", what,

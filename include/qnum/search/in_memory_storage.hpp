@@ -60,7 +60,7 @@ class InMemoryStorage final : public Storage {
     return study(study_id).system_attrs;
   }
 
-  std::int64_t create_new_trial(std::int64_t study_id, const FrozenTrial* templ) override {
+  std::int64_t create_new_trial(std::int64_t study_id, const FrozenTrial* templ, bool first_heartbeat) override {
     std::lock_guard lock(mutex_);
     auto& s = study(study_id);
     FrozenTrial t;
@@ -73,7 +73,9 @@ class InMemoryStorage final : public Storage {
     t.trial_id = static_cast<std::int64_t>(trials_.size());
     t.number = static_cast<std::int64_t>(s.trial_ids.size());
     s.trial_ids.push_back(t.trial_id);
-    trials_.push_back(Entry{study_id, std::move(t), {}, nullptr});
+    std::optional<TimePoint> heartbeat;
+    if (first_heartbeat && t.state == TrialState::running) heartbeat = now();
+    trials_.push_back(Entry{study_id, std::move(t), heartbeat, nullptr});
     return trials_.back().trial.trial_id;
   }
   void set_trial_param(std::int64_t trial_id, const std::string& name, double internal,
@@ -98,14 +100,17 @@ class InMemoryStorage final : public Storage {
     check_updatable(t);
     t.intermediate_values[step] = value;
   }
-  bool set_trial_state_values(std::int64_t trial_id, TrialState state, const std::vector<double>& values) override {
+  bool set_trial_state_values(std::int64_t trial_id, TrialState state, const std::vector<double>& values,
+                              bool first_heartbeat) override {
     std::lock_guard lock(mutex_);
-    auto& t = entry(trial_id).trial;
+    auto& e = entry(trial_id);
+    auto& t = e.trial;
     check_updatable(t);
     if (state == TrialState::running && t.state != TrialState::waiting) return false;
     t.state = state;
     if (!values.empty()) t.values = values;
     if (state == TrialState::running) t.datetime_start = now();
+    if (state == TrialState::running && first_heartbeat) e.heartbeat = now();
     if (is_finished(state)) t.datetime_complete = now();
     return true;
   }

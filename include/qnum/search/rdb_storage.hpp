@@ -162,7 +162,7 @@ class RdbStorage : public Storage {
   }
 
   // ---- trials
-  std::int64_t create_new_trial(std::int64_t study_id, const FrozenTrial* templ) override {
+  std::int64_t create_new_trial(std::int64_t study_id, const FrozenTrial* templ, bool first_heartbeat) override {
     return conn_.write([&] {
       study_info(study_id);        // exists
       conn_.lock_study(study_id);  // one numbering at a time per study
@@ -204,6 +204,7 @@ class RdbStorage : public Storage {
         auto st = conn_.stmt("UPDATE trials SET state = ? WHERE trial_id = ?");
         st.bind(1, std::string(to_string(templ->state))).bind(2, trial_id).run();
       }
+      if (first_heartbeat && (!templ || templ->state == TrialState::running)) upsert_heartbeat(trial_id);
       return trial_id;
     });
   }
@@ -228,7 +229,8 @@ class RdbStorage : public Storage {
       upsert_intermediate(trial_id, step, value);
     });
   }
-  bool set_trial_state_values(std::int64_t trial_id, TrialState state, const std::vector<double>& values) override {
+  bool set_trial_state_values(std::int64_t trial_id, TrialState state, const std::vector<double>& values,
+                              bool first_heartbeat) override {
     return conn_.write([&] {
       const auto [study_id, old_state, number] = trial_head(trial_id);
       check_updatable(number, old_state);
@@ -237,6 +239,7 @@ class RdbStorage : public Storage {
       if (state == TrialState::running) {
         auto u = conn_.stmt("UPDATE trials SET datetime_start = ? WHERE trial_id = ?");
         u.bind(1, detail::sql_datetime(now())).bind(2, trial_id).run();
+        if (first_heartbeat) upsert_heartbeat(trial_id);
       }
       if (is_finished(state)) {
         auto u = conn_.stmt("UPDATE trials SET datetime_complete = ? WHERE trial_id = ?");
@@ -359,12 +362,7 @@ class RdbStorage : public Storage {
   }
 
   void record_heartbeat(std::int64_t trial_id) override {
-    conn_.write([&] {
-      auto q = conn_.stmt(
-          "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?, ?) "
-          "ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat");
-      q.bind(1, trial_id).bind(2, detail::sql_datetime(conn_.db_now())).run();
-    });
+    conn_.write([&] { upsert_heartbeat(trial_id); });
   }
   std::vector<std::int64_t> get_stale_trial_ids(std::int64_t study_id, double grace_seconds) override {
     return conn_.read([&] {
@@ -396,6 +394,14 @@ class RdbStorage : public Storage {
     TrialState state;
     std::int64_t number;
   };
+
+  // The trial's heartbeat row set to the database's clock (inside a write transaction).
+  void upsert_heartbeat(std::int64_t trial_id) {
+    auto q = conn_.stmt(
+        "INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES (?, ?) "
+        "ON CONFLICT (trial_id) DO UPDATE SET heartbeat = excluded.heartbeat");
+    q.bind(1, trial_id).bind(2, detail::sql_datetime(conn_.db_now())).run();
+  }
 
   StudyInfo study_info(std::int64_t study_id) {
     StudyInfo info;

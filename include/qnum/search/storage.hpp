@@ -44,8 +44,11 @@ class Storage {
   // ---- trials
   /// Creates a trial (RUNNING, started now) or, given a template, a copy of it in the
   /// template's state (e.g. WAITING for enqueue_trial); returns its trial_id. The number is
-  /// the count of the study's earlier trials, assigned atomically.
-  virtual std::int64_t create_new_trial(std::int64_t study_id, const FrozenTrial* templ = nullptr) = 0;
+  /// the count of the study's earlier trials, assigned atomically. With `first_heartbeat`, a
+  /// RUNNING trial gets its first heartbeat in the same atomic step: a worker killed before
+  /// its heartbeat thread starts then still leaves a trial that goes stale.
+  virtual std::int64_t create_new_trial(std::int64_t study_id, const FrozenTrial* templ = nullptr,
+                                        bool first_heartbeat = false) = 0;
   /// Records a parameter (internal value); the trial must be RUNNING, and a parameter name
   /// keeps its distribution kind within the study.
   virtual void set_trial_param(std::int64_t trial_id, const std::string& name, double internal,
@@ -53,9 +56,10 @@ class Storage {
   virtual void set_trial_intermediate_value(std::int64_t trial_id, std::int64_t step, double value) = 0;
   /// Sets state (and values when finishing). Returns false, changing nothing, when asked to
   /// make RUNNING a trial that is not WAITING (how a worker claims a waiting trial); an error
-  /// when the trial is already finished.
-  virtual bool set_trial_state_values(std::int64_t trial_id, TrialState state,
-                                      const std::vector<double>& values = {}) = 0;
+  /// when the trial is already finished. `first_heartbeat`: as in create_new_trial, when the
+  /// trial becomes RUNNING.
+  virtual bool set_trial_state_values(std::int64_t trial_id, TrialState state, const std::vector<double>& values = {},
+                                      bool first_heartbeat = false) = 0;
   virtual void set_trial_user_attr(std::int64_t trial_id, const std::string& key, const nlohmann::json& value) = 0;
   virtual void set_trial_system_attr(std::int64_t trial_id, const std::string& key, const nlohmann::json& value) = 0;
   virtual FrozenTrial get_trial(std::int64_t trial_id) = 0;
@@ -84,7 +88,9 @@ class Storage {
   // ---- heartbeats (Optuna's trial_heartbeats)
   virtual void record_heartbeat(std::int64_t trial_id) = 0;
   /// RUNNING trials of the study whose last heartbeat is older than grace_seconds (trials
-  /// that never sent one are not stale, as in Optuna).
+  /// that never sent one are not stale, as in Optuna: a worker without heartbeats, or a
+  /// trial from ask(), may run for any time; workers with heartbeats start their trials with
+  /// one, see create_new_trial).
   virtual std::vector<std::int64_t> get_stale_trial_ids(std::int64_t study_id, double grace_seconds) = 0;
 
   /// A short description (the URL it was opened from).

@@ -199,25 +199,7 @@ class Study final : public StudyView {
   /// Starts a trial (a waiting one if any, else a new one) and returns its handle
   /// (Optuna's ask). Finish it with tell(). Throws StudyExhausted (after recording the
   /// trial as FAIL) when the sampler has nothing left, e.g. a grid with no free point.
-  Trial ask() {
-    std::optional<std::int64_t> trial_id;
-    for (const auto& w : get_trials({TrialState::waiting}))
-      if (storage_->set_trial_state_values(w.trial_id, TrialState::running)) {
-        trial_id = w.trial_id;
-        break;
-      }
-    if (!trial_id) trial_id = storage_->create_new_trial(info_.study_id);
-    try {
-      sampler_->before_trial(*this, storage_->get_trial(*trial_id));
-    } catch (const StudyExhausted& e) {
-      // Nothing left to sample: the trial ends FAIL with the reason, the study stops.
-      storage_->set_trial_system_attr(*trial_id, "fail_reason", e.what());
-      storage_->set_trial_state_values(*trial_id, TrialState::fail);
-      stop_ = true;
-      throw;
-    }
-    return Trial(*this, *sampler_, *pruner_, *trial_id);
-  }
+  Trial ask() { return start_trial(false); }
 
   /// Finishes a trial (Optuna's tell): COMPLETE needs one finite-or-infinite value per
   /// direction, otherwise the trial becomes FAIL with the reason; PRUNED keeps the last
@@ -439,12 +421,35 @@ class Study final : public StudyView {
     std::thread thread_;
   };
 
+  // ask(), optionally with the trial's first heartbeat recorded as it becomes RUNNING.
+  Trial start_trial(bool first_heartbeat) {
+    std::optional<std::int64_t> trial_id;
+    for (const auto& w : get_trials({TrialState::waiting}))
+      if (storage_->set_trial_state_values(w.trial_id, TrialState::running, {}, first_heartbeat)) {
+        trial_id = w.trial_id;
+        break;
+      }
+    if (!trial_id) trial_id = storage_->create_new_trial(info_.study_id, nullptr, first_heartbeat);
+    try {
+      sampler_->before_trial(*this, storage_->get_trial(*trial_id));
+    } catch (const StudyExhausted& e) {
+      // Nothing left to sample: the trial ends FAIL with the reason, the study stops.
+      storage_->set_trial_system_attr(*trial_id, "fail_reason", e.what());
+      storage_->set_trial_state_values(*trial_id, TrialState::fail);
+      stop_ = true;
+      throw;
+    }
+    return Trial(*this, *sampler_, *pruner_, *trial_id);
+  }
+
   template <class Objective>
   void run_trial(Objective& objective) {
     if (heartbeat_interval_) fail_stale_trials();
     std::optional<Trial> asked;
     try {
-      asked.emplace(ask());
+      // Born with a heartbeat: a kill before the heartbeat thread starts leaves a trial
+      // that still goes stale (Optuna's workers leave one that stays RUNNING for ever).
+      asked.emplace(start_trial(heartbeat_interval_.has_value()));
     } catch (const StudyExhausted&) {
       return;  // recorded as FAIL; stop_ is set
     }
