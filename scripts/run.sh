@@ -3,7 +3,8 @@
 # builds the rest), list the formats, quantize a generated tensor in several formats (exact
 # and MASE-compatible) printing the error table, train a small JSC model, quantize + prune
 # another with `qnum transform`, and take a small BERT through train, resume, test and
-# predict on the offline text set, with the same commands.
+# predict on the offline text set, with the same commands; then build the lab programs and take
+# one small BERT through every lab in order (examples/labs/chain.sh, a minute on the offline set).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install-deps.sh"
@@ -37,4 +38,12 @@ bert=(bert:1-64-2-128 text-synthetic --max-length 64 --learning-rate 3e-3 --outp
 "$qnum" train "${bert[@]}" --max-epochs 3 --resume | tail -4
 "$qnum" test bert:1-64-2-128 text-synthetic --load "$runs/bert/best"
 "$qnum" predict bert:1-64-2-128 --load "$runs/bert/best" "a wonderful film" "not a wonderful film"
+echo
+# The labs in order on one model, each step from the last one's checkpoint: train, LoRA,
+# PTQ/QAT, pruning, NAS, compression, both Lab 3 searches, test + predict (--budget quick:
+# small settings for the offline set; the same command with --dataset imdb runs the real lab).
+QNUM_TARGETS="lab0-lora lab1-ptq-qat lab1-prune lab2-nas lab2-compression lab3-mixed-precision lab3-format-search" \
+  bash "$root/scripts/build.sh"
+bash "$root/examples/labs/chain.sh" --model bert:1-64-2-128 --dataset text-synthetic --budget quick \
+  --output-dir "$runs/chain" --bin "$(dirname "$qnum")"
 rm -rf "$runs"

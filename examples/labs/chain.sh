@@ -191,4 +191,12 @@ final_test() {
 }
 needs test "$out/mixed/best" mixed
 step test final_test
-note "finished: every step's output is in $out (summary: $out/*/log.txt)"
+# The summary: each step's headline (train's test line, a lab's best model), then the result.
+echo "chain: $model on $dataset ($budget budget), in $out"
+for s in $steps; do
+  [ -f "$out/$s/log.txt" ] || continue
+  line=$(grep -m 1 -E '^(test |best )' "$out/$s/log.txt" | tr -s ' ' || true)
+  printf '  %-9s %s\n' "$s" "${line:-(see $out/$s/log.txt)}"
+done
+[ ! -f "$out/test/log.txt" ] || sed 's/^/  | /' "$out/test/log.txt"
+note "finished: every step's output is in $out (logs: $out/*/log.txt)"

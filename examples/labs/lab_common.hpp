@@ -39,6 +39,7 @@
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/jsc.hpp"
+#include "qnum/models/registry.hpp"
 #include "qnum/passes/structure.hpp"
 #include "qnum/train/train.hpp"
 
@@ -170,7 +171,7 @@ class Lab : public LabBase {
 
   /// Checks the options, loads the dataset and prepares the output directory; trains nothing.
   Lab(std::string program, CommonOptions o) : LabBase(std::move(program), std::move(o)) {
-    models::make_jsc_model(o_.model, o_.seed);  // unknown names fail before any work
+    make_model();                           // unknown names fail before any work
     data_ = cli::load_dataset(o_.dataset);      // before creating anything: a bad name leaves no folder
     make_dir();
     note(data_.summary());
@@ -183,11 +184,11 @@ class Lab : public LabBase {
   /// that model's test accuracy.
   double train_fp32() {
     note("training fp32 " + o_.model + " for " + std::to_string(o_.epochs) + " epochs");
-    auto model = models::make_jsc_model(o_.model, o_.seed);
+    auto model = make_model();
     train::Trainer t(model, config("fp32", o_.epochs, o_.learning_rate, o_.seed));
     t.fit(data_.train, data_.val);
     model->to(Device::cpu());  // the passes read and rewrite weights on the host
-    auto best = models::make_jsc_model(o_.model, o_.seed);
+    auto best = make_model();
     train::load_checkpoint(t.best_checkpoint(), *best, nullptr);
     trained_ = best->state_dict();
     fp32_accuracy_ = test_accuracy(*best);
@@ -202,7 +203,7 @@ class Lab : public LabBase {
     const auto meta = train::read_checkpoint_meta(path);
     cli::require_checkpoint_of(o_.model, path, meta);
     structure_ = meta.value("structure", nlohmann::json(nullptr));
-    auto m = models::make_jsc_model(o_.model, o_.seed);
+    auto m = make_model();
     if (!structure_.is_null()) passes::restore_structure(*m, structure_);
     train::load_checkpoint(path, *m, nullptr);
     trained_ = m->state_dict();
@@ -214,7 +215,7 @@ class Lab : public LabBase {
   /// A fresh model of the same architecture (and loaded structure) holding the trained state.
   std::shared_ptr<nn::Sequential> trained_copy() const {
     qnum::detail::require(!trained_.empty(), "internal: trained_copy() before train_fp32()");
-    auto m = models::make_jsc_model(o_.model, o_.seed);
+    auto m = make_model();
     if (!structure_.is_null()) passes::restore_structure(*m, structure_);
     m->load_state_dict(trained_);
     return m;
@@ -252,6 +253,15 @@ class Lab : public LabBase {
   }
 
  private:
+  /// A fresh model of --model through the registry (the zoo, jsc-seq:/jsc-mlp: stacks, a
+  /// $QNUM_MODELS name), initialised from --seed.
+  std::shared_ptr<nn::Sequential> make_model() const {
+    auto m = std::dynamic_pointer_cast<nn::Sequential>(models::make_classifier(o_.model, {o_.seed}).module);
+    qnum::detail::require(m != nullptr, "model '", o_.model,
+                          "': the lab programs take feature models built as a layer stack (Sequential)");
+    return m;
+  }
+
   train::TrainConfig config(const std::string& run, int epochs, double lr, std::uint64_t seed) const {
     train::TrainConfig c;
     c.model = o_.model;
