@@ -74,6 +74,8 @@ check_best comp "$tmp/comp/results.csv" "trial,nas,compress,compress-post" 2
 [ -f "$tmp/comp/trials/compress-post-1/post/metrics.jsonl" ] || fail "comp: no post-compression run of trial 1"
 [ ! -e "$tmp/comp/trials/compress-1/post" ] || fail "comp: the compress curve trained after compression"
 check_plot comp "$tmp/comp"
+grep -q '"curve": "compress' "$tmp/comp/best.json" || fail "comp: best.json is not a compressed curve's model"
+grep -q '"weight_mask": true' "$tmp/comp/best.json" || fail "comp: the kept best model has no masks"
 # Same seed: the nas curve equals lab2-nas's tpe curve.
 [ "$(cut -d, -f2 "$tmp/comp/results.csv" | tail -n +2)" = "$(cut -d, -f4 "$tmp/nas/results.csv" | head -n 3 | tail -n +2)" ] ||
   fail "comp: nas curve differs from lab2-nas's tpe curve"
