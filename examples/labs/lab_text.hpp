@@ -4,10 +4,11 @@
 // per step, grad-norm clipping 1.0). It offers the same members, so the sweeps are written
 // once (templates over the lab type).
 //
-// BERT trains from random initialisation here (no pretrained weights), so its defaults differ
-// from JSC's: 1 epoch, batch 32, learning rate 1e-3 with 6% warm-up and weight decay 0.01 (the
-// run docs/results.md reports), fine-tuning at 1e-4; --max-length 128 tokens. An option given
-// on the command line always wins (apply_text_defaults).
+// BERT trains from random initialisation here (no pretrained weights), so its defaults are the
+// model's recipe from the registry (models::default_recipe, for BERT train::text_recipe(): 1
+// epoch, batch 32, AdamW at 1e-3 with 6% warm-up, weight decay 0.01 and clipping 1.0 — the run
+// docs/results.md reports), fine-tuning at a tenth of that rate; --max-length 128 tokens. An
+// option given on the command line always wins (apply_text_defaults).
 #pragma once
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "../cli/bert_commands.hpp"
 #include "lab_common.hpp"
 #include "qnum/models/bert.hpp"
+#include "qnum/models/registry.hpp"
 #include "qnum/train/trainer.hpp"
 
 namespace qnum::labs {
@@ -30,8 +32,8 @@ namespace qnum::labs {
 struct TextOptions {
   std::int64_t max_length = 128;  ///< tokens per review ([CLS] ... [SEP]), longer ones truncated
   std::int64_t limit = 0;         ///< rows per split (0: all), for quick runs
-  double warmup_ratio = 0.06;
-  double weight_decay = 0.01;
+  double warmup_ratio = train::text_recipe().warmup_ratio;
+  double weight_decay = train::text_recipe().weight_decay;
 };
 
 inline void add_text_options(CLI::App& app, TextOptions& t) {
@@ -45,14 +47,19 @@ inline void add_text_options(CLI::App& app, TextOptions& t) {
 /// Whether the lab runs a BERT model (else a JSC one).
 inline bool is_text_lab(const CommonOptions& o) { return models::is_bert_model(o.model); }
 
-/// BERT's defaults for the common options the user did not give (see the file comment).
+/// The model's recipe for the common options the user did not give (see the file comment);
+/// the dataset defaults to text-synthetic.
 inline void apply_text_defaults(const CLI::App& app, CommonOptions& o) {
-  auto unset = [&](const char* name) { return app.count(name) == 0; };
+  const train::TrainConfig r = models::default_recipe(o.model);
+  auto unset = [&](const char* name) {
+    const CLI::Option* opt = app.get_option_no_throw(name);  // a program may not offer it
+    return opt == nullptr || opt->count() == 0;
+  };
   if (unset("--dataset")) o.dataset = "text-synthetic";
-  if (unset("--epochs")) o.epochs = 1;
-  if (unset("--batch-size")) o.batch_size = 32;
-  if (unset("--learning-rate")) o.learning_rate = 1e-3;
-  if (unset("--finetune-learning-rate")) o.finetune_learning_rate = 1e-4;
+  if (unset("--epochs")) o.epochs = r.max_epochs;
+  if (unset("--batch-size")) o.batch_size = r.batch_size;
+  if (unset("--learning-rate")) o.learning_rate = r.learning_rate;
+  if (unset("--finetune-learning-rate")) o.finetune_learning_rate = r.learning_rate / 10;
 }
 
 /// A lab run on BERT and a text dataset (the members of `Lab`, for BERT).
@@ -96,12 +103,21 @@ class TextLab : public LabBase {
     return fp32_accuracy_;
   }
 
-  /// Instead of train_fp32(): the starting model's weights from `path` (a qnum checkpoint or
-  /// a Hugging Face file; config.json beside it sets the sizes). Returns its test accuracy.
+  /// Instead of train_fp32(): the starting model from `path` (a qnum checkpoint — its
+  /// model_config sets the sizes, its structure the quantized layers, masks and identities —
+  /// or a Hugging Face file with config.json beside it). Text tokenized another way than the
+  /// checkpoint's is an error. Returns its test accuracy.
   double load_start(const std::string& path) {
     const auto meta = train::read_checkpoint_meta(path);
     cli::require_checkpoint_of(o_.model, path, meta);
-    config_ = cli::detail::bert_run_config(o_.model, path, data_);
+    const auto here = cli::detail::bert_metadata(config_, data_).value("tokenizer_fingerprint", std::string());
+    const auto held = meta.value("tokenizer_fingerprint", std::string());
+    qnum::detail::require(held.empty() || here.empty() || held == here, "checkpoint '", path,
+                          "' was trained on text tokenized another way (tokenizer ", held, ", ", o_.dataset, "'s ",
+                          here, "): give the --dataset it was trained on");
+    config_ = meta.contains("model_config")
+                  ? models::BertConfig::from_json(meta["model_config"], "checkpoint '" + path + "': model_config")
+                  : cli::detail::bert_run_config(o_.model, path, data_);
     auto m = std::make_shared<Model>(config_, o_.seed);
     cli::detail::load_bert_weights(*m, path);
     structure_ = meta.value("structure", nlohmann::json(nullptr));
@@ -114,6 +130,9 @@ class TextLab : public LabBase {
   /// A freshly initialised model of the lab's configuration (e.g. to check a pass's config
   /// before training).
   std::shared_ptr<Model> fresh_model() const { return std::make_shared<Model>(config_, o_.seed); }
+  /// The lab's model configuration (the preset's, vocabulary from the tokenizer; a loaded
+  /// checkpoint's after load_start).
+  const models::BertConfig& model_config() const { return config_; }
 
   /// A fresh model of the same configuration (and loaded structure) holding the trained state.
   std::shared_ptr<Model> trained_copy() const {
@@ -124,26 +143,36 @@ class TextLab : public LabBase {
     return m;
   }
 
-  /// Saves `model` as <dir>/<name>.safetensors (with config.json beside it, the model's
-  /// config and the tokenizer's fingerprint) for the next lab step, `qnum test` and
-  /// `qnum predict`.
-  std::filesystem::path save_model(nn::Module& model, const std::string& name) const {
-    write_file_atomic(dir_ / "config.json", config_.to_json().dump(2) + "\n");
-    return save_model_with(model, name, cli::detail::bert_metadata(config_, data_));
+  /// Saves `model` as <dir>/<name>.safetensors (with its config.json beside it) for the next
+  /// lab step, `qnum test` and `qnum predict`: its config (Hugging Face's keys), the
+  /// tokenizer's fingerprint, the lab's recipe (max_length included) and `extra`.
+  std::filesystem::path save_model(Model& model, const std::string& name,
+                                   const nlohmann::json& extra = nlohmann::json::object()) const {
+    write_file_atomic(dir_ / "config.json", model.config.to_json().dump(2) + "\n");
+    nlohmann::json meta = cli::detail::bert_metadata(model.config, data_);
+    meta["config"] = train::to_json(config("", o_.epochs, o_.learning_rate, 42));
+    for (const auto& [k, v] : extra.items()) meta[k] = v;
+    return save_model_with(model, name, meta);
   }
 
-  /// Fine-tunes `model` in place for `epochs` (run folder <dir>/<run>, its own warm-up and
-  /// decay at `learning_rate`, default the fine-tuning rate) and returns the epochs' records;
-  /// the caller evaluates the model after the last epoch.
-  std::vector<train::EpochRecord> finetune(const std::shared_ptr<Model>& model, const std::string& run, int epochs,
-                                           double learning_rate = 0) const {
-    if (epochs <= 0) return {};
-    train::Trainer t(model, models::bert_forward(model),
-                         config(run, epochs, learning_rate > 0 ? learning_rate : o_.finetune_learning_rate,
-                                nn::detail::derive_seed(42, 1)));
+  /// Trains `model` in place for `epochs` at `learning_rate` (run folder <dir>/<run>, its own
+  /// warm-up and decay, batch order seeded by --seed and `batch_seed`) and returns the epochs'
+  /// records; the model ends on the host as after the last epoch, for the caller to evaluate.
+  std::vector<train::EpochRecord> train(const std::shared_ptr<Model>& model, const std::string& run, int epochs,
+                                        double learning_rate, std::uint64_t batch_seed) const {
+    train::Trainer t(model, models::bert_forward(model), config(run, epochs, learning_rate, batch_seed));
     auto records = t.fit(data_.train, data_.val);
     model->to(Device::cpu());
     return records;
+  }
+
+  /// Fine-tunes `model` in place for `epochs` (train(), at `learning_rate`, default the
+  /// fine-tuning rate, with a batch order apart from the fp32 run's).
+  std::vector<train::EpochRecord> finetune(const std::shared_ptr<Model>& model, const std::string& run, int epochs,
+                                           double learning_rate = 0) const {
+    if (epochs <= 0) return {};
+    return train(model, run, epochs, learning_rate > 0 ? learning_rate : o_.finetune_learning_rate,
+                 nn::detail::derive_seed(42, 1));
   }
 
   /// Accuracy on the test split.
@@ -171,7 +200,7 @@ class TextLab : public LabBase {
   /// The batch order of the fp32 run is seeded 42 (the HF Trainer's default seed, as
   /// `qnum train` does); --seed seeds the model's initialisation and random pruning.
   train::TrainConfig config(const std::string& run, int epochs, double lr, std::uint64_t batch_seed) const {
-    train::TrainConfig c = train::text_recipe();
+    train::TrainConfig c = models::default_recipe(o_.model);
     c.model = o_.model;
     c.dataset = o_.dataset;
     c.max_epochs = epochs;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qnum/models/bert.hpp"
+#include "qnum/passes/structure.hpp"
 #include "qnum/search/in_memory_storage.hpp"
 #include "qnum/search/nas_bert.hpp"
 #include "qnum/search/random_sampler.hpp"
@@ -109,6 +110,40 @@ TEST_CASE("search.nas_bert: replace_with_identity keeps the position, drops the 
   CHECK(error_of([&] {
           models::replace_with_identity(m, "bert.encoder.layer.9.attention.self.query");
         }).find("ModuleList has no child '9'") != std::string::npos);
+}
+
+TEST_CASE("search.nas_bert: the structure records identities; a fresh model rebuilt from it computes the same") {
+  auto cfg = small_base();
+  cfg.hidden_size = 16;
+  cfg.intermediate_size = 32;
+  models::BertForSequenceClassification m(cfg, 3);
+  for (const char* p : {"bert.encoder.layer.0.attention.self.key", "bert.pooler.dense"})
+    models::replace_with_identity(m, p);
+  const auto structure = passes::describe_structure(m);
+  const nlohmann::json expected = {{"bert.encoder.layer.0.attention.self.key", {{"identity", true}}},
+                                   {"bert.pooler.dense", {{"identity", true}}}};
+  CHECK(structure == expected);
+
+  models::BertForSequenceClassification fresh(cfg, 9);  // other initial values, then m's state
+  passes::restore_structure(fresh, nlohmann::json::parse(structure.dump()));
+  CHECK(fresh.at("bert.pooler.dense").type_name() == "Identity");
+  CHECK(fresh.num_parameters() == m.num_parameters());
+  fresh.load_state_dict(m.state_dict());
+  m.eval(), fresh.eval();
+  const Tensor y = m.forward(ids(2, 5)), y_fresh = fresh.forward(ids(2, 5));
+  CHECK(std::equal(y.values().begin(), y.values().end(), y_fresh.values().begin(), y_fresh.values().end()));
+  CHECK(passes::describe_structure(fresh) == structure);
+  passes::restore_structure(fresh, structure);  // already an Identity: nothing to do
+
+  using qnum_search_test::error_of;
+  models::BertForSequenceClassification other(cfg, 0);
+  CHECK(error_of([&] {
+          passes::restore_structure(other, {{"bert.encoder.layer.0.intermediate.dense", {{"identity", true}}}});
+        }).find("only a square Linear can become Identity, not Linear") != std::string::npos);
+  CHECK(error_of([&] {
+          passes::restore_structure(other, {{"bert.pooler.dense", {{"identity", true}, {"weight_mask", true}}}});
+        }).find("identity must be true and alone") != std::string::npos);
+  CHECK(other.at("bert.pooler.dense").type_name() == "Linear");  // nothing applied on error
 }
 
 TEST_CASE("search.nas_bert: trials apply every size and identity choice; non-divisible heads are pruned") {

@@ -293,11 +293,13 @@ inline void init_bert_weights(nn::Module& m, double range, std::uint64_t seed) {
 /// paths, which skip module calls and ops, run only when none does.
 inline bool observed() { return nn::detail::module_observer() || autograd::detail::op_observer(); }
 
-/// `typed` applied to x; once replace_with_identity has put another module in its place
-/// (the typed handle is then null), the module registered under `name` in `parent`.
+/// `typed` applied to x while it is the child registered under `name` in `parent`; once
+/// another module is in its place (replace_linear nulls the handle; passes::restore_structure
+/// rebuilding an identity swaps the child through the generic Module tree), that module.
 inline Tensor call_slot(const std::shared_ptr<nn::Linear>& typed, nn::Module& parent, const char* name,
                         const Tensor& x) {
-  return typed ? (*typed)(x) : parent.at(name)(x);
+  nn::Module& child = parent.at(name);
+  return &child == typed.get() ? (*typed)(x) : child(x);
 }
 
 /// A container of numbered children ("0", "1", ...) that is never called as a whole

@@ -4,6 +4,8 @@
 // restore_structure(fresh_model, that JSON) rebuilds the same structure (masks all ones,
 // adapters at their initial values) so that load_state_dict then fills in the values.
 // Checkpoints written by `qnum transform` carry it in their metadata under "structure".
+// A square Linear replaced by an Identity (NAS-BERT's identity choice,
+// models::replace_with_identity) is recorded as {"identity": true} and replaced again.
 //
 //   {"2": {"quant": {"data_in": "integer:width=8,frac_width=4", "weight": "...", ...},
 //          "weight_mask": true,
@@ -14,6 +16,7 @@
 // Random activation masks restart their call counter on reload.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -64,6 +67,7 @@ inline nlohmann::json describe_structure(nn::Module& model) {
   nlohmann::json out = nlohmann::json::object();
   for (auto& [path, m] : model.named_modules()) {
     nlohmann::json layer = nlohmann::json::object();
+    if (!path.empty() && dynamic_cast<nn::Identity*>(m)) layer["identity"] = true;
     if (auto* q = dynamic_cast<nn::Quantizable*>(m); q && q->is_quantized()) layer["quant"] = quant_to_json(q->quant());
     if (auto* lin = dynamic_cast<nn::Linear*>(m)) {
       if (lin->weight_mask.defined()) layer["weight_mask"] = true;
@@ -100,6 +104,12 @@ inline void restore_structure(nn::Module& model, const nlohmann::json& structure
         auto* q = dynamic_cast<nn::Quantizable*>(&m);
         qnum::detail::require(q != nullptr, where, ": ", m.type_name(), " cannot be quantized");
         (void)quant_from_json(v, where);
+      } else if (key == "identity") {
+        const auto* lin = dynamic_cast<nn::Linear*>(&m);
+        qnum::detail::require(v == true && layer.size() == 1, where, ": identity must be true and alone");
+        qnum::detail::require(
+            !path.empty() && (dynamic_cast<nn::Identity*>(&m) || (lin && lin->in_features == lin->out_features)),
+            where, ": only a square Linear can become Identity, not ", m.type_name());
       } else if (key == "weight_mask" || key == "activation_pruning" || key == "lora") {
         qnum::detail::require(dynamic_cast<nn::Linear*>(&m) != nullptr, where, ": '", key, "' needs a Linear, not ",
                               m.type_name());
@@ -111,6 +121,14 @@ inline void restore_structure(nn::Module& model, const nlohmann::json& structure
   for (const auto& [path, layer] : structure.items()) {
     nn::Module& m = model.at(path);
     const std::string where = "structure of layer '" + path + "'";
+    if (layer.contains("identity")) {
+      if (!dynamic_cast<nn::Identity*>(&m)) {
+        const auto dot = path.rfind('.');
+        model.at(dot == std::string::npos ? "" : path.substr(0, dot))
+            .replace_module(dot == std::string::npos ? path : path.substr(dot + 1), std::make_shared<nn::Identity>());
+      }
+      continue;
+    }
     if (layer.contains("quant")) dynamic_cast<nn::Quantizable&>(m).set_quant(quant_from_json(layer["quant"], where));
     auto* lin = dynamic_cast<nn::Linear*>(&m);
     if (!lin) continue;
