@@ -20,9 +20,11 @@ fi
 
 # The harnesses and the dictionary each uses (- = none: the input is free text).
 declare -A dict=([npy]=npy [safetensors]=json [format_spec]=format_spec [imdb]=imdb [jsc]=jsc [vocab]=-
-                 [checkpoint_meta]=json [bert_config]=json [run_config]=toml [pass_config]=toml)
+                 [checkpoint_meta]=json [bert_config]=json [run_config]=toml [pass_config]=toml
+                 [aclimdb]=aclimdb [torch_state_dict]=torch [archive]=archive [study_rows]=study_rows)
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(npy safetensors format_spec imdb jsc vocab checkpoint_meta bert_config run_config pass_config)
+[ ${#names[@]} -gt 0 ] || names=(npy safetensors format_spec imdb jsc vocab checkpoint_meta bert_config run_config pass_config
+                                 aclimdb torch_state_dict archive study_rows)
 
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -31,6 +33,11 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
         -DQNUM_BUILD_FUZZ=ON -DQNUM_BUILD_TESTS=OFF -DQNUM_BUILD_EXAMPLES=OFF "${launcher[@]}" > /dev/null
+fi
+# study_rows exists only where SQLite was found: dropped from the default list otherwise.
+if [ $# -eq 0 ] && ! cmake --build "$build" --target help 2>/dev/null | grep -q 'fuzz_study_rows'; then
+  names=("${names[@]/study_rows/}")
+  names=(${names[@]})
 fi
 cmake --build "$build" --parallel "${QNUM_JOBS:-2}" --target "${names[@]/#/fuzz_}"
 

@@ -270,7 +270,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "qnum: error: " << e.what() << "\n";
+    // CLI11 quotes arguments as they are: escaped like a qnum::Error, so still one line.
+    std::cerr << "qnum: error: " << qnum::detail::one_line(e.what()) << "\n";
     return kUsageError;
   }
 
@@ -320,7 +321,7 @@ int main(int argc, char** argv) {
     std::cerr << "qnum: error: " << e.what() << "\n";
     return kUsageError;
   } catch (const std::exception& e) {
-    std::cerr << "qnum: error: " << e.what() << "\n";
+    std::cerr << "qnum: error: " << qnum::detail::one_line(e.what()) << "\n";
     return 1;
   }
   return 0;

@@ -142,6 +142,9 @@ grep -q "fp8_e4m3" <<< "$out" && ok || bad "demo table lacks fp8_e4m3"
 # ---- train / test (jsc-tiny on jsc-synthetic: ~1 s an epoch) ---------------------------------
 # stderr_has NAME TEXT: the last expect_error's message contains TEXT.
 stderr_has() { grep -qF -- "$2" "$work/stderr" && ok || bad "$1: message lacks '$2': $(cat "$work/stderr")"; }
+# An argument CLI11 rejects is quoted by CLI11 itself; main escapes it the same way.
+expect_error "unexpected argument with a newline" "$QNUM" formats $'x\ny\x01'
+stderr_has "unexpected argument with a newline" 'not expected: x\ny\x01'
 run="$work/run"
 out=$("$QNUM" train jsc-tiny jsc-synthetic --max-epochs 2 --output-dir "$run" --no-progress) && ok ||
   bad "train exit code: $out"

@@ -1,13 +1,24 @@
 // Hostile sizes: shapes whose element count leaves int64, headers that announce more data than
-// the bytes present, and gzip output past its cap are refused by name before allocating
-// (the .npy cases are in test_npy.cpp).
+// the bytes present, gzip output past its cap, and text files with a 1 GB line, a huge size
+// or too many rows are refused by name before allocating (the .npy cases are in
+// test_npy.cpp). Large files are sparse: they take neither disk nor memory.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <zlib.h>
 
+#include "error_of.hpp"
 #include "qnum/core/shape.hpp"
+#include "qnum/data/imdb.hpp"
+#include "qnum/data/jsc.hpp"
+#include "qnum/data/wordpiece.hpp"
+#include "qnum/io/atomic_file.hpp"
 #include "qnum/io/gzip.hpp"
 #include "qnum/io/safetensors.hpp"
 
@@ -27,6 +38,20 @@ std::string gzip_bytes(const std::string& plain) {
   deflateEnd(&zs);
   return out;
 }
+
+// A file of `size` bytes: `head`, then a hole of zero bytes (no disk, no page cache).
+struct SparseFile {
+  std::filesystem::path path;
+  SparseFile(const std::string& name, const std::string& head, std::uintmax_t size)
+      : path(std::filesystem::temp_directory_path() / ("qnum-hostile-" + std::to_string(::getpid()) + "-" + name)) {
+    std::ofstream(path, std::ios::binary) << head;
+    std::filesystem::resize_file(path, size);
+  }
+  ~SparseFile() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
 
 std::string safetensors_with_header(const std::string& json) {
   std::string out(8, '\0');
@@ -75,4 +100,60 @@ TEST_CASE("gzip: output beyond the limit is refused, not allocated") {
 TEST_CASE("safetensors: metadata that is not UTF-8 is refused by the writer with qnum::Error") {
   // fuzz_checkpoint_meta: nlohmann's type_error 316 escaped from safetensors_bytes.
   CHECK_THROWS_AS(safetensors_bytes({}, {{"k", "bad \xe3\" utf-8"}}), Error);
+}
+
+TEST_CASE("read_file and read_line: a size limit is checked before the bytes are held") {
+  const SparseFile big("big.txt", "x", std::uintmax_t{3} << 30);  // 3 GiB
+  CHECK(qnum_test::error_of([&] { (void)read_file(big.path, 1 << 20); }) ==
+        "'" + big.path.string() + "' is larger than 1048576 bytes; refused (not the file expected?)");
+  std::istringstream in(std::string(5000, 'y') + "\nshort\n");
+  std::string line;
+  CHECK(qnum_test::error_of([&] { (void)read_line(in, line, 4096, "f.csv:1"); }) ==
+        "f.csv:1: line longer than 4096 bytes; refused (not the file expected?)");
+  std::istringstream ok("a\n\nb");
+  CHECK((read_line(ok, line, 1, "f") && line == "a"));
+  CHECK((read_line(ok, line, 1, "f") && line.empty()));
+  CHECK((read_line(ok, line, 1, "f") && line == "b"));
+  CHECK(!read_line(ok, line, 1, "f"));
+}
+
+TEST_CASE("text readers: a 1 GB line, a file beyond the limits, too many rows or columns are refused") {
+  // JSC: a 1 GB line is refused after 1 MiB of it.
+  const SparseFile jsc("line.csv", "j_zlogZ,", std::uintmax_t{1} << 30);
+  CHECK(qnum_test::error_of([&] { (void)data::read_jsc_csv(jsc.path); }) ==
+        jsc.path.string() + ":1: line longer than 1048576 bytes; refused (not the file expected?)");
+  const SparseFile arff("line.arff", "@relation jsc\n", std::uintmax_t{1} << 30);
+  CHECK(qnum_test::error_of([&] { (void)data::read_jsc_arff(arff.path); }) ==
+        arff.path.string() + ":2: line longer than 1048576 bytes; refused (not the file expected?)");
+  // IMDb: a 3 GiB file is refused before reading; rows and columns have limits.
+  const SparseFile tsv("big.tsv", "label\ttext\n1\t", std::uintmax_t{3} << 30);
+  CHECK(qnum_test::error_of([&] {
+          (void)data::read_imdb_tsv(tsv.path);
+        }).find("is larger than 2147483648 bytes; refused") != std::string::npos);
+  CHECK(qnum_test::error_of([&] { (void)data::parse_imdb_tsv("label\ttext\n1\ta\n0\tb\n1\tc\n", "f.tsv", 2); }) ==
+        "f.tsv:4: more than 2 reviews; refused");
+  CHECK(qnum_test::error_of([&] {
+          (void)data::parse_imdb_csv("review,sentiment\na,pos\nb,neg\nc,pos\n", "f.csv", 2);
+        }) == "f.csv:4: more than 2 reviews; refused");
+  std::string wide = "label";
+  for (int i = 0; i < 100; ++i) wide += "\tc" + std::to_string(i);
+  CHECK(qnum_test::error_of([&] { (void)data::parse_imdb_tsv(wide + "\ttext\n", "f.tsv"); }) ==
+        "f.tsv:1: more than 64 columns in the header; refused");
+  CHECK(qnum_test::error_of([&] {
+          (void)data::parse_imdb_csv("review,sentiment\n" + std::string(1000, ',') + "\n", "f.csv");
+        }) == "f.csv:2: more than 64 fields; refused");
+  // A gzip file whose content passes the limit: refused while decompressing.
+  const std::string plain(1 << 20, 'a');
+  const auto gz_path = std::filesystem::temp_directory_path() / ("qnum-hostile-" + std::to_string(::getpid()) + ".gz");
+  std::ofstream(gz_path, std::ios::binary) << gzip_bytes(plain);
+  CHECK(read_maybe_gzip(gz_path) == plain);
+  CHECK(qnum_test::error_of([&] {
+          (void)read_maybe_gzip(gz_path, 4096);
+        }).find("decompresses to more than 4096 bytes") != std::string::npos);
+  std::filesystem::remove(gz_path);
+  // vocab.txt: a 100 MB file is refused before reading.
+  const SparseFile vocab("vocab.txt", "[PAD]\n", std::uintmax_t{100} << 20);
+  CHECK(qnum_test::error_of([&] {
+          (void)data::WordPieceTokenizer::from_file(vocab.path);
+        }).find("is larger than 67108864 bytes") != std::string::npos);
 }

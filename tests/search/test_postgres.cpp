@@ -25,6 +25,7 @@
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
 #include "search/helpers.hpp"
+#include "search/kill_worker.hpp"
 
 using namespace qnum::search;
 using qnum_search_test::error_of;
@@ -223,36 +224,10 @@ TEST_CASE("search.postgres: a SIGKILLed worker's trial becomes FAIL on resume; c
   if (url.empty()) return;
   const std::string name = unique("kill");
   { Study init(open_storage(url), name, {StudyDirection::minimize}); }
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    try {
-      Study s(open_storage(url), name, {StudyDirection::minimize}, std::make_shared<RandomSampler>(1));
-      s.enable_heartbeat(0.05);
-      s.optimize(
-          [](Trial& t) {
-            const double v = toy(t);
-            if (t.number() == 3)
-              for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hangs until killed
-            return v;
-          },
-          10);
-    } catch (...) {
-    }
-    ::_exit(0);
-  }
-  auto storage = open_storage(url);
-  const auto study_id = storage->find_study(name)->study_id;
-  for (;;) {  // until trial 3 runs with its parameters (no time limit asserted)
-    const auto running = storage->get_all_trials(study_id, {TrialState::running});
-    if (!running.empty() && running[0].number == 3 && running[0].params.size() == 2) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  CHECK(WIFSIGNALED(status));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the heartbeat ages past the grace period
+  // Killed in trial 3's objective, after its parameters and heartbeats.
+  auto storage = qnum_search_test::kill_worker_in_trial([&] { return open_storage(url); }, name,
+                                                        std::make_shared<RandomSampler>(1),
+                                                        qnum_search_test::hang_in_trial(3, toy), 3, 2);
 
   Study resumed(storage, name, {StudyDirection::minimize}, std::make_shared<RandomSampler>(2));
   resumed.enable_heartbeat(0.05, 0.2);

@@ -25,9 +25,12 @@
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
 #include "search/helpers.hpp"
+#include "search/kill_worker.hpp"
 
 using namespace qnum::search;
 using qnum_search_test::error_of;
+using qnum_search_test::hang_in_trial;
+using qnum_search_test::kill_worker_in_trial;
 namespace fs = std::filesystem;
 
 namespace {
@@ -60,36 +63,6 @@ double toy(Trial& t) {
   const double x = t.suggest_float("x", -1.0, 1.0);
   const auto k = t.suggest_int("k", 1, 4);
   return x * x + double(k);
-}
-
-// Runs `worker` (which opens `url` and hangs in trial `number`) in a child process, waits (no
-// time limit asserted) until that trial is RUNNING with `params` parameters, SIGKILLs the
-// child and lets its heartbeat age past a 0.2 s grace period. Returns the storage.
-template <class Worker>
-std::shared_ptr<Storage> kill_worker_in_trial(const std::string& url, std::int64_t number, std::size_t params,
-                                              Worker worker) {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    try {
-      worker();
-    } catch (...) {
-    }
-    ::_exit(0);
-  }
-  auto storage = open_storage(url, false);
-  const auto study_id = storage->find_study("kill")->study_id;
-  for (;;) {
-    const auto running = storage->get_all_trials(study_id, {TrialState::running});
-    if (!running.empty() && running[0].number == number && running[0].params.size() == params) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  CHECK(WIFSIGNALED(status));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  return storage;
 }
 
 }  // namespace
@@ -301,18 +274,8 @@ TEST_CASE("search.sqlite: a SIGKILLed worker's trial becomes FAIL on resume; com
   const std::string url = "sqlite:///" + (dir.path / "k.db").string();
   { Study init(open_storage(url), "kill", {StudyDirection::minimize}); }
   // Killed in trial 3's objective, after its parameters and heartbeats.
-  auto storage = kill_worker_in_trial(url, 3, 2, [&] {
-    Study s(open_storage(url), "kill", {StudyDirection::minimize}, std::make_shared<RandomSampler>(1));
-    s.enable_heartbeat(0.05);
-    s.optimize(
-        [](Trial& t) {
-          const double v = toy(t);
-          if (t.number() == 3)
-            for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hangs until killed
-          return v;
-        },
-        10);
-  });
+  auto storage = kill_worker_in_trial([&] { return open_storage(url, false); }, "kill",
+                                      std::make_shared<RandomSampler>(1), hang_in_trial(3, toy), 3, 2);
 
   Study resumed(storage, "kill", {StudyDirection::minimize}, std::make_shared<RandomSampler>(2));
   resumed.enable_heartbeat(0.05, 0.2);
@@ -371,11 +334,8 @@ TEST_CASE("search.sqlite: a worker killed before its first heartbeat thread beat
         init.enqueue_trial({{"x", ParamValue(0.5)}, {"k", ParamValue(std::int64_t{2})}});
       }
     }
-    auto storage = kill_worker_in_trial(url, stuck, 0, [&] {
-      Study s(open_storage(url), "kill", {StudyDirection::minimize}, std::make_shared<StuckBeforeTrial>(1, stuck));
-      s.enable_heartbeat(0.05);
-      s.optimize(toy, 10);
-    });
+    auto storage = kill_worker_in_trial([&] { return open_storage(url, false); }, "kill",
+                                        std::make_shared<StuckBeforeTrial>(1, stuck), toy, stuck, 0);
 
     Study resumed(storage, "kill", {StudyDirection::minimize}, std::make_shared<RandomSampler>(2));
     resumed.enable_heartbeat(0.05, 0.2);

@@ -68,10 +68,19 @@ inline std::optional<std::int64_t> sentiment_label(std::string_view v) {
 
 }  // namespace detail
 
+/// Limits of the IMDb readers, far above the real files (50k reviews, ~130 MB, 4 columns),
+/// so that a hostile file is refused instead of exhausting memory: its bytes (checked before
+/// reading or while decompressing), its columns, and its rows (a row costs ~60 bytes beyond
+/// its text, so a file of tiny rows would otherwise take many times its size).
+inline constexpr std::size_t kMaxImdbBytes = std::size_t{2} << 30;
+inline constexpr std::size_t kMaxImdbColumns = 64;
+inline constexpr std::size_t kMaxImdbRows = std::size_t{1} << 24;
+
 /// Parses IMDb TSV text (already decompressed): a header naming the columns, text last
 /// (label and text required; rating and id optional), one review per line. `what` names the
-/// source in errors, which carry the 1-based line number.
-inline TextTable parse_imdb_tsv(std::string_view data, const std::string& what) {
+/// source in errors, which carry the 1-based line number. More than `max_rows` reviews are
+/// refused.
+inline TextTable parse_imdb_tsv(std::string_view data, const std::string& what, std::size_t max_rows = kMaxImdbRows) {
   TextTable t;
   t.source = what;
   std::size_t pos = 0, lineno = 0;
@@ -88,6 +97,8 @@ inline TextTable parse_imdb_tsv(std::string_view data, const std::string& what) 
       std::size_t s = 0;
       while (true) {
         const auto tab = line.find('\t', s);
+        detail::require(cols.size() < kMaxImdbColumns, where, ": more than ", kMaxImdbColumns,
+                        " columns in the header; refused");
         cols.push_back(detail::ascii_lower(line.substr(s, tab == std::string_view::npos ? tab : tab - s)));
         if (tab == std::string_view::npos) break;
         s = tab + 1;
@@ -132,6 +143,7 @@ inline TextTable parse_imdb_tsv(std::string_view data, const std::string& what) 
       ex.id = *i;
     }
     ex.text = std::string(f.back());
+    detail::require(t.rows.size() < max_rows, where, ": more than ", max_rows, " reviews; refused");
     t.rows.push_back(std::move(ex));
   }
   detail::require(!cols.empty(), what, ": empty file (expected a header line label<TAB>rating<TAB>id<TAB>text)");
@@ -141,14 +153,14 @@ inline TextTable parse_imdb_tsv(std::string_view data, const std::string& what) 
 
 /// Reads an IMDb TSV file, gzip-compressed or not.
 inline TextTable read_imdb_tsv(const std::filesystem::path& path) {
-  return parse_imdb_tsv(read_maybe_gzip(path), path.string());
+  return parse_imdb_tsv(read_maybe_gzip(path, kMaxImdbBytes), path.string());
 }
 
 /// Parses CSV text with a header naming a review column (review/text) and a sentiment
 /// column (sentiment/label: positive/negative, pos/neg, 1/0). Fields follow RFC 4180:
 /// quoted fields may hold commas, doubled quotes and newlines. Errors name the line on
-/// which the record starts.
-inline TextTable parse_imdb_csv(std::string_view data, const std::string& what) {
+/// which the record starts. More than `max_rows` reviews are refused.
+inline TextTable parse_imdb_csv(std::string_view data, const std::string& what, std::size_t max_rows = kMaxImdbRows) {
   TextTable t;
   t.source = what;
   std::size_t pos = 0, line = 1;
@@ -192,6 +204,8 @@ inline TextTable parse_imdb_csv(std::string_view data, const std::string& what) 
         field.assign(raw);
         pos = end;
       }
+      detail::require(fields.size() < kMaxImdbColumns, what, ":", record_line, ": more than ", kMaxImdbColumns,
+                      " fields; refused");
       fields.push_back(std::move(field));
       if (pos < data.size() && data[pos] == '\r') ++pos;
       if (pos >= data.size()) break;
@@ -225,6 +239,7 @@ inline TextTable parse_imdb_csv(std::string_view data, const std::string& what) 
     const auto l = detail::sentiment_label(fields[label_col]);
     detail::require(l.has_value(), where, ": sentiment '", qnum::detail::excerpt(fields[label_col]),
                     "' is not positive or negative");
+    detail::require(t.rows.size() < max_rows, where, ": more than ", max_rows, " reviews; refused");
     t.rows.push_back({std::move(fields[review_col]), *l, 0, -1});
   }
   detail::require(!header.empty(), what, ": empty file (expected a header line review,sentiment)");
@@ -234,7 +249,20 @@ inline TextTable parse_imdb_csv(std::string_view data, const std::string& what) 
 
 /// Reads a Kaggle-style IMDb CSV file (gzip-compressed or not).
 inline TextTable read_imdb_csv(const std::filesystem::path& path) {
-  return parse_imdb_csv(read_maybe_gzip(path), path.string());
+  return parse_imdb_csv(read_maybe_gzip(path, kMaxImdbBytes), path.string());
+}
+
+/// The id and rating of an aclImdb review's file name "<id>_<rating>.txt" (id >= 0, rating
+/// 1-10, both decimal), or nothing if it is not one.
+inline std::optional<std::pair<std::int64_t, std::int32_t>> parse_aclimdb_name(std::string_view file_name) {
+  if (!file_name.ends_with(".txt")) return std::nullopt;
+  const auto stem = file_name.substr(0, file_name.size() - 4);
+  const auto us = stem.find('_');
+  if (us == std::string_view::npos) return std::nullopt;
+  const auto id = detail::parse_int(stem.substr(0, us));
+  const auto rating = detail::parse_int(stem.substr(us + 1));
+  if (!id || *id < 0 || !rating || *rating < 1 || *rating > 10) return std::nullopt;
+  return std::pair{*id, static_cast<std::int32_t>(*rating)};
 }
 
 /// Reads one split of the aclImdb tree: <root>/<split>/{neg,pos}/<id>_<rating>.txt, negatives
@@ -243,6 +271,7 @@ inline TextTable read_aclimdb(const std::filesystem::path& root, std::string_vie
   namespace fs = std::filesystem;
   TextTable t;
   t.source = (root / split).string();
+  std::size_t text_bytes = 0;
   for (const auto& [dir, label] : {std::pair<const char*, std::int64_t>{"neg", 0}, {"pos", 1}}) {
     const fs::path d = root / split / dir;
     detail::require(fs::is_directory(d), "aclImdb: missing folder '", d.string(),
@@ -250,21 +279,18 @@ inline TextTable read_aclimdb(const std::filesystem::path& root, std::string_vie
     std::vector<std::tuple<std::int64_t, std::int32_t, fs::path>> files;  // id, rating, path
     for (const auto& e : fs::directory_iterator(d)) {
       if (!e.is_regular_file() || e.path().extension() != ".txt") continue;
-      const std::string stem = e.path().stem().string();
-      const auto us = stem.find('_');
-      std::int64_t id = -1, rating = 0;
-      if (us != std::string::npos) {
-        id = detail::parse_int(std::string_view(stem).substr(0, us)).value_or(-1);
-        rating = detail::parse_int(std::string_view(stem).substr(us + 1)).value_or(0);
-      }
-      detail::require(id >= 0 && rating >= 1 && rating <= 10, "aclImdb: '", e.path().string(),
+      const auto name = parse_aclimdb_name(e.path().filename().string());
+      detail::require(name.has_value(), "aclImdb: '", e.path().string(),
                       "': file name is not <id>_<rating>.txt with a rating 1-10");
-      files.emplace_back(id, static_cast<std::int32_t>(rating), e.path());
+      detail::require(files.size() < kMaxImdbRows, "aclImdb: more than ", kMaxImdbRows, " reviews in '", d.string(),
+                      "'; refused");
+      files.emplace_back(name->first, name->second, e.path());
     }
     std::sort(files.begin(), files.end());
     for (const auto& [id, rating, p] : files) {
       TextExample ex;
-      ex.text = read_file(p);
+      ex.text = read_file(p, kMaxImdbBytes - text_bytes);  // the split's reviews together
+      text_bytes += ex.text.size();
       ex.label = label;
       ex.id = id;
       ex.rating = rating;

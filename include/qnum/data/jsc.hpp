@@ -30,6 +30,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/core/rng.hpp"
 #include "qnum/data/dataset.hpp"
+#include "qnum/io/atomic_file.hpp"
 #include "qnum/tensor/tensor.hpp"
 
 namespace qnum::data {
@@ -214,6 +215,10 @@ inline void jsc_row(const std::vector<std::string_view>& fields, const JscColumn
   y.push_back(best);
 }
 
+// A JSC row is ~200 bytes: a longer line is not JSC data, and is refused after this many
+// bytes instead of being read whole (a 1 GB line would otherwise be held, then split).
+inline constexpr std::size_t kMaxJscLineBytes = std::size_t{1} << 20;
+
 inline JscTable jsc_table(std::vector<float> x, std::vector<std::int64_t> y, std::string_view what) {
   require(!y.empty(), what, ": no data rows");
   const auto n = static_cast<std::int64_t>(y.size());
@@ -234,7 +239,7 @@ inline JscTable read_jsc_csv(const std::filesystem::path& path) {
   std::optional<detail::JscColumns> cols;
   std::vector<float> x;
   std::vector<std::int64_t> y;
-  while (std::getline(in, line)) {
+  while (read_line(in, line, detail::kMaxJscLineBytes, what + ":" + std::to_string(lineno + 1))) {
     ++lineno;
     if (detail::trim(line).empty()) continue;
     const auto fields = detail::split_commas(line);
@@ -261,7 +266,7 @@ inline JscTable read_jsc_arff(const std::filesystem::path& path) {
   std::optional<detail::JscColumns> cols;
   std::vector<float> x;
   std::vector<std::int64_t> y;
-  while (std::getline(in, line)) {
+  while (read_line(in, line, detail::kMaxJscLineBytes, what + ":" + std::to_string(lineno + 1))) {
     ++lineno;
     const auto t = detail::trim(line);
     if (t.empty() || t.front() == '%') continue;

@@ -160,19 +160,24 @@ inline constexpr std::array<std::uint8_t, 128> kAsciiClass = [] {
 /// construction; every method is const and safe to call from several threads.
 class WordPieceTokenizer {
  public:
+  /// Largest vocab.txt read, and most tokens (lines) in it: BERT's vocabularies hold 30k-120k
+  /// tokens in under 1 MB; a file far beyond is refused before it is read or split.
+  static constexpr std::size_t kMaxFileBytes = std::size_t{64} << 20;
+  static constexpr std::size_t kMaxTokens = std::size_t{1} << 22;
+
   /// Reads vocab.txt (one token per line, id = line index, trailing whitespace trimmed).
-  /// Throws qnum::Error naming the file if it cannot be read, is not UTF-8, or lacks one of
-  /// [CLS], [SEP], [UNK], [PAD].
+  /// Throws qnum::Error naming the file if it cannot be read, is not UTF-8, is too large
+  /// (kMaxFileBytes, kMaxTokens), or lacks one of [CLS], [SEP], [UNK], [PAD].
   static WordPieceTokenizer from_file(const std::filesystem::path& vocab_file, WordPieceOptions options = {}) {
-    std::string text;
-    try {
-      text = read_file(vocab_file);
-    } catch (const Error&) {
-      qnum::detail::fail("wordpiece: cannot open vocabulary file '", vocab_file.string(), "'");
-    }
+    std::error_code ec;
+    qnum::detail::require(std::filesystem::is_regular_file(vocab_file, ec), "wordpiece: cannot open vocabulary file '",
+                          vocab_file.string(), "'");
+    const std::string text = read_file(vocab_file, kMaxFileBytes);
     std::vector<std::string> tokens;
     std::size_t start = 0, line = 0;
     while (start < text.size()) {
+      qnum::detail::require(tokens.size() < kMaxTokens, "wordpiece: ", vocab_file.string(), " has more than ",
+                            kMaxTokens, " lines; refused (not a vocabulary?)");
       auto nl = text.find('\n', start);
       if (nl == std::string::npos) nl = text.size();
       std::string_view t(text.data() + start, nl - start);

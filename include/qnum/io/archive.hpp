@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
@@ -26,20 +27,20 @@ namespace detail {
 /// An open libarchive reader over a file; errors name the file.
 class ArchiveReader {
  public:
-  explicit ArchiveReader(const std::filesystem::path& path) : path_(path.string()), a_(archive_read_new()) {
+  // The handle is freed by its member's destructor, which also runs when the constructor
+  // throws (a file libarchive cannot open; fuzz_archive found the leak of the old ~ArchiveReader).
+  explicit ArchiveReader(const std::filesystem::path& path)
+      : path_(path.string()), a_(archive_read_new(), &archive_read_free) {
     require(a_ != nullptr, "archive: out of memory opening '", path_, "'");
-    archive_read_support_filter_all(a_);
-    archive_read_support_format_all(a_);
-    if (archive_read_open_filename(a_, path_.c_str(), 1 << 16) != ARCHIVE_OK) fail_here("cannot open it");
+    archive_read_support_filter_all(a_.get());
+    archive_read_support_format_all(a_.get());
+    if (archive_read_open_filename(a_.get(), path_.c_str(), 1 << 16) != ARCHIVE_OK) fail_here("cannot open it");
   }
-  ~ArchiveReader() { archive_read_free(a_); }
-  ArchiveReader(const ArchiveReader&) = delete;
-  ArchiveReader& operator=(const ArchiveReader&) = delete;
 
   /// The next entry, or nullptr at the end.
   archive_entry* next() {
     archive_entry* e = nullptr;
-    const int rc = archive_read_next_header(a_, &e);
+    const int rc = archive_read_next_header(a_.get(), &e);
     if (rc == ARCHIVE_EOF) return nullptr;
     if (rc < ARCHIVE_WARN) fail_here("corrupt or truncated");
     return e;
@@ -49,21 +50,29 @@ class ArchiveReader {
   void read_data(const std::string& entry, const std::function<void(const char*, std::size_t)>& sink) {
     char buf[1 << 16];
     while (true) {
-      const la_ssize_t n = archive_read_data(a_, buf, sizeof buf);
+      const la_ssize_t n = archive_read_data(a_.get(), buf, sizeof buf);
       if (n == 0) return;
       if (n < 0) fail_here("entry '" + entry + "' is corrupt or truncated");
       sink(buf, static_cast<std::size_t>(n));
     }
   }
 
+  /// Adds `n` to the member bytes read so far; an error past `max_bytes`.
+  void count(std::size_t n, std::size_t max_bytes) {
+    total_ += n;
+    require(total_ <= max_bytes, "archive '", path_, "': members decompress to more than ", max_bytes,
+            " bytes; refused (an archive bomb, or raise the limit)");
+  }
+
   [[noreturn]] void fail_here(const std::string& what) {
-    const char* msg = archive_error_string(a_);
+    const char* msg = archive_error_string(a_.get());
     fail("archive '", path_, "': ", what, msg ? std::string(" (") + msg + ")" : std::string());
   }
 
  private:
   std::string path_;
-  archive* a_;
+  std::unique_ptr<archive, decltype(&archive_read_free)> a_;
+  std::size_t total_ = 0;
 };
 
 /// `name` as a safe relative path, or an error naming the entry.
@@ -78,10 +87,15 @@ inline std::filesystem::path safe_entry_path(const std::string& archive, const s
 
 }  // namespace detail
 
+/// Largest total of member bytes an archive may unpack to by default (4 GiB: above IMDb's
+/// ~500 MB and bert-large's weights, below what a small "zip bomb" would fill).
+inline constexpr std::size_t kMaxArchiveBytes = std::size_t{4} << 30;
+
 /// Unpacks the archive at `path` so that its entries end up under `dest` (which must not
 /// exist yet; its parent is created). Returns the number of files written. On any error
-/// nothing is left at dest.
-inline std::size_t extract_archive(const std::filesystem::path& path, const std::filesystem::path& dest) {
+/// nothing is left at dest. More than `max_bytes` of member data is refused.
+inline std::size_t extract_archive(const std::filesystem::path& path, const std::filesystem::path& dest,
+                                   std::size_t max_bytes = kMaxArchiveBytes) {
   namespace fs = std::filesystem;
   detail::require(!fs::exists(dest), "extract: '", dest.string(), "' already exists");
   std::error_code ec;
@@ -106,13 +120,19 @@ inline std::size_t extract_archive(const std::filesystem::path& path, const std:
       fs::create_directories((tmp / rel).parent_path());
       std::ofstream out(tmp / rel, std::ios::binary | std::ios::trunc);
       detail::require(static_cast<bool>(out), "extract: cannot create '", (tmp / rel).string(), "'");
-      r.read_data(name, [&](const char* p, std::size_t n) { out.write(p, static_cast<std::streamsize>(n)); });
+      r.read_data(name, [&](const char* p, std::size_t n) {
+        r.count(n, max_bytes);
+        out.write(p, static_cast<std::streamsize>(n));
+      });
       out.close();
       detail::require(static_cast<bool>(out), "extract: cannot write '", (tmp / rel).string(), "' (disk full?)");
       ++files;
     }
     fs::rename(tmp, dest, ec);
     detail::require(!ec, "extract: cannot move the files into '", dest.string(), "': ", ec.message());
+  } catch (const fs::filesystem_error& e) {  // e.g. a file entry and then a directory of that name
+    fs::remove_all(tmp, ec);
+    detail::fail("extract '", path.string(), "': ", e.what());
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
@@ -120,17 +140,23 @@ inline std::size_t extract_archive(const std::filesystem::path& path, const std:
   return files;
 }
 
-/// The regular files of the archive at `path` whose names `want` accepts, by name.
+/// The regular files of the archive at `path` whose names `want` accepts, by name; members
+/// adding up to more than `max_bytes` are refused. (No memory is reserved from the sizes the
+/// headers claim: they are the archive's word, not bytes present.)
 inline std::map<std::string, std::string> read_archive_files(const std::filesystem::path& path,
-                                                             const std::function<bool(std::string_view)>& want) {
+                                                             const std::function<bool(std::string_view)>& want,
+                                                             std::size_t max_bytes = kMaxArchiveBytes) {
   std::map<std::string, std::string> files;
   detail::ArchiveReader r(path);
   while (archive_entry* e = r.next()) {
     const std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
     if (archive_entry_filetype(e) != AE_IFREG || !want(name)) continue;
     std::string& bytes = files[name];
-    if (archive_entry_size_is_set(e)) bytes.reserve(static_cast<std::size_t>(archive_entry_size(e)));
-    r.read_data(name, [&](const char* p, std::size_t n) { bytes.append(p, n); });
+    bytes.clear();  // a name repeated in the archive: the last member wins
+    r.read_data(name, [&](const char* p, std::size_t n) {
+      r.count(n, max_bytes);
+      bytes.append(p, n);
+    });
   }
   return files;
 }

@@ -70,11 +70,12 @@ inline std::string gunzip(std::string_view gz, std::string_view what = "gzip dat
   return out;
 }
 
-/// The content of `path`, decompressed if it is gzip.
-inline std::string read_maybe_gzip(const std::filesystem::path& path) {
-  std::string bytes = read_file(path);
+/// The content of `path`, decompressed if it is gzip; more than `max_bytes` (on disk or
+/// decompressed) is refused before it is allocated.
+inline std::string read_maybe_gzip(const std::filesystem::path& path, std::size_t max_bytes = kMaxGunzipBytes) {
+  std::string bytes = read_file(path, max_bytes);
   if (!is_gzip(bytes)) return bytes;
-  return gunzip(bytes, path.string());
+  return gunzip(bytes, path.string(), max_bytes);
 }
 
 }  // namespace qnum

@@ -17,6 +17,7 @@
 // else an error names the tensor.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -412,15 +413,23 @@ inline std::map<std::string, Tensor> materialize_state_dict(const PickleRef& roo
     const auto it = storage_bytes.find(st.key);
     require(it != storage_bytes.end(), where, ": storage '", st.key, "' of '", name->s, "' is missing");
     const std::size_t esize = torch_storage_element_size(st.s);
-    require(it->second.size() >= static_cast<std::size_t>(st.i) * esize, where, ": storage '", st.key, "' holds ",
-            it->second.size(), " bytes, fewer than its ", st.i, " elements");
+    // Sizes from the pickle are checked against the bytes present, as counts (no product
+    // can wrap), before anything is allocated.
+    require(esize > 0 && st.i >= 0 && static_cast<std::uint64_t>(st.i) <= it->second.size() / esize, where,
+            ": storage '", st.key, "' holds ", it->second.size(), " bytes, fewer than its ", st.i, " elements");
     require(t->sizes.size() <= kMaxTensorRank, where, ": '", name->s, "' has rank ", t->sizes.size());
     Shape shape(t->sizes.begin(), t->sizes.end());
     std::int64_t n = 1, last = t->offset;
     for (std::size_t d = 0; d < t->sizes.size(); ++d) {
       require(t->sizes[d] >= 0 && t->strides[d] >= 0, where, ": '", name->s, "' has a negative size or stride");
-      n *= t->sizes[d];
-      if (t->sizes[d] > 0) last += (t->sizes[d] - 1) * t->strides[d];
+      require(!__builtin_mul_overflow(n, t->sizes[d], &n) && n <= std::max<std::int64_t>(st.i, 1), where, ": '",
+              name->s, "' has more elements than its storage holds (", st.i, "; expanded views are not read)");
+    }
+    for (std::size_t d = 0; n > 0 && d < t->sizes.size(); ++d) {
+      std::int64_t step = 0;
+      require(
+          !__builtin_mul_overflow(t->sizes[d] - 1, t->strides[d], &step) && !__builtin_add_overflow(last, step, &last),
+          where, ": '", name->s, "' reaches past its storage (", st.i, " elements)");
     }
     require(n == 0 || last < st.i, where, ": '", name->s, "' reaches past its storage (", st.i, " elements)");
     std::vector<float> v(static_cast<std::size_t>(n));
@@ -473,8 +482,11 @@ inline std::map<std::string, Tensor> parse_legacy_torch_save(std::string_view by
     std::int64_t count = 0;
     std::memcpy(&count, bytes.data() + pos, 8);
     pos += 8;
-    const std::size_t n = static_cast<std::size_t>(count) * torch_storage_element_size(it->second->s);
-    require(count >= 0 && n <= bytes.size() - pos, where, ": storage '", k->s, "' truncated");
+    // Compared as a count (count * size could wrap past the check).
+    const std::size_t size = torch_storage_element_size(it->second->s);
+    require(count >= 0 && size > 0 && static_cast<std::uint64_t>(count) <= (bytes.size() - pos) / size, where,
+            ": storage '", k->s, "' of ", count, " elements is truncated or larger than the file");
+    const std::size_t n = static_cast<std::size_t>(count) * size;
     data[k->s] = std::string(bytes.substr(pos, n));
     pos += n;
   }
