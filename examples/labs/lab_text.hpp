@@ -146,6 +146,12 @@ class TextLab : public LabBase {
     return records;
   }
 
+  /// The recipe finetune() trains with at the fine-tuning rate, for a run folder `run`
+  /// (absolute, or under <dir>) and `epochs`: what a search's per-trial fine-tuning (lab3) uses.
+  train::TrainConfig finetune_config(const std::string& run, int epochs) const {
+    return config(run, epochs, o_.finetune_learning_rate, nn::detail::derive_seed(42, 1));
+  }
+
   /// Accuracy on the test split.
   double test_accuracy(const std::shared_ptr<Model>& model) const {
     return train::evaluate(*model, models::bert_forward(model), data_.test, eval_batch_size()).accuracy;
@@ -165,8 +171,10 @@ class TextLab : public LabBase {
     }
   }
 
- private:
+  /// Rows per evaluation batch.
   std::int64_t eval_batch_size() const { return std::max<std::int64_t>(o_.batch_size, 64); }
+
+ private:
 
   /// The batch order of the fp32 run is seeded 42 (the HF Trainer's default seed, as
   /// `qnum train` does); --seed seeds the model's initialisation and random pruning.
