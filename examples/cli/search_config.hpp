@@ -465,82 +465,93 @@ search::BasicQuantizedEvaluator<Data> make_evaluator(const SearchJob& job, const
   return ev;
 }
 
-/// Writes the outputs of `study` into job.out_dir (trials.csv, best.json,
-/// best_transform.json, plot.svg) and prints its summary (`json_out`: one JSON object);
-/// `before` trials were in the study when this run started.
-inline void report_study(search::Study& study, std::size_t before, const SearchJob& job, const StudyPlan& plan,
-                         const search::MixedPrecisionSpace& space, bool json_out) {
-  const auto& out_dir = job.out_dir;
-  const auto trials = study.get_trials();
-  write_file_atomic(out_dir / "trials.csv", study.trials_table().to_csv());
+/// The summary of `study` (best.json's content); `before` trials were in the study when this
+/// run started.
+inline json study_summary(search::Study& study, std::size_t before, const StudyPlan& plan,
+                          const search::MixedPrecisionSpace& space) {
   const bool single = plan.metrics.size() == 1 || plan.sum_scaled;
+  const auto trials = study.get_trials();
   const auto done = study.get_trials({search::TrialState::complete});
   json best = json::object();
-  std::vector<search::FrozenTrial> front;
   if (!done.empty()) {
     if (single) {
       best = trial_json(study.best_trial());
     } else {
-      front = study.best_trials();
       best = json::array();
-      for (const auto& t : front) best.push_back(trial_json(t));
+      for (const auto& t : study.best_trials()) best.push_back(trial_json(t));
     }
   }
-  json summary{{"study", plan.study_name},
-               {"storage", plan.storage->url()},
-               {"space", plan.space_name},
-               {"layers", space.layers().size()},
-               {"sampler", plan.sampler->name()},
-               {"metrics", metrics_json(plan.metrics)},
-               {"sum_scaled_metrics", plan.sum_scaled},
-               {"evaluated_on", plan.split.loader},
-               {"trials_run", trials.size() - before},
-               {"trials_total", trials.size()},
-               {"completed", done.size()},
-               {single ? "best_trial" : "best_trials", best}};
+  return {{"study", plan.study_name},
+          {"storage", plan.storage->url()},
+          {"space", plan.space_name},
+          {"layers", space.layers().size()},
+          {"sampler", plan.sampler->name()},
+          {"metrics", metrics_json(plan.metrics)},
+          {"sum_scaled_metrics", plan.sum_scaled},
+          {"evaluated_on", plan.split.loader},
+          {"trials_run", trials.size() - before},
+          {"trials_total", trials.size()},
+          {"completed", done.size()},
+          {single ? "best_trial" : "best_trials", best}};
+}
+
+/// Writes trials.csv, best.json (`summary`), best_transform.json (single objective) and
+/// plot.svg (best so far; several objectives: the trials and the Pareto front of the first
+/// two) into job.out_dir.
+inline void write_study_outputs(search::Study& study, const json& summary, const SearchJob& job,
+                                const StudyPlan& plan) {
+  const auto& out_dir = job.out_dir;
+  write_file_atomic(out_dir / "trials.csv", study.trials_table().to_csv());
   write_file_atomic(out_dir / "best.json", summary.dump(2) + "\n");
-  if (single && !done.empty())
-    write_file_atomic(out_dir / "best_transform.json", json{{"model", job.model},
-                                                            {"dataset", job.dataset},
-                                                            {"load_name", job.load},
-                                                            {"passes", {{"quantize", best["quantize"]}}}}
-                                                               .dump(2) +
-                                                           "\n");
+  const auto done = study.get_trials({search::TrialState::complete});
   const auto& metrics = plan.metrics;
-  if (single) {
+  if (summary.contains("best_trial")) {
+    if (!done.empty())
+      write_file_atomic(out_dir / "best_transform.json", json{{"model", job.model},
+                                                              {"dataset", job.dataset},
+                                                              {"load_name", job.load},
+                                                              {"passes", {{"quantize", summary["best_trial"]["quantize"]}}}}
+                                                                 .dump(2) +
+                                                             "\n");
     search::PlotSeries values{"trial value", {}, true}, curve{"best so far", {}, false};
     for (const auto& t : done) values.points.emplace_back(double(t.number), t.values[0]);
     for (const auto& [n, v] : study.best_so_far()) curve.points.emplace_back(double(n), v);
     search::write_svg_line_plot((out_dir / "plot.svg").string(), {values, curve}, "study " + plan.study_name,
                                 "trial number", metrics.size() == 1 ? metrics[0].name : "scaled sum of metrics");
-  } else {
-    search::PlotSeries all{"trials", {}, true}, pf{"Pareto front", {}, false};
-    for (const auto& t : done) all.points.emplace_back(t.values[1], t.values[0]);
-    for (const auto& t : front) pf.points.emplace_back(t.values[1], t.values[0]);
-    std::sort(pf.points.begin(), pf.points.end());
-    search::write_svg_line_plot((out_dir / "plot.svg").string(), {all, pf}, "study " + plan.study_name,
-                                metrics[1].name, metrics[0].name);
-  }
-  if (json_out) {
-    std::cout << summary.dump() << "\n";
     return;
   }
+  search::PlotSeries all{"trials", {}, true}, pf{"Pareto front", {}, false};
+  for (const auto& t : done) all.points.emplace_back(t.values[1], t.values[0]);
+  if (!done.empty())
+    for (const auto& t : study.best_trials()) pf.points.emplace_back(t.values[1], t.values[0]);
+  std::sort(pf.points.begin(), pf.points.end());
+  search::write_svg_line_plot((out_dir / "plot.svg").string(), {all, pf}, "study " + plan.study_name, metrics[1].name,
+                              metrics[0].name);
+}
+
+/// The summary on stdout: the study, the trials run, the best trial or the Pareto set.
+inline void print_study_summary(search::Study& study, const json& summary, const SearchJob& job,
+                                const StudyPlan& plan) {
   std::printf("study %s in %s: %s over %zu layer(s) of %s (%s), %s, evaluated on %s of %s\n", plan.study_name.c_str(),
-              plan.storage->url().c_str(), plan.space_name.c_str(), space.layers().size(), job.model.c_str(),
-              job.load.c_str(), plan.sampler->name().c_str(), plan.split.loader.c_str(), job.dataset.c_str());
-  std::printf("trials run %zu, in study %zu, completed %zu\n", trials.size() - before, trials.size(), done.size());
-  if (single && !done.empty()) {
+              plan.storage->url().c_str(), plan.space_name.c_str(), summary["layers"].get<std::size_t>(),
+              job.model.c_str(), job.load.c_str(), plan.sampler->name().c_str(), plan.split.loader.c_str(),
+              job.dataset.c_str());
+  std::printf("trials run %zu, in study %zu, completed %zu\n", summary["trials_run"].get<std::size_t>(),
+              summary["trials_total"].get<std::size_t>(), summary["completed"].get<std::size_t>());
+  const bool done = summary["completed"].get<std::size_t>() > 0;
+  if (summary.contains("best_trial") && done) {
     const auto b = study.best_trial();
+    const json& m = summary["best_trial"]["metrics"];
     std::printf("best trial %lld: value %.6g (accuracy %.4f, %.2f bits/parameter, %.4g BitOPs/sample): %s\n",
-                static_cast<long long>(b.number), b.values[0], best["metrics"].value("accuracy", 0.0),
-                best["metrics"].value("average_bitwidth", 0.0), best["metrics"].value("bitops", 0.0),
-                params_text(b).c_str());
+                static_cast<long long>(b.number), b.values[0], m.value("accuracy", 0.0),
+                m.value("average_bitwidth", 0.0), m.value("bitops", 0.0), params_text(b).c_str());
   }
-  for (const auto& t : front)
-    std::printf("pareto trial %lld: %s = %.6g, %s = %.6g\n", static_cast<long long>(t.number), metrics[0].name.c_str(),
-                t.values[0], metrics[1].name.c_str(), t.values[1]);
-  std::printf("wrote %s (trials.csv, best.json, plot.svg%s)\n", out_dir.string().c_str(),
-              single && !done.empty() ? ", best_transform.json" : "");
+  if (summary.contains("best_trials") && done)
+    for (const auto& t : study.best_trials())
+      std::printf("pareto trial %lld: %s = %.6g, %s = %.6g\n", static_cast<long long>(t.number),
+                  plan.metrics[0].name.c_str(), t.values[0], plan.metrics[1].name.c_str(), t.values[1]);
+  std::printf("wrote %s (trials.csv, best.json, plot.svg%s)\n", job.out_dir.string().c_str(),
+              summary.contains("best_trial") && done ? ", best_transform.json" : "");
 }
 
 /// Runs the study's trials on the split the plan names of `data` (feature or text splits)
@@ -573,7 +584,12 @@ void run_study(const SearchJob& job, const StudyPlan& plan, const search::MixedP
         return objective_values(r, plan.metrics, plan.sum_scaled);
       },
       plan.n_trials, plan.timeout);
-  report_study(study, before, job, plan, space, json_out);
+  const json summary = study_summary(study, before, plan, space);
+  write_study_outputs(study, summary, job, plan);
+  if (json_out)
+    std::cout << summary.dump() << "\n";
+  else
+    print_study_summary(study, summary, job, plan);
 }
 
 }  // namespace detail_search_config
