@@ -175,7 +175,6 @@ class TextLab : public LabBase {
   std::int64_t eval_batch_size() const { return std::max<std::int64_t>(o_.batch_size, 64); }
 
  private:
-
   /// The batch order of the fp32 run is seeded 42 (the HF Trainer's default seed, as
   /// `qnum train` does); --seed seeds the model's initialisation and random pruning.
   train::TrainConfig config(const std::string& run, int epochs, double lr, std::uint64_t batch_seed) const {
