@@ -125,11 +125,13 @@ class TextLab : public LabBase {
   }
 
   /// Saves `model` as <dir>/<name>.safetensors (with config.json beside it, the model's
-  /// config and the tokenizer's fingerprint) for the next lab step, `qnum test` and
-  /// `qnum predict`.
+  /// config, the tokenizer's fingerprint and the run's max_length) for the next lab step,
+  /// `qnum test` and `qnum predict`.
   std::filesystem::path save_model(nn::Module& model, const std::string& name) const {
     write_file_atomic(dir_ / "config.json", config_.to_json().dump(2) + "\n");
-    return save_model_with(model, name, cli::detail::bert_metadata(config_, data_));
+    auto extra = cli::detail::bert_metadata(config_, data_);
+    extra["config"] = {{"max_length", t_.max_length}};  // later commands tokenize as this run did
+    return save_model_with(model, name, extra);
   }
 
   /// Fine-tunes `model` in place for `epochs` (run folder <dir>/<run>, its own warm-up and

@@ -65,6 +65,7 @@ case "$mode" in
     [ -s "$tmp/bmp/best.safetensors" ] && [ -s "$tmp/bmp/config.json" ] || fail "bmp: no best.safetensors/config.json"
     run btest 0 "$QNUM" test $model text-synthetic --load "$tmp/bmp/best" --limit 48 --threads 1 --json
     grep -q '"accuracy"' "$tmp/btest.out" || fail "btest: qnum test did not load the best model: $(cat "$tmp/btest.out")"
+    grep -q '"max_length":16' "$tmp/btest.out" || fail "btest: qnum test did not tokenize as the lab run: $(cat "$tmp/btest.out")"
     # Task 2 from a checkpoint trained by qnum train: every lab3 family plus mixed, best saved.
     run btrain 0 "$QNUM" train $model text-synthetic --max-epochs 1 --limit 48 --max-length 16 --threads 1 \
       --no-progress --output-dir "$tmp/brun"
