@@ -1,6 +1,7 @@
 // `qnum search --config search.toml [--trials N] [--sampler S] [--storage URL] [--study-name
 // NAME] [--seed S] [--timeout T] [--resume] [--json]` runs a mixed-precision search on a
-// trained checkpoint (search_config.hpp), and
+// trained checkpoint of any registered model (search_config.hpp; --model, --max-length and
+// --limit for text models), and
 // `qnum search --objective branin|rastrigin|mixed-precision --sampler random|grid|tpe
 // --trials N [--storage URL] [--study-name NAME] [--seed S] [--resume] [--json]` runs a
 // search on a built-in objective (include/qnum/search/objectives.hpp), and
@@ -96,6 +97,9 @@ class SearchCommand {
     cmd_->add_option("--dataset", dataset_, "--config: dataset (overrides the config's, e.g. jsc-synthetic)");
     cmd_->add_option("--load", load_, "--config: checkpoint to search from (overrides load_name)");
     cmd_->add_option("--output-dir", output_dir_, "--config: where results go (overrides output_dir/project_dir)");
+    cmd_->add_option("--model", model_, "--config: model the checkpoint holds (overrides the config's, e.g. bert-tiny)");
+    cmd_->add_option("--max-length", max_length_, "--config, text models: tokens per text (default: the checkpoint's)");
+    cmd_->add_option("--limit", limit_, "--config, text models: at most N rows per split");
     cmd_->add_flag("--json", json_, "print one JSON object");
   }
   SearchCommand(const SearchCommand&) = delete;  // CLI11 holds pointers to the members
@@ -118,6 +122,9 @@ class SearchCommand {
       if (!dataset_.empty()) ov.dataset = dataset_;
       if (!load_.empty()) ov.load = load_;
       if (!output_dir_.empty()) ov.output_dir = output_dir_;
+      if (!model_.empty()) ov.model = model_;
+      if (cmd_->count("--max-length")) ov.max_length = max_length_;
+      if (cmd_->count("--limit")) ov.limit = limit_;
       run_search_config(config_, ov, json_);
       return;
     }
@@ -203,7 +210,9 @@ class SearchCommand {
 
  private:
   CLI::App* cmd_ = nullptr;
-  std::string config_, objective_, sampler_ = "random", storage_ = "memory", study_name_, dataset_, load_, output_dir_;
+  std::string config_, objective_, sampler_ = "random", storage_ = "memory", study_name_, dataset_, load_, output_dir_,
+      model_;
+  std::int64_t max_length_ = 0, limit_ = 0;
   std::int64_t trials_ = 0;
   std::uint64_t seed_ = 0;
   std::size_t dims_ = 5;

@@ -1,10 +1,14 @@
-// `qnum search --config search.toml`: a mixed-precision search on a trained checkpoint
-// (MASE's `ch search`, spec/system.md §7.2, without its pitfalls: every trial quantizes a
-// fresh copy of the checkpoint with a config keyed by layer name, and measures it anew).
+// `qnum search --config search.toml`: a mixed-precision search on a trained checkpoint of any
+// registered model (MASE's `ch search`, spec/system.md §7.2, without its pitfalls: every trial
+// quantizes a fresh copy of the checkpoint with a config keyed by layer name, and measures it
+// anew). JSC models are measured on feature datasets (jsc-synthetic, jsc), BERT models
+// (bert-tiny, bert:L-H-A-I, ...) on text datasets (text-synthetic, imdb), tokenized as the
+// checkpoint's run did (its max_length unless max_length / --max-length says otherwise).
 //
-// Top level: model, dataset, load_name (alias load; required), load_type (accepted, unused),
-// output_dir (alias project_dir; required), batch_size (evaluation, default 1024), seed,
-// threads, task (accepted). [search.search_space]:
+// Top level: model (or --model), dataset, load_name (alias load; required), load_type
+// (accepted, unused), output_dir (alias project_dir; required), batch_size (evaluation,
+// default 1024), seed, threads, task (accepted); text models also max_length and limit (rows
+// per split). [search.search_space]:
 //   name = "mixed_precision"           per layer "<layer>/width" in width (default [8, 16, 32])
 //                                      and "<layer>/frac_width" in frac_width (default [2, 4, 8]),
 //                                      integer on data_in, weight and bias;
@@ -19,20 +23,24 @@
 //   layers (regex over layer paths, default ".*"), ops (default ["linear"]).
 // [search.strategy]: name ("optuna"), sampler (tpe, random, grid, nsgaii), n_trials, timeout
 // (seconds), seed, storage (default "memory"), study_name (default "mixed-precision"),
-// resume, finetune_epochs (QAT per trial), learning_rate, sum_scaled_metrics (default: true
-// for one metric, false for several), population_size (NSGA-II), eval_mode (true), n_jobs
-// (1); MASE's [setup] table may hold n_trials, timeout, sampler, sum_scaled_metrics, n_jobs,
-// seed; [sw_runner.basic_evaluation] data_loader (val_dataloader default, test_dataloader,
-// train_dataloader) and num_samples (rows, default all); [metrics.<name>] scale (1) and
-// direction (maximize for accuracy, minimize otherwise); metrics: accuracy, loss, bits,
-// model_size, average_bitwidth, bitops, size_ratio (default: accuracy alone).
+// resume, finetune_epochs (QAT per trial, the model's default recipe), learning_rate,
+// sum_scaled_metrics (default: true for one metric, false for several), population_size
+// (NSGA-II), eval_mode (true), n_jobs (1); MASE's [setup] table may hold n_trials, timeout,
+// sampler, sum_scaled_metrics, n_jobs, seed; [sw_runner.basic_evaluation] data_loader
+// (val_dataloader default, test_dataloader, train_dataloader) and num_samples (rows, default
+// all); [metrics.<name>] scale (1) and direction (maximize for accuracy, minimize otherwise);
+// metrics: accuracy, loss, bits, model_size, average_bitwidth, bitops (per sample: one
+// feature row, or the evaluation split's first text), size_ratio (default: accuracy alone).
 // Outputs in output_dir: trials.csv (Optuna's trials_dataframe), best.json (best trial or
 // Pareto set with metrics and quantize config), best_transform.json (a `qnum transform`
 // config applying the best config), plot.svg (best so far; multi-objective: the trials and
-// the Pareto front of the first two objectives). Unknown keys are errors naming them.
+// the Pareto front of the first two objectives). Unknown keys are errors naming them; a
+// layers regex matching no layer of the loaded model is an error listing its layers.
 #pragma once
 
 #include <cstdio>
+#include <functional>
+#include <type_traits>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -63,6 +71,8 @@ struct SearchOverrides {
   std::optional<std::uint64_t> seed;
   std::optional<double> timeout;
   std::optional<std::string> dataset, load, output_dir;  ///< MASE's `ch search --dataset/--load/--project-dir`
+  std::optional<std::string> model;
+  std::optional<std::int64_t> max_length, limit;  ///< text models: tokens per text, rows per split
   bool resume = false;
 };
 
@@ -108,6 +118,17 @@ inline search::MixedPrecisionSpace seed_space(nn::Module& model, const json& sp,
     by = sp["setup"].value("by", std::string("name"));
     require(by == "name" || by == "type", where, ": setup.by must be \"name\" or \"type\", got '", by, "'");
   }
+  // A seed key naming no layer of the model (nor an op or `default`) is a warning listing them.
+  for (const auto& [k, e] : seed.items()) {
+    if (k == "default" || std::find(ops.begin(), ops.end(), k) != ops.end()) continue;
+    const auto& mase_ops = passes::mase_quantizable_ops();
+    if (std::find(mase_ops.begin(), mase_ops.end(), k) != mase_ops.end()) continue;
+    bool found = false;
+    for (const auto& [path, m] : model.named_modules()) found |= !path.empty() && passes::detail::name_matches(k, path);
+    if (!found)
+      std::cerr << "qnum: warning: " << where << ": seed." << k << " names no layer of the model (layers: "
+                << cli::detail::layer_names(model) << ")\n";
+  }
   std::vector<search::LayerSpace> out;
   for (const auto& [path, op] : search::select_layers(model, layers, ops)) {
     const json* entry = nullptr;
@@ -151,18 +172,24 @@ inline json trial_json(const search::FrozenTrial& t) {
           {"quantize", t.user_attrs.value("quantize_config", json::object())}};
 }
 
-}  // namespace detail_search_config
+/// The metrics as the study records them.
+inline json metrics_json(const std::vector<search::Metric>& metrics) {
+  json mj = json::array();
+  for (const auto& m : metrics)
+    mj.push_back({{"name", m.name}, {"scale", m.scale}, {"direction", std::string(search::to_string(m.direction))}});
+  return mj;
+}
 
-/// Runs the search of config file `path` (see the file comment); prints a summary (or one
-/// JSON object) on stdout.
-inline void run_search_config(const std::string& path, const SearchOverrides& ov, bool json_out) {
-  using namespace detail_search_config;
-  const json cfg = cli::detail::toml_file_as_json(path);
-  const std::string where = path;
-  // MASE's keys search does not read: one line each (qnum/io/mase_config.hpp), then run.
-  for (const auto& n :
-       mase::plan_top_level(cfg, mase::Command::search, where, mase::keys_read_by(mase::Command::search)).notes)
-    std::cerr << "note: " << where << ": " << n << "\n";
+/// What the config's top level and the command line say about the run.
+struct SearchJob {
+  std::string model, dataset, load;
+  std::filesystem::path out_dir;
+  std::int64_t batch = 1024;
+  std::int64_t max_length = 0, limit = 0;  ///< text models (max_length 0: the checkpoint's)
+  json meta;                               ///< the checkpoint's metadata
+};
+
+inline SearchJob read_job(const json& cfg, const SearchOverrides& ov, const std::string& where) {
   auto str = [&](std::initializer_list<const char*> keys) {
     for (const char* k : keys)
       if (cfg.contains(k)) {
@@ -171,30 +198,45 @@ inline void run_search_config(const std::string& path, const SearchOverrides& ov
       }
     return std::string();
   };
-  const std::string model_name = str({"model"}), dataset = ov.dataset.value_or(str({"dataset"})),
-                    load = ov.load.value_or(str({"load_name", "load"})),
-                    out_text = ov.output_dir.value_or(str({"output_dir", "project_dir"}));
-  require(!model_name.empty(), where, ": 'model' is required");
-  require(!dataset.empty(), where, ": 'dataset' is required");
-  require(!load.empty(), where, ": 'load_name' (the trained checkpoint to search from) is required");
+  SearchJob job;
+  job.model = ov.model.value_or(str({"model"}));
+  job.dataset = ov.dataset.value_or(str({"dataset"}));
+  job.load = ov.load.value_or(str({"load_name", "load"}));
+  const std::string out_text = ov.output_dir.value_or(str({"output_dir", "project_dir"}));
+  require(!job.model.empty(), where, ": 'model' is required (or --model)");
+  require(!job.load.empty(), where, ": 'load_name' (the trained checkpoint to search from) is required");
   require(!out_text.empty(), where, ": 'output_dir' is required");
-  const std::int64_t batch = cfg.value("batch_size", std::int64_t{1024});
-  require(batch >= 1, where, ": batch_size must be >= 1");
-  const std::uint64_t data_seed = cfg.value("seed", std::uint64_t{0});
-  require(cfg.contains("search") && cfg["search"].is_object(), where, ": a [search] table is required");
-  const json& s = cfg["search"];
-  cli::detail::require_keys(s, where + " [search]", {"search_space", "strategy"});
-  require(s.contains("search_space"), where, ": [search.search_space] is required");
-  const json& sp = s["search_space"];
-  const json st = s.value("strategy", json::object());
-  const std::string spw = where + " [search.search_space]", stw = where + " [search.strategy]";
-  cli::detail::require_keys(
-      sp, spw, {"name", "layers", "ops", "width", "frac_width", "families", "include_float", "setup", "seed"});
+  job.out_dir = out_text;
+  job.batch = cfg.value("batch_size", std::int64_t{1024});
+  require(job.batch >= 1, where, ": batch_size must be >= 1");
+  job.max_length = ov.max_length.value_or(cfg.value("max_length", std::int64_t{0}));
+  job.limit = ov.limit.value_or(cfg.value("limit", std::int64_t{0}));
+  require(job.max_length == 0 || job.max_length >= 2, where, ": max_length must be >= 2 ([CLS] and [SEP])");
+  require(job.limit >= 0, where, ": limit must be >= 0");
+  const auto& spec = models::model_spec(job.model);  // unknown names fail here, listing the known ones
+  if (spec.input == models::InputKind::features)
+    require(!cfg.contains("max_length") && !cfg.contains("limit") && !ov.max_length && !ov.limit, where,
+            ": max_length and limit apply to text models, not to ", job.model);
+  job.meta = train::read_checkpoint_meta(job.load);
+  require_checkpoint_of(job.model, job.load, job.meta);
+  if (job.dataset.empty()) job.dataset = job.meta.value("dataset", std::string());
+  require(!job.dataset.empty(), where, ": 'dataset' is required (the checkpoint names none)");
+  require_matching_data(job.model, job.dataset);
+  if (spec.input == models::InputKind::tokens && job.max_length == 0) {
+    job.max_length = 512;
+    if (job.meta.contains("config") && job.meta["config"].value("max_length", 0) >= 2)
+      job.max_length = job.meta["config"]["max_length"].get<std::int64_t>();
+  }
+  return job;
+}
+
+/// [search.strategy] with MASE's [setup] keys merged under its own; what qnum cannot do is an
+/// error saying what to do instead.
+inline json read_strategy(const json& st, const std::string& stw) {
   cli::detail::require_keys(st, stw,
                             {"name", "sampler", "n_trials", "timeout", "seed", "storage", "study_name", "resume",
                              "finetune_epochs", "learning_rate", "sum_scaled_metrics", "population_size", "eval_mode",
                              "n_jobs", "setup", "sw_runner", "hw_runner", "metrics"});
-  // MASE's [setup] keys, merged under the strategy's own.
   json strat = st;
   if (st.contains("setup")) {
     cli::detail::require_keys(st["setup"], stw + " setup",
@@ -224,247 +266,376 @@ inline void run_search_config(const std::string& path, const SearchOverrides& ov
     std::cerr << "note: " << stw << ": hw_runner.average_bitwidth: qnum measures average_bitwidth (bits per "
               << "parameter) on every trial; compare_to is not needed\n";
   }
+  return strat;
+}
 
-  // Metrics.
+/// The objective metrics ([metrics.<name>] tables; default: accuracy alone).
+inline std::vector<search::Metric> read_metrics(const json& strat, const std::string& stw) {
+  if (!strat.contains("metrics")) return {{"accuracy", search::StudyDirection::maximize, 1.0}};
+  require(strat["metrics"].is_object() && !strat["metrics"].empty(), stw, ": metrics must be a non-empty table");
   std::vector<search::Metric> metrics;
-  if (strat.contains("metrics")) {
-    require(strat["metrics"].is_object() && !strat["metrics"].empty(), stw, ": metrics must be a non-empty table");
-    for (const auto& [name, m] : strat["metrics"].items()) {
-      search::QuantizedMetrics{}.get(name);  // unknown names fail here
-      cli::detail::require_keys(m, stw + " metrics." + name, {"scale", "direction"});
-      search::Metric x{name, name == "accuracy" ? search::StudyDirection::maximize : search::StudyDirection::minimize,
-                       m.value("scale", 1.0)};
-      if (m.contains("direction")) {
-        const auto d = m["direction"].get<std::string>();
-        require(d == "maximize" || d == "minimize", stw, ": metrics.", name, ".direction must be maximize or minimize");
-        x.direction = d == "maximize" ? search::StudyDirection::maximize : search::StudyDirection::minimize;
-      }
-      metrics.push_back(x);
+  for (const auto& [name, m] : strat["metrics"].items()) {
+    search::QuantizedMetrics{}.get(name);  // unknown names fail here
+    cli::detail::require_keys(m, stw + " metrics." + name, {"scale", "direction"});
+    search::Metric x{name, name == "accuracy" ? search::StudyDirection::maximize : search::StudyDirection::minimize,
+                     m.value("scale", 1.0)};
+    if (m.contains("direction")) {
+      const auto d = m["direction"].get<std::string>();
+      require(d == "maximize" || d == "minimize", stw, ": metrics.", name, ".direction must be maximize or minimize");
+      x.direction = d == "maximize" ? search::StudyDirection::maximize : search::StudyDirection::minimize;
     }
-  } else {
-    metrics.push_back({"accuracy", search::StudyDirection::maximize, 1.0});
+    metrics.push_back(x);
   }
-  const bool sum_scaled = strat.value("sum_scaled_metrics", metrics.size() == 1);
+  return metrics;
+}
 
-  // Evaluation split.
+/// The split the trials are measured on ([sw_runner.basic_evaluation]).
+struct EvalSplit {
   std::string loader = "val_dataloader";
-  std::int64_t num_samples = 0;
-  if (strat.contains("sw_runner")) {
-    cli::detail::require_keys(strat["sw_runner"], stw + " sw_runner", {"basic_evaluation"});
-    const json be = strat["sw_runner"].value("basic_evaluation", json::object());
-    cli::detail::require_keys(be, stw + " sw_runner.basic_evaluation", {"data_loader", "num_samples"});
-    loader = be.value("data_loader", loader);
-    num_samples = be.value("num_samples", std::int64_t{0});
-    require(loader == "val_dataloader" || loader == "test_dataloader" || loader == "train_dataloader", stw,
-            ": data_loader must be val_dataloader, test_dataloader or train_dataloader, got '", loader, "'");
-    require(num_samples >= 0, stw, ": num_samples must be >= 0");
-  }
+  std::int64_t num_samples = 0;  ///< rows (0: all)
+};
 
-  // Everything about the space is checked on the model before any data is read.
-  auto base = cli::detail::load_model(model_name, load);
-  const auto base_state = base->state_dict();
+inline EvalSplit read_eval_split(const json& strat, const std::string& stw) {
+  EvalSplit e;
+  if (!strat.contains("sw_runner")) return e;
+  cli::detail::require_keys(strat["sw_runner"], stw + " sw_runner", {"basic_evaluation"});
+  const json be = strat["sw_runner"].value("basic_evaluation", json::object());
+  cli::detail::require_keys(be, stw + " sw_runner.basic_evaluation", {"data_loader", "num_samples"});
+  e.loader = be.value("data_loader", e.loader);
+  e.num_samples = be.value("num_samples", std::int64_t{0});
+  require(e.loader == "val_dataloader" || e.loader == "test_dataloader" || e.loader == "train_dataloader", stw,
+          ": data_loader must be val_dataloader, test_dataloader or train_dataloader, got '", e.loader, "'");
+  require(e.num_samples >= 0, stw, ": num_samples must be >= 0");
+  return e;
+}
+
+/// The space [search.search_space] describes over the layers of `model`.
+inline search::MixedPrecisionSpace read_space(nn::Module& model, const json& sp, const std::string& spw) {
+  cli::detail::require_keys(
+      sp, spw, {"name", "layers", "ops", "width", "frac_width", "families", "include_float", "setup", "seed"});
   const std::string layers = sp.value("layers", std::string(".*"));
   const auto ops = list_of<std::string>(sp, "ops", {"linear"}, spw);
   require(sp.contains("name") && sp["name"].is_string(), spw,
           ": 'name' is required (mixed_precision, "
           "mixed_precision_families or graph/quantize/mixed_precision_ptq)");
   const std::string space_name = sp["name"].get<std::string>();
-  search::MixedPrecisionSpace space;
   if (space_name == "mixed_precision") {
     for (const char* k : {"families", "include_float", "setup", "seed"})
       require(!sp.contains(k), spw, ": '", k, "' does not apply to name = \"mixed_precision\"");
-    space = search::MixedPrecisionSpace::integer_widths(*base, layers, ops,
-                                                        list_of<std::int64_t>(sp, "width", {8, 16, 32}, spw),
-                                                        list_of<std::int64_t>(sp, "frac_width", {2, 4, 8}, spw));
-  } else if (space_name == "mixed_precision_families") {
+    return search::MixedPrecisionSpace::integer_widths(model, layers, ops,
+                                                       list_of<std::int64_t>(sp, "width", {8, 16, 32}, spw),
+                                                       list_of<std::int64_t>(sp, "frac_width", {2, 4, 8}, spw));
+  }
+  if (space_name == "mixed_precision_families") {
     for (const char* k : {"width", "frac_width", "setup", "seed"})
       require(!sp.contains(k), spw, ": '", k, "' does not apply to name = \"mixed_precision_families\"");
-    space = search::MixedPrecisionSpace::families(*base, layers, ops,
-                                                  list_of<std::string>(sp, "families", search::variant_families(), spw),
-                                                  sp.value("include_float", false));
-  } else if (space_name == "graph/quantize/mixed_precision_ptq" || space_name == "mixed_precision_seed") {
+    return search::MixedPrecisionSpace::families(model, layers, ops,
+                                                 list_of<std::string>(sp, "families", search::variant_families(), spw),
+                                                 sp.value("include_float", false));
+  }
+  if (space_name == "graph/quantize/mixed_precision_ptq" || space_name == "mixed_precision_seed") {
     for (const char* k : {"width", "frac_width", "families", "include_float"})
       require(!sp.contains(k), spw, ": '", k, "' does not apply to name = \"", space_name, "\" (use the seed tables)");
-    space = seed_space(*base, sp, layers, ops, spw);
-  } else {
-    fail(spw, ": unknown name '", space_name,
-         "' (allowed: mixed_precision, mixed_precision_families, graph/quantize/mixed_precision_ptq, "
-         "mixed_precision_seed)");
+    return seed_space(model, sp, layers, ops, spw);
   }
-  // Every choice must give a valid config: each choice of each key (the others at their
-  // first) is applied to a copy before any trial runs.
-  {
-    const auto grid = space.grid();
-    std::map<std::string, search::ParamValue> first;
-    for (const auto& [k, c] : grid) first[k] = c.front();
-    auto probe = cli::detail::load_model(model_name, load);
-    for (const auto& [k, c] : grid)
-      for (const auto& v : c) {
-        auto point = first;
-        point[k] = v;
-        try {
-          passes::quantize(*probe, space.config(point));
-        } catch (const qnum::Error& e) {
-          fail(spw, ": choice ", k, " = ", search::to_string(v), " is invalid: ", e.what());
-        }
-      }
-  }
+  fail(spw, ": unknown name '", space_name,
+       "' (allowed: mixed_precision, mixed_precision_families, graph/quantize/mixed_precision_ptq, "
+       "mixed_precision_seed)");
+}
 
-  // Sampler, storage, study.
-  const std::string sampler_name = ov.sampler.value_or(strat.value("sampler", std::string("tpe")));
-  const std::uint64_t seed = ov.seed.value_or(strat.value("seed", std::uint64_t{0}));
-  const auto directions = search::objective_directions(metrics, sum_scaled);
-  std::shared_ptr<search::Sampler> sampler;
-  if (sampler_name == "tpe") {
-    sampler = std::make_shared<search::TPESampler>(seed);
-  } else if (sampler_name == "random") {
-    sampler = std::make_shared<search::RandomSampler>(seed);
-  } else if (sampler_name == "grid") {
-    sampler = std::make_shared<search::GridSampler>(space.grid(), static_cast<std::uint32_t>(seed));
-  } else if (sampler_name == "nsgaii") {
+/// Every choice must give a valid config: each choice of each key (the others at their first)
+/// is applied to a fresh model before any trial runs.
+inline void check_every_choice(const search::MixedPrecisionSpace& space,
+                               const std::function<std::shared_ptr<nn::Module>()>& fresh, const std::string& spw) {
+  const auto grid = space.grid();
+  std::map<std::string, search::ParamValue> first;
+  for (const auto& [k, c] : grid) first[k] = c.front();
+  auto probe = fresh();
+  for (const auto& [k, c] : grid)
+    for (const auto& v : c) {
+      auto point = first;
+      point[k] = v;
+      try {
+        passes::quantize(*probe, space.config(point));
+      } catch (const qnum::Error& e) {
+        fail(spw, ": choice ", k, " = ", search::to_string(v), " is invalid: ", e.what());
+      }
+    }
+}
+
+inline std::shared_ptr<search::Sampler> make_sampler(const std::string& name, std::uint64_t seed,
+                                                     const search::MixedPrecisionSpace& space, const json& strat,
+                                                     const std::string& stw) {
+  if (name == "tpe") return std::make_shared<search::TPESampler>(seed);
+  if (name == "random") return std::make_shared<search::RandomSampler>(seed);
+  if (name == "grid") return std::make_shared<search::GridSampler>(space.grid(), static_cast<std::uint32_t>(seed));
+  if (name == "nsgaii") {
     search::NSGAIIOptions o;
     o.population_size = strat.value("population_size", std::int64_t{50});
-    sampler = std::make_shared<search::NSGAIISampler>(seed, o);
+    return std::make_shared<search::NSGAIISampler>(seed, o);
+  }
+  fail(stw, ": unknown sampler '", name, "' (allowed: tpe, random, grid, nsgaii)");
+}
+
+/// How the study runs: sampler, budget, fine-tuning, storage.
+struct StudyPlan {
+  std::string space_name, study_name;
+  std::shared_ptr<search::Sampler> sampler;
+  std::shared_ptr<search::Storage> storage;
+  std::vector<search::Metric> metrics;
+  bool sum_scaled = true, resume = false;
+  std::int64_t n_trials = 20;
+  std::optional<double> timeout;
+  int finetune_epochs = 0;
+  double learning_rate = 0;  ///< 0: the model's recipe
+  std::uint64_t seed = 0;
+  EvalSplit split;
+};
+
+inline StudyPlan read_plan(const json& strat, const SearchOverrides& ov, const search::MixedPrecisionSpace& space,
+                           const std::string& stw) {
+  StudyPlan p;
+  p.metrics = read_metrics(strat, stw);
+  p.sum_scaled = strat.value("sum_scaled_metrics", p.metrics.size() == 1);
+  p.split = read_eval_split(strat, stw);
+  p.seed = ov.seed.value_or(strat.value("seed", std::uint64_t{0}));
+  p.sampler = make_sampler(ov.sampler.value_or(strat.value("sampler", std::string("tpe"))), p.seed, space, strat, stw);
+  p.n_trials = ov.trials.value_or(strat.value("n_trials", std::int64_t{20}));
+  require(p.n_trials >= 0, stw, ": n_trials must be >= 0");
+  p.timeout = ov.timeout;
+  if (!p.timeout && strat.contains("timeout")) p.timeout = strat["timeout"].get<double>();
+  require(!p.timeout || *p.timeout > 0, stw, ": timeout must be > 0 seconds");
+  p.finetune_epochs = strat.value("finetune_epochs", 0);
+  require(p.finetune_epochs >= 0, stw, ": finetune_epochs must be >= 0");
+  if (strat.contains("learning_rate")) {
+    p.learning_rate = strat["learning_rate"].get<double>();
+    require(p.learning_rate > 0, stw, ": learning_rate must be > 0");
+  }
+  p.resume = ov.resume || strat.value("resume", false);
+  p.study_name = ov.study_name.value_or(strat.value("study_name", std::string("mixed-precision")));
+  p.storage = search::open_storage(ov.storage.value_or(strat.value("storage", std::string("memory"))));
+  if (!p.resume)
+    require(!p.storage->find_study(p.study_name), "search: study '", p.study_name, "' already exists in ",
+            p.storage->url(), "; set resume = true (or --resume) to continue it, or choose another study_name");
+  return p;
+}
+
+/// The first `rows` of `split` (0 or more than it has: all of it).
+template <class Data>
+Data first_rows(const Data& split, std::int64_t rows) {
+  if (rows <= 0 || rows >= split.size()) return split;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) idx[static_cast<std::size_t>(i)] = i;
+  return split.subset(idx);
+}
+
+/// The evaluator of the study: fresh copies of the checkpoint measured on `split`, fine-tuned
+/// (when asked) with the model's default recipe on `train`.
+template <class Data>
+search::BasicQuantizedEvaluator<Data> make_evaluator(const SearchJob& job, const StudyPlan& plan,
+                                                     const std::function<std::shared_ptr<nn::Module>()>& fresh,
+                                                     const Data& split, const Data& train) {
+  constexpr bool tokens = std::is_same_v<Data, data::TokenDataset>;
+  search::BasicQuantizedEvaluator<Data> ev;
+  ev.fresh_model = fresh;
+  if constexpr (tokens) {
+    ev.forward_of = [](const std::shared_ptr<nn::Module>& m) {
+      auto bert = std::dynamic_pointer_cast<models::BertForSequenceClassification>(m);
+      require(bert != nullptr, "search: a text model that is not BERT");
+      return models::bert_forward(bert);
+    };
+    ev.example = cli::detail::trace_example(
+        models::Classifier{nullptr, nullptr, models::InputKind::tokens, nullptr}, 1,
+        std::max<std::int64_t>(1, std::min(job.max_length, split.size() > 0 ? split.length(0) : job.max_length)),
+        &split);
   } else {
-    fail(stw, ": unknown sampler '", sampler_name, "' (allowed: tpe, random, grid, nsgaii)");
+    ev.example = Tensor::zeros({1, models::kJscFeatures});  // BitOPs per sample
   }
-  const std::int64_t n_trials = ov.trials.value_or(strat.value("n_trials", std::int64_t{20}));
-  require(n_trials >= 0, stw, ": n_trials must be >= 0");
-  std::optional<double> timeout = ov.timeout;
-  if (!timeout && strat.contains("timeout")) timeout = strat["timeout"].get<double>();
-  require(!timeout || *timeout > 0, stw, ": timeout must be > 0 seconds");
-  const int finetune = strat.value("finetune_epochs", 0);
-  require(finetune >= 0, stw, ": finetune_epochs must be >= 0");
-  const bool resume = ov.resume || strat.value("resume", false);
-  const std::string study_name = ov.study_name.value_or(strat.value("study_name", std::string("mixed-precision")));
-  auto storage = search::open_storage(ov.storage.value_or(strat.value("storage", std::string("memory"))));
-  if (!resume)
-    require(!storage->find_study(study_name), "search: study '", study_name, "' already exists in ", storage->url(),
-            "; set resume = true (or --resume) to continue it, or choose another study_name");
-
-  if (cfg.contains("threads")) set_num_threads(cfg["threads"].get<int>());
-  const data::JscSplits data = load_dataset(dataset);
-  (void)data_seed;
-  data::Dataset split = loader == "test_dataloader" ? data.test : loader == "train_dataloader" ? data.train : data.val;
-  if (num_samples > 0 && num_samples < split.size()) {
-    std::vector<std::int64_t> idx(static_cast<std::size_t>(num_samples));
-    for (std::int64_t i = 0; i < num_samples; ++i) idx[static_cast<std::size_t>(i)] = i;
-    split = split.subset(idx);
-  }
-  search::QuantizedEvaluator ev;
-  ev.fresh_model = [&] {
-    auto m = models::make_jsc_model(model_name, 0);
-    if (const auto meta = train::read_checkpoint_meta(load); meta.contains("structure"))
-      passes::restore_structure(*m, meta["structure"]);
-    m->load_state_dict(base_state);
-    return std::static_pointer_cast<nn::Module>(m);
-  };
   ev.eval = &split;
-  ev.batch_size = batch;
-  ev.example = Tensor::zeros({1, models::kJscFeatures});
-  ev.finetune_epochs = finetune;
-  ev.train = &data.train;
-  ev.finetune.model = model_name;
-  ev.finetune.dataset = dataset;
-  ev.finetune.batch_size = 256;
-  ev.finetune.learning_rate = strat.value("learning_rate", 1e-3);
-  ev.finetune.seed = seed;
+  ev.batch_size = job.batch;
+  ev.finetune_epochs = plan.finetune_epochs;
+  ev.train = &train;
+  ev.finetune = models::default_recipe(job.model);
+  if constexpr (tokens) ev.finetune.max_length = job.max_length;
+  if constexpr (!tokens) ev.finetune.batch_size = 256;
+  ev.finetune.dataset = job.dataset;
+  if (plan.learning_rate > 0) ev.finetune.learning_rate = plan.learning_rate;
+  ev.finetune.seed = plan.seed;
   ev.finetune.progress = false;
+  return ev;
+}
 
-  const std::filesystem::path out_dir(out_text);
-  std::filesystem::create_directories(out_dir);
-  search::Study study(storage, study_name, directions, sampler, nullptr,
-                      resume ? search::OpenMode::create_or_load : search::OpenMode::create);
-  study.set_user_attr("space", space_name);
-  study.set_user_attr("model", model_name);
-  study.set_user_attr("checkpoint", load);
-  json mj = json::array();
-  for (const auto& m : metrics)
-    mj.push_back({{"name", m.name}, {"scale", m.scale}, {"direction", std::string(search::to_string(m.direction))}});
-  study.set_user_attr("metrics", mj);
-  study.set_user_attr("sum_scaled_metrics", sum_scaled);
+/// The summary of `study` (best.json's content); `before` trials were in the study when this
+/// run started.
+inline json study_summary(search::Study& study, std::size_t before, const StudyPlan& plan,
+                          const search::MixedPrecisionSpace& space) {
+  const bool single = plan.metrics.size() == 1 || plan.sum_scaled;
+  const auto trials = study.get_trials();
+  const auto done = study.get_trials({search::TrialState::complete});
+  json best = json::object();
+  if (!done.empty()) {
+    if (single) {
+      best = trial_json(study.best_trial());
+    } else {
+      best = json::array();
+      for (const auto& t : study.best_trials()) best.push_back(trial_json(t));
+    }
+  }
+  return {{"study", plan.study_name},
+          {"storage", plan.storage->url()},
+          {"space", plan.space_name},
+          {"layers", space.layers().size()},
+          {"sampler", plan.sampler->name()},
+          {"metrics", metrics_json(plan.metrics)},
+          {"sum_scaled_metrics", plan.sum_scaled},
+          {"evaluated_on", plan.split.loader},
+          {"trials_run", trials.size() - before},
+          {"trials_total", trials.size()},
+          {"completed", done.size()},
+          {single ? "best_trial" : "best_trials", best}};
+}
+
+/// Writes trials.csv, best.json (`summary`), best_transform.json (single objective) and
+/// plot.svg (best so far; several objectives: the trials and the Pareto front of the first
+/// two) into job.out_dir.
+inline void write_study_outputs(search::Study& study, const json& summary, const SearchJob& job,
+                                const StudyPlan& plan) {
+  const auto& out_dir = job.out_dir;
+  write_file_atomic(out_dir / "trials.csv", study.trials_table().to_csv());
+  write_file_atomic(out_dir / "best.json", summary.dump(2) + "\n");
+  const auto done = study.get_trials({search::TrialState::complete});
+  const auto& metrics = plan.metrics;
+  if (summary.contains("best_trial")) {
+    if (!done.empty())
+      write_file_atomic(out_dir / "best_transform.json", json{{"model", job.model},
+                                                              {"dataset", job.dataset},
+                                                              {"load_name", job.load},
+                                                              {"passes", {{"quantize", summary["best_trial"]["quantize"]}}}}
+                                                                 .dump(2) +
+                                                             "\n");
+    search::PlotSeries values{"trial value", {}, true}, curve{"best so far", {}, false};
+    for (const auto& t : done) values.points.emplace_back(double(t.number), t.values[0]);
+    for (const auto& [n, v] : study.best_so_far()) curve.points.emplace_back(double(n), v);
+    search::write_svg_line_plot((out_dir / "plot.svg").string(), {values, curve}, "study " + plan.study_name,
+                                "trial number", metrics.size() == 1 ? metrics[0].name : "scaled sum of metrics");
+    return;
+  }
+  search::PlotSeries all{"trials", {}, true}, pf{"Pareto front", {}, false};
+  for (const auto& t : done) all.points.emplace_back(t.values[1], t.values[0]);
+  if (!done.empty())
+    for (const auto& t : study.best_trials()) pf.points.emplace_back(t.values[1], t.values[0]);
+  std::sort(pf.points.begin(), pf.points.end());
+  search::write_svg_line_plot((out_dir / "plot.svg").string(), {all, pf}, "study " + plan.study_name, metrics[1].name,
+                              metrics[0].name);
+}
+
+/// The summary on stdout: the study, the trials run, the best trial or the Pareto set.
+inline void print_study_summary(search::Study& study, const json& summary, const SearchJob& job,
+                                const StudyPlan& plan) {
+  std::printf("study %s in %s: %s over %zu layer(s) of %s (%s), %s, evaluated on %s of %s\n", plan.study_name.c_str(),
+              plan.storage->url().c_str(), plan.space_name.c_str(), summary["layers"].get<std::size_t>(),
+              job.model.c_str(), job.load.c_str(), plan.sampler->name().c_str(), plan.split.loader.c_str(),
+              job.dataset.c_str());
+  std::printf("trials run %zu, in study %zu, completed %zu\n", summary["trials_run"].get<std::size_t>(),
+              summary["trials_total"].get<std::size_t>(), summary["completed"].get<std::size_t>());
+  const bool done = summary["completed"].get<std::size_t>() > 0;
+  if (summary.contains("best_trial") && done) {
+    const auto b = study.best_trial();
+    const json& m = summary["best_trial"]["metrics"];
+    std::printf("best trial %lld: value %.6g (accuracy %.4f, %.2f bits/parameter, %.4g BitOPs/sample): %s\n",
+                static_cast<long long>(b.number), b.values[0], m.value("accuracy", 0.0),
+                m.value("average_bitwidth", 0.0), m.value("bitops", 0.0), params_text(b).c_str());
+  }
+  if (summary.contains("best_trials") && done)
+    for (const auto& t : study.best_trials())
+      std::printf("pareto trial %lld: %s = %.6g, %s = %.6g\n", static_cast<long long>(t.number),
+                  plan.metrics[0].name.c_str(), t.values[0], plan.metrics[1].name.c_str(), t.values[1]);
+  std::printf("wrote %s (trials.csv, best.json, plot.svg%s)\n", job.out_dir.string().c_str(),
+              summary.contains("best_trial") && done ? ", best_transform.json" : "");
+}
+
+/// Runs the study's trials on the split the plan names of `data` (feature or text splits)
+/// and reports it.
+template <class Splits>
+void run_study(const SearchJob& job, const StudyPlan& plan, const search::MixedPrecisionSpace& space,
+               const std::function<std::shared_ptr<nn::Module>()>& fresh, const Splits& data, bool json_out) {
+  const auto& loader = plan.split.loader;
+  const auto split = first_rows(loader == "test_dataloader"    ? data.test
+                                : loader == "train_dataloader" ? data.train
+                                                               : data.val,
+                                plan.split.num_samples);
+  const auto ev = make_evaluator(job, plan, fresh, split, data.train);
+  std::filesystem::create_directories(job.out_dir);
+  search::Study study(plan.storage, plan.study_name, search::objective_directions(plan.metrics, plan.sum_scaled),
+                      plan.sampler, nullptr, plan.resume ? search::OpenMode::create_or_load : search::OpenMode::create);
+  study.set_user_attr("space", plan.space_name);
+  study.set_user_attr("model", job.model);
+  study.set_user_attr("checkpoint", job.load);
+  study.set_user_attr("metrics", metrics_json(plan.metrics));
+  study.set_user_attr("sum_scaled_metrics", plan.sum_scaled);
   const auto before = study.get_trials().size();
   study.optimize(
       [&](search::Trial& t) {
         const auto qc = space.sample(t);
         t.set_user_attr("quantize_config", qc);
-        const auto r = ev(qc, out_dir / "trials" / std::to_string(t.number()));
+        const auto r = ev(qc, job.out_dir / "trials" / std::to_string(t.number()));
         t.set_user_attr("metrics", r.to_json());
         for (const char* k : {"accuracy", "bits", "bitops"}) t.set_user_attr(k, r.get(k));
-        return objective_values(r, metrics, sum_scaled);
+        return objective_values(r, plan.metrics, plan.sum_scaled);
       },
-      n_trials, timeout);
-
-  // Outputs.
-  const auto trials = study.get_trials();
-  write_file_atomic(out_dir / "trials.csv", study.trials_table().to_csv());
-  const bool single = directions.size() == 1;
-  const auto done = study.get_trials({search::TrialState::complete});
-  json best = json::object();
-  std::vector<search::FrozenTrial> front;
-  if (!done.empty()) {
-    if (single) {
-      best = trial_json(study.best_trial());
-    } else {
-      front = study.best_trials();
-      best = json::array();
-      for (const auto& t : front) best.push_back(trial_json(t));
-    }
-  }
-  json summary{{"study", study_name},
-               {"storage", storage->url()},
-               {"space", space_name},
-               {"layers", space.layers().size()},
-               {"sampler", sampler->name()},
-               {"metrics", mj},
-               {"sum_scaled_metrics", sum_scaled},
-               {"evaluated_on", loader},
-               {"trials_run", trials.size() - before},
-               {"trials_total", trials.size()},
-               {"completed", done.size()},
-               {single ? "best_trial" : "best_trials", best}};
-  write_file_atomic(out_dir / "best.json", summary.dump(2) + "\n");
-  if (single && !done.empty())
-    write_file_atomic(out_dir / "best_transform.json", json{{"model", model_name},
-                                                            {"dataset", dataset},
-                                                            {"load_name", load},
-                                                            {"passes", {{"quantize", best["quantize"]}}}}
-                                                               .dump(2) +
-                                                           "\n");
-  if (single) {
-    search::PlotSeries values{"trial value", {}, true}, curve{"best so far", {}, false};
-    for (const auto& t : done) values.points.emplace_back(double(t.number), t.values[0]);
-    for (const auto& [n, v] : study.best_so_far()) curve.points.emplace_back(double(n), v);
-    search::write_svg_line_plot((out_dir / "plot.svg").string(), {values, curve}, "study " + study_name, "trial number",
-                                metrics.size() == 1 ? metrics[0].name : "scaled sum of metrics");
-  } else {
-    search::PlotSeries all{"trials", {}, true}, pf{"Pareto front", {}, false};
-    for (const auto& t : done) all.points.emplace_back(t.values[1], t.values[0]);
-    for (const auto& t : front) pf.points.emplace_back(t.values[1], t.values[0]);
-    std::sort(pf.points.begin(), pf.points.end());
-    search::write_svg_line_plot((out_dir / "plot.svg").string(), {all, pf}, "study " + study_name, metrics[1].name,
-                                metrics[0].name);
-  }
-  if (json_out) {
+      plan.n_trials, plan.timeout);
+  const json summary = study_summary(study, before, plan, space);
+  write_study_outputs(study, summary, job, plan);
+  if (json_out)
     std::cout << summary.dump() << "\n";
-    return;
-  }
-  std::printf("study %s in %s: %s over %zu layer(s) of %s (%s), %s, evaluated on %s\n", study_name.c_str(),
-              storage->url().c_str(), space_name.c_str(), space.layers().size(), model_name.c_str(), load.c_str(),
-              sampler->name().c_str(), loader.c_str());
-  std::printf("trials run %zu, in study %zu, completed %zu\n", trials.size() - before, trials.size(), done.size());
-  if (single && !done.empty()) {
-    const auto b = study.best_trial();
-    std::printf("best trial %lld: value %.6g (accuracy %.4f, %.2f bits/parameter, %.4g BitOPs/sample): %s\n",
-                static_cast<long long>(b.number), b.values[0], best["metrics"].value("accuracy", 0.0),
-                best["metrics"].value("average_bitwidth", 0.0), best["metrics"].value("bitops", 0.0),
-                params_text(b).c_str());
-  }
-  for (const auto& t : front)
-    std::printf("pareto trial %lld: %s = %.6g, %s = %.6g\n", static_cast<long long>(t.number), metrics[0].name.c_str(),
-                t.values[0], metrics[1].name.c_str(), t.values[1]);
-  std::printf("wrote %s (trials.csv, best.json, plot.svg%s)\n", out_dir.string().c_str(),
-              single && !done.empty() ? ", best_transform.json" : "");
+  else
+    print_study_summary(study, summary, job, plan);
+}
+
+}  // namespace detail_search_config
+
+
+/// Runs the search of config file `path` (see the file comment); prints a summary (or one
+/// JSON object) on stdout.
+inline void run_search_config(const std::string& path, const SearchOverrides& ov, bool json_out) {
+  using namespace detail_search_config;
+  const json cfg = cli::detail::toml_file_as_json(path);
+  const std::string where = path;
+  // MASE's keys search does not read: one line each (qnum/io/mase_config.hpp), then run.
+  auto reads = mase::keys_read_by(mase::Command::search);
+  reads.insert(reads.end(), {"max_length", "limit"});
+  for (const auto& n : mase::plan_top_level(cfg, mase::Command::search, where, reads).notes)
+    std::cerr << "note: " << where << ": " << n << "\n";
+  const SearchJob job = read_job(cfg, ov, where);
+  require(cfg.contains("search") && cfg["search"].is_object(), where, ": a [search] table is required");
+  const json& s = cfg["search"];
+  cli::detail::require_keys(s, where + " [search]", {"search_space", "strategy"});
+  require(s.contains("search_space"), where, ": [search.search_space] is required");
+  const std::string spw = where + " [search.search_space]", stw = where + " [search.strategy]";
+  const json strat = read_strategy(s.value("strategy", json::object()), stw);
+
+  // Everything about the space is checked on the model before any data is read.
+  const models::Classifier base = cli::detail::load_classifier(job.model, job.load, job.meta);
+  const auto base_state = base.module->state_dict();
+  const std::function<std::shared_ptr<nn::Module>()> fresh = [&] {
+    models::BuildOptions bo;
+    bo.config = job.meta.value("model_config", json(nullptr));
+    auto m = models::make_classifier(job.model, bo).module;
+    if (job.meta.contains("structure")) passes::restore_structure(*m, job.meta["structure"]);
+    m->load_state_dict(base_state);
+    return m;
+  };
+  const auto space = read_space(*base.module, s["search_space"], spw);
+  check_every_choice(space, fresh, spw);
+  StudyPlan plan = read_plan(strat, ov, space, stw);
+  plan.space_name = s["search_space"]["name"].get<std::string>();
+
+  if (cfg.contains("threads")) set_num_threads(cfg["threads"].get<int>());
+  if (base.input == models::InputKind::features)
+    return run_study(job, plan, space, fresh, load_dataset(job.dataset), json_out);
+  run_study(job, plan, space, fresh,
+            cli::detail::load_text_splits(job.dataset, job.max_length, job.limit, cli::detail::vocab_beside(job.load)),
+            json_out);
 }
 
 }  // namespace qnum::cli

@@ -54,15 +54,6 @@ namespace qnum::cli {
 
 namespace detail {
 
-/// A JSC model with the structure and values of checkpoint `path` (search --config).
-inline std::shared_ptr<nn::Sequential> load_model(const std::string& name, const std::string& path) {
-  auto model = models::make_jsc_model(name, 0);
-  if (const auto meta = train::read_checkpoint_meta(path); meta.contains("structure"))
-    passes::restore_structure(*model, meta["structure"]);
-  train::load_checkpoint(path, *model, nullptr);
-  return model;
-}
-
 /// Any registered model with the structure and values of checkpoint `path` (its saved
 /// model_config, when it has one, gives BERT's sizes).
 inline models::Classifier load_classifier(const std::string& name, const std::string& path,

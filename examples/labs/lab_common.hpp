@@ -236,6 +236,14 @@ class Lab : public LabBase {
     model->to(Device::cpu());
   }
 
+  /// The recipe finetune() trains with, for a run folder `run` (absolute, or under <dir>)
+  /// and `epochs`: what a search's per-trial fine-tuning (lab3) uses.
+  train::TrainConfig finetune_config(const std::string& run, int epochs) const {
+    return config(run, epochs, o_.finetune_learning_rate, nn::detail::derive_seed(o_.seed, 1));
+  }
+  /// Rows per evaluation batch.
+  std::int64_t eval_batch_size() const { return std::max<std::int64_t>(o_.batch_size, 1024); }
+
   /// Accuracy on the test split.
   double test_accuracy(nn::Module& model) const {
     return train::evaluate(model, data_.test, std::max<std::int64_t>(o_.batch_size, 1024)).accuracy;

@@ -144,12 +144,15 @@ class TextLab : public LabBase {
   }
 
   /// Saves `model` as <dir>/<name>.safetensors (with its config.json beside it) for the next
-  /// lab step, `qnum test` and `qnum predict`: its config (Hugging Face's keys), the
-  /// tokenizer's fingerprint, the lab's recipe (max_length included) and `extra`.
-  std::filesystem::path save_model(Model& model, const std::string& name,
+  /// lab step, `qnum test` and `qnum predict`: its config (Hugging Face's keys; a NAS model's
+  /// own, else the lab's), the tokenizer's fingerprint, the lab's recipe (max_length
+  /// included) and `extra`.
+  std::filesystem::path save_model(nn::Module& model, const std::string& name,
                                    const nlohmann::json& extra = nlohmann::json::object()) const {
-    write_file_atomic(dir_ / "config.json", model.config.to_json().dump(2) + "\n");
-    nlohmann::json meta = cli::detail::bert_metadata(model.config, data_);
+    const auto* bert = dynamic_cast<const Model*>(&model);
+    const models::BertConfig& bc = bert != nullptr ? bert->config : config_;
+    write_file_atomic(dir_ / "config.json", bc.to_json().dump(2) + "\n");
+    nlohmann::json meta = cli::detail::bert_metadata(bc, data_);
     meta["config"] = train::to_json(config("", o_.epochs, o_.learning_rate, 42));
     for (const auto& [k, v] : extra.items()) meta[k] = v;
     return save_model_with(model, name, meta);
@@ -175,6 +178,12 @@ class TextLab : public LabBase {
                  nn::detail::derive_seed(42, 1));
   }
 
+  /// The recipe finetune() trains with at the fine-tuning rate, for a run folder `run`
+  /// (absolute, or under <dir>) and `epochs`: what a search's per-trial fine-tuning (lab3) uses.
+  train::TrainConfig finetune_config(const std::string& run, int epochs) const {
+    return config(run, epochs, o_.finetune_learning_rate, nn::detail::derive_seed(42, 1));
+  }
+
   /// Accuracy on the test split.
   double test_accuracy(const std::shared_ptr<Model>& model) const {
     return train::evaluate(*model, models::bert_forward(model), data_.test, eval_batch_size()).accuracy;
@@ -194,9 +203,10 @@ class TextLab : public LabBase {
     }
   }
 
- private:
+  /// Rows per evaluation batch.
   std::int64_t eval_batch_size() const { return std::max<std::int64_t>(o_.batch_size, 64); }
 
+ private:
   /// The batch order of the fp32 run is seeded 42 (the HF Trainer's default seed, as
   /// `qnum train` does); --seed seeds the model's initialisation and random pruning.
   train::TrainConfig config(const std::string& run, int epochs, double lr, std::uint64_t batch_seed) const {

@@ -3,11 +3,13 @@
 # (jsc-tiny or jsc-s, 1 epoch, a few trials, one thread): exit codes, CSV headers and rows,
 # accuracies in [0, 1], best-so-far columns never decreasing, the plot, same-seed reruns
 # giving the same CSV, the search outputs and stored study, and bad input exiting 2 with one
-# line naming the problem.
-# Usage: test_lab3.sh labs|config   (LAB3_MP, LAB3_FORMATS, QNUM: the binaries)
+# line naming the problem. Mode bert: both programs on a one-layer BERT on text-synthetic
+# (trained, and from a checkpoint trained here), best.safetensors loaded by `qnum test` and
+# by the next lab3 step, and `qnum search --config` on the BERT checkpoint.
+# Usage: test_lab3.sh labs|bert|config   (LAB3_MP, LAB3_FORMATS, QNUM: the binaries)
 set -uo pipefail
 
-mode=${1:?usage: test_lab3.sh labs|config}
+mode=${1:?usage: test_lab3.sh labs|bert|config}
 source "$(dirname "$0")/lib.sh"
 
 tiny=(--model jsc-tiny --epochs 1 --threads 1 --no-progress)
@@ -38,6 +40,7 @@ case "$mode" in
     check_best fmt "$tmp/fmt/results.csv" "trial,integer,log,binary,mixed" 3
     grep -q '^mixed,tpe,0,.*"11/format=' "$tmp/fmt/trials.csv" || fail "fmt: mixed trial params not recorded"
     grep -q '^binary,tpe,0,.* 2/format=binary:bipolar ' "$tmp/fmt/trials.csv" || fail "fmt: binary curve params"
+    [ -s "$tmp/fmt/best.safetensors" ] || fail "fmt: no best.safetensors"
     # Bad arguments.
     expect_one_line_error sampler "unknown sampler 'cmaes'" "$LAB3_MP" --samplers tpe,cmaes --output-dir "$tmp/x1"
     expect_one_line_error width "--widths: 40 must be in \[2, 32\]" "$LAB3_MP" --widths 8,40 --output-dir "$tmp/x2"
@@ -45,6 +48,90 @@ case "$mode" in
     expect_one_line_error layers "match no layer with op linear" "$LAB3_MP" --layers nothing --output-dir "$tmp/x4"
     expect_one_line_error family "family 'posit' has no variants" "$LAB3_FORMATS" --families integer,posit --output-dir "$tmp/x5"
     [ ! -e "$tmp/x5" ] || fail "family: output directory created for a bad argument"
+    ;;
+  bert)
+    : "${LAB3_MP:?set LAB3_MP}" "${LAB3_FORMATS:?set LAB3_FORMATS}" "${QNUM:?set QNUM}"
+    model=bert:1-64-2-128
+    bert=(--model $model --limit 48 --max-length 16 --threads 1 --no-progress)
+    # Task 1 on BERT, trained here (1 epoch): the eight Linears searched, best model saved.
+    run bmp 0 "$LAB3_MP" "${bert[@]}" --trials 3 --output-dir "$tmp/bmp"
+    check_best bmp "$tmp/bmp/results.csv" "trial,tpe" 3
+    grep -q "on text-synthetic, 1 epoch fp32" "$tmp/bmp.out" || fail "bmp: not BERT's defaults (text-synthetic, 1 epoch)"
+    grep -q "8 layers" "$tmp/bmp.out" || fail "bmp: not the eight Linears of a one-layer BERT"
+    grep -q 'bert.encoder.layer.0.attention.self.query/width=' "$tmp/bmp/trials.csv" || fail "bmp: BERT params not recorded"
+    # BitOPs per sample of a token model: positive, and no more than the float32 model's.
+    awk -F, 'NR > 1 && $7 == "COMPLETE" && !($6 > 0) { bad = 1 } END { exit bad }' "$tmp/bmp/trials.csv" ||
+      fail "bmp: a trial without BitOPs"
+    [ -s "$tmp/bmp/best.safetensors" ] && [ -s "$tmp/bmp/config.json" ] || fail "bmp: no best.safetensors/config.json"
+    run btest 0 "$QNUM" test $model text-synthetic --load "$tmp/bmp/best" --limit 48 --threads 1 --json
+    grep -q '"accuracy"' "$tmp/btest.out" || fail "btest: qnum test did not load the best model: $(cat "$tmp/btest.out")"
+    grep -q '"max_length":16' "$tmp/btest.out" || fail "btest: qnum test did not tokenize as the lab run: $(cat "$tmp/btest.out")"
+    # Task 2 from a checkpoint trained by qnum train: every lab3 family plus mixed, best saved.
+    run btrain 0 "$QNUM" train $model text-synthetic --max-epochs 1 --limit 48 --max-length 16 --threads 1 \
+      --no-progress --output-dir "$tmp/brun"
+    run bfmt 0 "$LAB3_FORMATS" "${bert[@]}" --trials 1 --load "$tmp/brun/best" --layers '.*(query|classifier)' \
+      --output-dir "$tmp/bfmt"
+    check_best bfmt "$tmp/bfmt/results.csv" \
+      "trial,integer,minifloat_denorm,minifloat_ieee,log,block_fp,block_minifloat,block_log,binary,binary_scaling,residual_sign,mixed" 1
+    grep -q "loaded $tmp/brun/best" "$tmp/bfmt.out" || fail "bfmt: did not start from the checkpoint"
+    grep -q '^residual_sign,tpe,0,[0-9.]\+,' "$tmp/bfmt/trials.csv" || fail "bfmt: residual_sign trial did not complete"
+    grep -q '^binary_scaling,tpe,0,[0-9.]\+,' "$tmp/bfmt/trials.csv" || fail "bfmt: binary_scaling trial did not complete"
+    # The chain goes on: task 1 from task 2's best (its quantized layers restored), same accuracy when loaded.
+    run bchain 0 "$LAB3_MP" "${bert[@]}" --trials 1 --load "$tmp/bfmt/best" --layers '.*classifier' \
+      --output-dir "$tmp/bchain"
+    grep -q "loaded $tmp/bfmt/best" "$tmp/bchain.out" || fail "bchain: did not start from lab3-format-search's best"
+    # A checkpoint of another model family: one line naming both.
+    run jtrain 0 "$QNUM" train jsc-tiny jsc-synthetic --max-epochs 1 --threads 1 --no-progress --output-dir "$tmp/jrun"
+    expect_one_line_error bwrong "holds model 'jsc-tiny'.*not '$model'" "$LAB3_MP" "${bert[@]}" --load "$tmp/jrun/best" \
+      --output-dir "$tmp/bwrong"
+    [ ! -e "$tmp/bwrong" ] || fail "bwrong: output directory created for a wrong checkpoint"
+    # qnum search --config on the BERT checkpoint (the model and max length from the config).
+    cat >"$tmp/bert.toml" <<TOML
+model = "$model"
+dataset = "text-synthetic"
+load_name = "$tmp/brun/best"
+output_dir = "$tmp/bout"
+threads = 1
+limit = 48
+[search.search_space]
+name = "mixed_precision_families"
+layers = ".*(query|value)"
+families = ["integer", "minifloat_ieee"]
+[search.strategy]
+sampler = "tpe"
+n_trials = 3
+TOML
+    run bcfg 0 "$QNUM" search --config "$tmp/bert.toml" --json
+    python3 - "$tmp/bcfg.out" <<'PY' || fail "bcfg: $(cat "$tmp/bcfg.out")"
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+assert d["layers"] == 2 and d["completed"] == 3, d
+b = d["best_trial"]
+assert set(b["params"]) == {"bert.encoder.layer.0.attention.self.query/format",
+                            "bert.encoder.layer.0.attention.self.value/format"}, b
+assert 0 <= b["metrics"]["accuracy"] <= 1 and b["metrics"]["bitops"] > 0, b
+PY
+    run btx 0 "$QNUM" transform --config "$tmp/bout/best_transform.json" --output-dir "$tmp/btx" --limit 48
+    grep -q "quantize: 2 layer(s) changed" "$tmp/btx.out" || fail "btx: the best config did not quantize 2 layers"
+    # A seed table naming no layer: a warning listing the layers.
+    cat >"$tmp/bseed.toml" <<TOML
+model = "$model"
+load_name = "$tmp/brun/best"
+output_dir = "$tmp/bseed"
+threads = 1
+limit = 48
+[search.search_space]
+name = "graph/quantize/mixed_precision_ptq"
+seed.default.config = { name = ["integer"], data_in_width = [8], weight_width = [4, 8] }
+seed.encoder_layer_9_query.config = { name = ["integer"], weight_width = [2] }
+[search.strategy]
+n_trials = 1
+TOML
+    run bseed 0 "$QNUM" search --config "$tmp/bseed.toml"
+    grep -q "seed.encoder_layer_9_query names no layer of the model (layers: .*classifier" "$tmp/bseed.err" ||
+      fail "bseed: no warning listing the layers: $(cat "$tmp/bseed.err")"
+    expect_one_line_error bcfgwrong "holds model 'jsc-tiny'" "$QNUM" search --config "$tmp/bert.toml" \
+      --load "$tmp/jrun/best" --output-dir "$tmp/bx"
     ;;
   config)
     : "${QNUM:?set QNUM}"

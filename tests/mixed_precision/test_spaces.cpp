@@ -3,6 +3,7 @@
 // models and configs per trial, metrics and their combination, searches with TPE and NSGA-II.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -134,6 +135,37 @@ TEST_CASE("mixed_precision.space: every family variant quantizes jsc-s and gives
         }).find("family 'posit' has no variants") != std::string::npos);
   CHECK(error_of([] { format_variant("integer:w3"); }).find("unknown format variant 'integer:w3'") !=
         std::string::npos);
+}
+
+TEST_CASE("mixed_precision.space: residual_sign gives a Linear the sum of its levels; binary_scaling scales weights") {
+  // MASE's LinearBinaryResidualSign multiplies x-hat = sum of the stacked levels: the layer's
+  // output is the plain Linear on that sum (exact float32 sums of the levels here).
+  const Format rs = Format::parse("residual_sign:levels=2");
+  const Tensor x = Tensor::uniform({3, 16}, 7, -1.5f, 1.5f, true);
+  const auto levels = rs.quantize(x.values(), Shape{3, 16}, Role::activation);
+  REQUIRE(levels.size() == 2 * 48);
+  nn::Linear plain(16, 4, true, 3), quantized(16, 4, true, 3);
+  quantized.load_state_dict(plain.state_dict());
+  passes::quantize(quantized, {{"by", "type"}, {"linear", {{"config", format_variant("residual_sign:l2").config}}}});
+  REQUIRE(quantized.quant().data_in);
+  CHECK(quantized.quant().weight->to_string().starts_with("binary"));
+  std::vector<float> summed(48);
+  for (std::size_t i = 0; i < 48; ++i) summed[i] = levels[i] + levels[48 + i];
+  const Tensor xhat({3, 16}, summed);
+  plain.set_quant(nn::QuantConfig{std::nullopt, quantized.quant().weight, std::nullopt, std::nullopt});
+  const Tensor want = plain(xhat), got = quantized(x);
+  for (std::int64_t i = 0; i < want.numel(); ++i) CHECK(got.data()[i] == want.data()[i]);
+  // The straight-through gradient reaches the input.
+  sum(got).backward();
+  REQUIRE(x.grad().size() == 48);
+  CHECK(std::any_of(x.grad().begin(), x.grad().end(), [](float g) { return g != 0.0f; }));
+  // binary_scaling:alpha: weights {0, alpha} per output channel, input and bias float32.
+  const auto& alpha = format_variant("binary_scaling:alpha").config;
+  CHECK(alpha.at("weight_bipolar") == false);
+  CHECK(!alpha.contains("data_in_bipolar"));
+  const auto lab3 = lab3_families();
+  CHECK(lab3.size() == 10);
+  for (const auto& f : lab3) CHECK_NOTHROW(variant_labels({f}));
 }
 
 TEST_CASE("mixed_precision.objective: fresh model and config per trial; metrics combine as configured") {

@@ -74,9 +74,12 @@ class Quantizable {
   bool is_quantized() const { return quant_.any(); }
 
  protected:
-  /// x fake-quantized with `f` (the identity when f is empty).
+  /// x fake-quantized with `f` (the identity when f is empty); a format that stacks levels
+  /// (residual_sign) gives the sum of its levels, as MASE's residual-sign layers use it.
   static Tensor maybe_quantize(const Tensor& x, const std::optional<Format>& f, Role role) {
-    return f && x.defined() ? fake_quantize(x, *f, role) : x;
+    if (!f || !x.defined()) return x;
+    if (f->grouping() == Grouping::stacked) return fake_quantize_levels_summed(x, *f, role);
+    return fake_quantize(x, *f, role);
   }
   Tensor quantize_in(const Tensor& x) const { return maybe_quantize(x, quant_.data_in, quant_.data_in_role); }
   Tensor quantize_out(const Tensor& y) const { return maybe_quantize(y, quant_.data_out, Role::activation); }

@@ -19,6 +19,7 @@
 
 #include "qnum/core/error.hpp"
 #include "qnum/data/dataset.hpp"
+#include "qnum/models/forward.hpp"
 #include "qnum/nn/module.hpp"
 #include "qnum/passes/cost.hpp"
 #include "qnum/passes/quantize.hpp"
@@ -92,14 +93,19 @@ inline std::vector<double> objective_values(const QuantizedMetrics& r, const std
   return v;
 }
 
-/// Measures quantize configs on fresh copies of a base model.
-struct QuantizedEvaluator {
+/// Measures quantize configs on fresh copies of a base model, on a split of `Data`: feature
+/// rows (data::Dataset, QuantizedEvaluator) or tokenized text (data::TokenDataset,
+/// TextQuantizedEvaluator; forward_of gives BERT's forward).
+template <class Data>
+struct BasicQuantizedEvaluator {
   std::function<std::shared_ptr<nn::Module>()> fresh_model;  ///< a new model holding the base state
-  const data::Dataset* eval = nullptr;                       ///< accuracy/loss split (validation)
+  /// The forward of a model fresh_model built; null: the module maps feature rows to logits.
+  std::function<models::Forward(const std::shared_ptr<nn::Module>&)> forward_of;
+  const Data* eval = nullptr;                                ///< accuracy/loss split (validation)
   std::int64_t batch_size = 1024;                            ///< evaluation batch
-  Tensor example;                                            ///< the batch traced for BitOPs
-  int finetune_epochs = 0;                                   ///< > 0: QAT per trial (needs train)
-  const data::Dataset* train = nullptr;
+  Tensor example;  ///< the input traced for BitOPs (feature rows, or token ids [texts, tokens])
+  int finetune_epochs = 0;  ///< > 0: QAT per trial (needs train)
+  const Data* train = nullptr;
   train::TrainConfig finetune;  ///< fine-tuning settings (max_epochs and output_dir set per trial)
 
   /// Quantizes a fresh model with `qconfig`, fine-tunes it into `run_dir` when asked, and
@@ -108,6 +114,7 @@ struct QuantizedEvaluator {
                               std::shared_ptr<nn::Module>* out = nullptr) const {
     qnum::detail::require(fresh_model && eval != nullptr, "QuantizedEvaluator: no model or evaluation split");
     auto model = fresh_model();
+    const models::Forward forward = forward_of ? forward_of(model) : models::features_forward(model);
     const auto report = passes::quantize(*model, qconfig);
     QuantizedMetrics r;
     r.quantized_layers = report.changed();
@@ -117,10 +124,11 @@ struct QuantizedEvaluator {
       auto c = finetune;
       c.max_epochs = finetune_epochs;
       c.output_dir = run_dir.string();
-      train::Trainer t(model, c);
+      train::Trainer t(model, forward, c);
       t.fit(*train, *eval);
+      model->to(Device::cpu());  // measured (and traced) on the host
     }
-    const auto e = train::evaluate(*model, *eval, batch_size);
+    const auto e = train::evaluate(*model, forward, *eval, batch_size);
     r.accuracy = e.accuracy;
     r.loss = e.loss;
     const auto size = passes::model_size(*model);
@@ -133,5 +141,8 @@ struct QuantizedEvaluator {
     return r;
   }
 };
+
+using QuantizedEvaluator = BasicQuantizedEvaluator<data::Dataset>;
+using TextQuantizedEvaluator = BasicQuantizedEvaluator<data::TokenDataset>;
 
 }  // namespace qnum::search

@@ -51,8 +51,9 @@ inline nlohmann::json on_operands(const std::string& family, const nlohmann::jso
 
 /// The variants of every family the families space knows, a few widths each (8-bit first).
 /// Binary and ternary quantize weights only (inputs and biases stay float32), as MASE's
-/// LinearBinary/LinearTernary weight quantizers; every other family covers data_in, weight
-/// and bias. Block and MX families use blocks of 16 along the last axis (JSC's narrowest
+/// LinearBinary/LinearTernary weight quantizers; binary_scaling and residual_sign are MASE's
+/// LinearBinaryScaling and LinearBinaryResidualSign (comments below); every other family
+/// covers data_in, weight and bias. Block and MX families use blocks of 16 along the last axis (JSC's narrowest
 /// layers are 16 wide).
 inline const std::vector<FormatVariant>& format_variants() {
   using detail::on_operands;
@@ -88,10 +89,27 @@ inline const std::vector<FormatVariant>& format_variants() {
       {"mxfp:e2m1", "mxfp", on_operands("mxfp", {{"exponent_width", 2}, {"frac_width", 1}, {"block_size", 16}})},
       {"scale_integer:w8", "scale_integer", on_operands("scale_integer", {{"width", 8}})},
       {"binary:bipolar", "binary", on_operands("binary", {{"bipolar", true}}, {"weight"})},
+      // Binary with scaling: weights {0, alpha} with alpha per output channel (qnum's binary
+      // bipolar=false; MASE's needs 4-D tensors, spec/formats.md 2.9), or MASE's
+      // LinearBinaryScaling as it runs with binary_training (input, weight and bias to +-1;
+      // no scale despite the name, spec/system.md's layer table).
+      {"binary_scaling:alpha", "binary_scaling", on_operands("binary", {{"bipolar", false}}, {"weight"})},
+      {"binary_scaling:mase", "binary_scaling", on_operands("binary", {{"bipolar", true}})},
+      // Residual sign (MASE's LinearBinaryResidualSign at initialisation): the input as the sum
+      // of L residual-sign levels, weights binary +-1, bias float32.
+      {"residual_sign:l2", "residual_sign", json{{"name", "residual_sign"}, {"data_in_levels", 2}, {"weight", "binary"}}},
+      {"residual_sign:l3", "residual_sign", json{{"name", "residual_sign"}, {"data_in_levels", 3}, {"weight", "binary"}}},
       {"ternary:scaled", "ternary", on_operands("ternary", {{"scaling_factor", true}}, {"weight"})},
       {"float", "float", json{{"name", nullptr}}},
   };
   return v;
+}
+
+/// The families of MASE lab 3 task 2, one curve each: integer, minifloat denorm, minifloat
+/// IEEE, log, block FP, block minifloat, block log, binary, binary with scaling, residual sign.
+inline std::vector<std::string> lab3_families() {
+  return {"integer",   "minifloat_denorm", "minifloat_ieee", "log",           "block_fp",
+          "block_minifloat", "block_log",  "binary",         "binary_scaling", "residual_sign"};
 }
 
 /// The families format_variants() covers, in its order ("float" excluded).

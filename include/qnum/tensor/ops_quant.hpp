@@ -48,13 +48,16 @@ inline std::vector<std::uint8_t> ste_keep(const Format& f, std::span<const float
   return keep;
 }
 
+inline Tensor with_ste(const Tensor& x, const Format& f, FloatBuffer y);
+
 }  // namespace detail
 
 /// Fake quantization: the values of `f.quantize(x, shape, role)` (computed by
 /// kernel::quantize, bit for bit the same) with the straight-through gradient of
 /// f.policy.ste: `identity` passes the gradient unchanged, `clipped` passes it where x lies
 /// in ste_range(f) and zeroes it elsewhere. Formats whose output shape differs from the
-/// input's (residual_sign) are an error. A rank-0 tensor is quantized as shape [1].
+/// input's (residual_sign) are an error (fake_quantize_levels_summed takes them). A rank-0
+/// tensor is quantized as shape [1].
 inline Tensor fake_quantize(const Tensor& x, const Format& f, Role role = Role::activation) {
   f.validate();
   const Shape qshape = x.rank() == 0 ? Shape{1} : x.shape();
@@ -67,6 +70,30 @@ inline Tensor fake_quantize(const Tensor& x, const Format& f, Role role = Role::
   }
   FloatBuffer y(static_cast<std::size_t>(x.numel()));
   kernel::quantize(f, x.values(), y, qshape, role);
+  return detail::with_ste(x, f, std::move(y));
+}
+
+/// Fake quantization by a format that stacks levels ([L, ...shape]: residual_sign): the sum
+/// of the levels, x-hat = sum_l o_l, the value MASE's LinearBinaryResidualSign multiplies
+/// (spec/formats.md 2.9), with fake_quantize's straight-through gradient. Host tensors only.
+inline Tensor fake_quantize_levels_summed(const Tensor& x, const Format& f, Role role = Role::activation) {
+  f.validate();
+  detail::require(!x.is_cuda(), "fake_quantize: format '", f.to_string(),
+                  "' stacks levels and runs on the host; use --device cpu");
+  const Shape qshape = x.rank() == 0 ? Shape{1} : x.shape();
+  const auto n = static_cast<std::size_t>(x.numel());
+  FloatBuffer levels(static_cast<std::size_t>(numel(f.output_shape(qshape))));
+  kernel::quantize(f, x.values(), levels, qshape, role);
+  FloatBuffer y(levels.begin(), levels.begin() + static_cast<std::ptrdiff_t>(n));
+  for (std::size_t l = 1; l < levels.size() / n; ++l)
+    for (std::size_t i = 0; i < n; ++i) y[i] += levels[l * n + i];  // float32, level by level as torch's sum
+  return detail::with_ste(x, f, std::move(y));
+}
+
+namespace detail {
+
+/// `y` (the quantized values of x) as fake_quantize's result: the gradient of f.policy.ste.
+inline Tensor with_ste(const Tensor& x, const Format& f, FloatBuffer y) {
   std::shared_ptr<const std::vector<std::uint8_t>> keep;  // null: identity STE
   if (f.policy.ste == Ste::clipped && autograd::grad_enabled() && x.requires_grad())
     keep = std::make_shared<const std::vector<std::uint8_t>>(detail::ste_keep(f, x.values()));
@@ -78,5 +105,7 @@ inline Tensor fake_quantize(const Tensor& x, const Format& f, Role role = Role::
   });
   return keep ? out : autograd::passes_gradient(std::move(out));  // identity STE: no copy
 }
+
+}  // namespace detail
 
 }  // namespace qnum
