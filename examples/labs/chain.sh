@@ -195,7 +195,9 @@ step test final_test
 echo "chain: $model on $dataset ($budget budget), in $out"
 for s in $steps; do
   [ -f "$out/$s/log.txt" ] || continue
-  line=$(grep -m 1 -E '^(test |best )' "$out/$s/log.txt" | tr -s ' ' || true)
+  line=$({ grep -m 1 -E '^test +loss' "$out/$s/log.txt" || grep -m 1 -E '^best +/' "$out/$s/log.txt" ||
+    grep -m 1 -E '^(test |lora +[0-9]|accuracy +before)' "$out/$s/log.txt"; } |
+    tr -s ' ' | cut -c 1-160 || true)
   printf '  %-9s %s\n' "$s" "${line:-(see $out/$s/log.txt)}"
 done
 [ ! -f "$out/test/log.txt" ] || sed 's/^/  | /' "$out/test/log.txt"
