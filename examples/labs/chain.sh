@@ -23,13 +23,15 @@
 #
 # Usage: chain.sh --model bert-tiny --dataset imdb --output-dir runs/chain [--budget quick|full]
 #                 [--limit N] [--epochs N] [--trials N] [--max-length N] [--threads N] [--seed N]
-#                 [--bin DIR] [--steps "train ptq-qat ..."]
+#                 [--nas-space mase|small] [--bin DIR] [--steps "train ptq-qat ..."]
+# --nas-space small searches 1-2 layers, 2/4 heads, hidden 64/128, intermediate 256/512 (what a
+# CPU trains in minutes); mase (the full budget's default) is MASE's space.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 configs=$(dirname "$here")/configs
 model=bert-tiny dataset=text-synthetic out="" budget=full threads="" seed=0
-limit="" epochs="" trials="" max_length="" steps=""
+limit="" epochs="" trials="" max_length="" steps="" nas=""
 bin=${QNUM_BIN_DIR:-$(cd "$here/../.." && pwd)/build/examples}
 
 die() {
@@ -52,11 +54,13 @@ while [ $# -gt 0 ]; do
     --seed) value "$@"; seed=$2; shift 2 ;;
     --bin) value "$@"; bin=$2; shift 2 ;;
     --steps) value "$@"; steps=$2; shift 2 ;;
+    --nas-space) value "$@"; nas=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
 case "$budget" in quick | full) ;; *) die "--budget must be quick or full, got '$budget'" ;; esac
+case "$nas" in "" | mase | small) ;; *) die "--nas-space must be mase or small, got '$nas'" ;; esac
 for n in limit epochs trials max_length threads seed; do
   v=${!n}
   [ -z "$v" ] || [[ "$v" =~ ^[0-9]+$ ]] || die "--${n//_/-} must be a non-negative integer, got '$v'"
@@ -86,6 +90,8 @@ if [ "$budget" = quick ]; then
 else
   widths=4,8,16 sparsities=0.3,0.5,0.7 nas_space=() families=""
 fi
+[ "$nas" != small ] || nas_space=(--layers 1,2 --heads 2,4 --hidden-sizes 64,128 --intermediate-sizes 256,512)
+[ "$nas" != mase ] || nas_space=()
 common=(--seed "$seed")
 [ -z "$threads" ] || common+=(--threads "$threads")
 data=()
