@@ -394,3 +394,20 @@ TEST_CASE("search.sqlite: bad URLs, files and directions give clear errors and c
 }
 
 #endif  // QNUM_HAVE_SQLITE
+
+TEST_CASE("sqlite: stored datetimes round-trip; tampered ones are refused, never overflow") {
+  using qnum::search::detail::parse_sql_datetime;
+  using qnum::search::detail::sql_datetime;
+  const auto t = qnum::search::TimePoint(std::chrono::microseconds(1795840260123456LL));  // 2026-11-28 04:31:00.123456
+  CHECK(sql_datetime(t) == "2026-11-28 04:31:00.123456");
+  REQUIRE(parse_sql_datetime(sql_datetime(t)).has_value());
+  CHECK(*parse_sql_datetime(sql_datetime(t)) == t);
+  CHECK(parse_sql_datetime("2026-11-28 04:31:00.5") ==
+        qnum::search::TimePoint(std::chrono::microseconds(1795840260500000LL)));  // fraction digits trimmed
+  CHECK(parse_sql_datetime("2026-11-28T04:31:00") ==
+        qnum::search::TimePoint(std::chrono::microseconds(1795840260000000LL)));
+  // The fuzzer's case (fuzz_study_rows): a year with too many digits made secs * 10^6 overflow.
+  for (const char* bad : {"20262026-11-28 04:31:00.123456", "2026-13-28 04:31:00", "2026-11-28 25:61:61",
+                          "2026-11-28 04:31", "2026-11-28 04:31:00.", "-026-11-28 04:31:00", ""})
+    CHECK_MESSAGE(!parse_sql_datetime(bad).has_value(), std::string(bad));
+}

@@ -52,18 +52,34 @@ inline std::string sql_datetime(TimePoint t) {
                 tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(frac));
   return buf;
 }
+/// The inverse of sql_datetime: "YYYY-MM-DD HH:MM:SS" then up to 6 fraction digits (what
+/// SQLite and PostgreSQL give back; anything after is ignored). nullopt for anything else,
+/// including out-of-range fields, so a tampered row cannot overflow the arithmetic.
 inline std::optional<TimePoint> parse_sql_datetime(const std::string& s) {
-  std::tm tm{};
-  int y, mo, d, h, mi, sec;
-  if (std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &sec) != 6) return std::nullopt;
-  tm.tm_year = y - 1900, tm.tm_mon = mo - 1, tm.tm_mday = d, tm.tm_hour = h, tm.tm_min = mi, tm.tm_sec = sec;
+  if (s.size() < 19 || s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') || s[13] != ':' || s[16] != ':')
+    return std::nullopt;
+  bool ok = true;
+  const auto field = [&](std::size_t pos, std::size_t len) {
+    int v = 0;
+    for (std::size_t i = pos; i < pos + len; ++i) {
+      ok &= s[i] >= '0' && s[i] <= '9';
+      v = v * 10 + (s[i] - '0');
+    }
+    return v;
+  };
+  const int y = field(0, 4), mo = field(5, 2), d = field(8, 2), h = field(11, 2), mi = field(14, 2), sec = field(17, 2);
+  if (!ok || y < 1 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
   long long micro = 0;
-  if (const auto dot = s.find('.'); dot != std::string::npos) {
-    std::string f = s.substr(dot + 1, 6);
-    while (f.size() < 6) f += '0';
-    micro = std::atoll(f.c_str());
+  if (s.size() > 19 && s[19] == '.') {
+    int digits = 0;
+    for (std::size_t i = 20; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i)
+      if (digits < 6) micro = micro * 10 + (s[i] - '0'), ++digits;
+    if (digits == 0) return std::nullopt;
+    for (; digits < 6; ++digits) micro *= 10;
   }
-  const auto secs = static_cast<long long>(timegm(&tm));
+  std::tm tm{};
+  tm.tm_year = y - 1900, tm.tm_mon = mo - 1, tm.tm_mday = d, tm.tm_hour = h, tm.tm_min = mi, tm.tm_sec = sec;
+  const auto secs = static_cast<long long>(timegm(&tm));  // |secs| < 2.6e11 for years 1..9999
   return TimePoint(std::chrono::microseconds(secs * 1000000 + micro));
 }
 
