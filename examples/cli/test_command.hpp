@@ -51,7 +51,8 @@ class TestCommand {
     qnum::detail::require(threads_ >= 0, "test: --threads must be >= 0, got ", threads_);
     if (threads_ > 0) set_num_threads(threads_);
     require_matching_data(model_, dataset_);
-    const bool text = models::model_spec(model_).input == models::InputKind::tokens;
+    const models::InputKind input = models::model_spec(model_).input;
+    const bool text = input == models::InputKind::tokens;
     // A BERT name may be a pretrained download (data::resolve_pretrained); a .bin is torch's.
     const std::string load = text ? data::resolve_pretrained(load_).string() : load_;
     const auto meta = std::filesystem::path(load).extension() == ".bin" ? nlohmann::json::object()
@@ -60,7 +61,7 @@ class TestCommand {
     nlohmann::json out{{"model", model_}, {"dataset", dataset_}, {"checkpoint", load_}, {"split", "test"}};
     if (meta.contains("epoch")) out["epoch"] = meta["epoch"];
     const std::int64_t max_length = detail::run_max_length(meta, max_length_);
-    const auto ev = with_splits(models::model_spec(model_).input, dataset_, max_length, limit_, load, [&](const auto& data) {
+    const auto ev = with_splits(input, dataset_, max_length, limit_, load, [&](const auto& data) {
       const auto m = model_for(load, meta, data);
       m.module->to(Device::parse(device_));
       const bool batch_given = cmd_->get_option("--batch-size")->count() > 0;
