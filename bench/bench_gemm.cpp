@@ -24,7 +24,7 @@
 #include <random>
 #include <vector>
 
-#include "../examples/cli/bench_gemm.hpp"
+#include "common/bench_gemm.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Training benchmarks: one epoch of jsc-tiny and of the 16-64-32-32-5 BatchNorm/ReLU MLP over
-// 600,000 jsc-synthetic rows at batch 256 with Adam (examples/cli/bench_train.hpp, the loop
+// 600,000 jsc-synthetic rows at batch 256 with Adam (apps/common/bench_train.hpp, the loop
 // of `qnum bench train`). Only the epoch is timed (manual time; data generation excluded).
 // Counters: rows_per_s, cpu_seconds (process CPU time of the epoch) and peak_rss_mb (the
 // resident-set high-water mark during the epoch, reset right before it). The baseline has
@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "../examples/cli/bench_train.hpp"
+#include "common/bench_train.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs `qnum bench quantize` for every format family and mode and prints the perf.md table.
 
-    python3 bench/quantize_table.py [--qnum build/examples/qnum] [--size N] [--threads T] [--cpu C]
+    python3 bench/quantize_table.py [--qnum build/bin/qnum] [--size N] [--threads T] [--cpu C]
 
 Each row is one `qnum bench quantize --json` call: the kernel and memcpy of the same buffer
 alternate inside it, so the ratio column is a same-run ratio (GB/s count 4 bytes read and 4
@@ -29,7 +29,7 @@ ROWS = [
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--qnum", default="build/examples/qnum")
+    ap.add_argument("--qnum", default="build/bin/qnum")
     ap.add_argument("--size", type=int, default=4 * 1024 * 1024)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cpu", type=int, default=None)

@@ -2,7 +2,7 @@
 """PyTorch baseline for `qnum bench train`: one training epoch of a JSC model.
 
 Development tool only (qnum never needs Python); PyTorch from PyPI (`pip install torch`).
-The same work as examples/cli/bench_train.hpp: `--rows` JSC-like rows (16 standardised
+The same work as apps/common/bench_train.hpp: `--rows` JSC-like rows (16 standardised
 features, 5 classes), a fresh shuffled order, batches of `--batch-size` (the last one
 short), and per batch zero_grad, forward, cross_entropy, loss.item(), backward and an
 Adam step (lr 1e-3, torch's defaults). Batches are taken by indexing the feature tensor

@@ -1,4 +1,4 @@
-// Transform/quantize pass configs (`qnum transform --config`, examples/cli/transform_command.hpp):
+// Transform/quantize pass configs (`qnum transform --config`, apps/cli/transform_command.hpp):
 // the first byte picks TOML or JSON; the file is read as the CLI reads it, and its [passes]
 // (quantize, prune, lora) are applied to a jsc-tiny model with calibration data — applied,
 // or refused naming the key.

@@ -1,4 +1,4 @@
-// `qnum train --config run.toml` (examples/cli/run_config.hpp): TOML parsed into overrides,
+// `qnum train --config run.toml` (apps/cli/run_config.hpp): TOML parsed into overrides,
 // or refused with FILE:LINE:COLUMN and the key.
 #include "cli/run_config.hpp"
 #include "fuzz_input.hpp"

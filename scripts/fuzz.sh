@@ -32,7 +32,7 @@ generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
-        -DQNUM_BUILD_FUZZ=ON -DQNUM_BUILD_TESTS=OFF -DQNUM_BUILD_EXAMPLES=OFF "${launcher[@]}" > /dev/null
+        -DQNUM_BUILD_FUZZ=ON -DQNUM_BUILD_TESTS=OFF -DQNUM_BUILD_APPS=OFF "${launcher[@]}" > /dev/null
 fi
 # study_rows exists only where SQLite was found: dropped from the default list otherwise.
 if [ $# -eq 0 ] && ! cmake --build "$build" --target help 2>/dev/null | grep -q 'fuzz_study_rows'; then

@@ -4,12 +4,12 @@
 # and MASE-compatible) printing the error table, train a small JSC model, quantize + prune
 # another with `qnum transform`, and take a small BERT through train, resume, test and
 # predict on the offline text set, with the same commands; then build the lab programs and take
-# one small BERT through every lab in order (examples/labs/chain.sh, a minute on the offline set).
+# one small BERT through every lab in order (apps/labs/chain.sh, a minute on the offline set).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install-deps.sh"
 QNUM_TARGETS=qnum bash "$root/scripts/build.sh"
-qnum=${QNUM_BUILD_DIR:-$root/build}/examples/qnum
+qnum=${QNUM_BUILD_DIR:-$root/build}/bin/qnum
 echo
 "$qnum" formats
 echo
@@ -44,6 +44,6 @@ echo
 # small settings for the offline set; the same command with --dataset imdb runs the real lab).
 QNUM_TARGETS="lab0-lora lab1-ptq-qat lab1-prune lab2-nas lab2-compression lab3-mixed-precision lab3-format-search" \
   bash "$root/scripts/build.sh"
-bash "$root/examples/labs/chain.sh" --model bert:1-64-2-128 --dataset text-synthetic --budget quick \
+bash "$root/apps/labs/chain.sh" --model bert:1-64-2-128 --dataset text-synthetic --budget quick \
   --output-dir "$runs/chain" --bin "$(dirname "$qnum")"
 rm -rf "$runs"

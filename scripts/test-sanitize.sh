@@ -19,7 +19,7 @@ command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=cca
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
-        -DQNUM_NATIVE=ON -DQNUM_BUILD_TESTS=ON -DQNUM_BUILD_EXAMPLES=ON -DQNUM_BUILD_BENCH=OFF -DQNUM_WITH_CUDA=OFF
+        -DQNUM_NATIVE=ON -DQNUM_BUILD_TESTS=ON -DQNUM_BUILD_APPS=ON -DQNUM_BUILD_BENCH=OFF -DQNUM_WITH_CUDA=OFF
 fi
 # QNUM_SANITIZE_TARGETS="a b": build only these (then pick their tests with ctest -R/-L).
 targets=()

@@ -224,11 +224,34 @@ printf 'a good film\n\nthe plot is bad\n' | "$QNUM" predict $bert --load "$work/
   ok || bad "predict --json from stdin exit code"
 [ "$(grep -c '"probabilities":\[' "$work/pred.json")" = 2 ] && ok || bad "predict --json: want 2 objects"
 expect_error "predict no input" "$QNUM" predict $bert --load "$work/bert/best" --input /dev/null
-stderr_has "predict no input" "no text to classify"
+stderr_has "predict no input" "nothing to classify"
 expect_error "predict jsc checkpoint" "$QNUM" predict $bert --load "$run/best" "a film"
 stderr_has "predict jsc checkpoint" "holds model 'jsc-tiny' (feature rows), not '$bert'"
-expect_error "predict feature model" "$QNUM" predict jsc-tiny --load "$run/best" "a film"
-stderr_has "predict feature model" "takes feature rows"
+# A feature model on raw rows (standardised with the statistics its checkpoint records); a
+# header line naming the features is skipped; the same rows from arguments, a file and stdin
+# give the same lines.
+names=$(tr -d ' \n' < "$run/best.json" | grep -o '"names":\[[^]]*\]' | head -n 1 | sed 's/.*\[//; s/\]//; s/"//g')
+row=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 row2=0.5,-1,0,2,0,0,1,1,1,-3,0,0,0,0.25,0,9
+"$QNUM" predict jsc-tiny --load "$run/best" "$row" "$row2" > "$work/fpred.out" 2>&1 && ok ||
+  bad "predict jsc-tiny exit code ($(cat "$work/fpred.out"))"
+[ "$(grep -cE $'^[gqwzt]\t([01][.][0-9]{4} ){4}[01][.][0-9]{4}\t' "$work/fpred.out")" = 2 ] && ok ||
+  bad "predict jsc-tiny: want 2 lines 'label<TAB>p0 .. p4<TAB>row', got $(cat "$work/fpred.out")"
+[ "$(echo "$names" | tr ',' '\n' | wc -l)" = 16 ] && ok || bad "best.json: want 16 feature names, got '$names'"
+printf '%s\n%s\n%s\n' "$names" "$row" "$row2" > "$work/rows.csv"
+"$QNUM" predict jsc-tiny --load "$run/best" --input "$work/rows.csv" > "$work/fpred2.out" 2>&1 &&
+  cmp -s "$work/fpred.out" "$work/fpred2.out" && ok || bad "predict --input with a header differs from arguments"
+"$QNUM" predict jsc-tiny --load "$run/best" --json < "$work/rows.csv" > "$work/fpred.json" 2>&1 &&
+  [ "$(grep -c '"probabilities":\[' "$work/fpred.json")" = 2 ] && ok || bad "predict jsc-tiny --json from stdin"
+expect_error "predict row width" "$QNUM" predict jsc-tiny --load "$run/best" "a film"
+stderr_has "predict row width" "row 1 has 1 values, the model takes 16"
+expect_error "predict row number" "$QNUM" predict jsc-tiny --load "$run/best" "${row/7/x}"
+stderr_has "predict row number" "'x' is not a finite float32 number"
+expect_error "predict row overflow" "$QNUM" predict jsc-tiny --load "$run/best" "${row/7/1e39}"
+stderr_has "predict row overflow" "'1e39' is not a finite float32 number"
+# A checkpoint of an older qnum: the metadata key renamed in place (same length, same header size).
+LC_ALL=C sed 's/\\"features\\"/\\"featurez\\"/' "$run/best.safetensors" > "$work/old.safetensors"
+expect_error "predict no statistics" "$QNUM" predict jsc-tiny --load "$work/old" "$row"
+stderr_has "predict no statistics" "records no feature statistics"
 expect_error "test bert with jsc checkpoint" "$QNUM" test $bert text-synthetic --load "$run/best"
 stderr_has "test bert with jsc checkpoint" "holds model 'jsc-tiny'"
 expect_error "bert on feature rows" "$QNUM" train bert-tiny jsc-synthetic

@@ -11,7 +11,7 @@ function(run)
   endif()
 endfunction()
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${build} -G ${GENERATOR} -DQNUM_BUILD_TESTS=OFF
-    -DQNUM_BUILD_EXAMPLES=OFF -DQNUM_BUILD_BENCH=OFF -DQNUM_WITH_CUDA=OFF -DCMAKE_INSTALL_PREFIX=${prefix})
+    -DQNUM_BUILD_APPS=OFF -DQNUM_BUILD_BENCH=OFF -DQNUM_WITH_CUDA=OFF -DCMAKE_INSTALL_PREFIX=${prefix})
 run(${CMAKE_COMMAND} --build ${build})  # the compiled part: qnum::kernels
 run(${CMAKE_COMMAND} --install ${build})
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${consumer} -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix})

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lab chain (examples/labs/chain.sh) end to end on the offline sets with its quick budget:
+# The lab chain (apps/labs/chain.sh) end to end on the offline sets with its quick budget:
 # a one-layer BERT on text-synthetic and jsc-tiny on jsc-synthetic, every step from the last
 # step's checkpoint. Checks: every step finished (DONE) and wrote its checkpoint, the trained
 # model learned, the final model's test accuracy is printed; a rerun skips every finished
@@ -11,7 +11,7 @@ set -uo pipefail
 mode=${1:?usage: test_chain.sh text|features}
 source "$(dirname "$0")/lib.sh"
 : "${QNUM_BIN_DIR:?set QNUM_BIN_DIR}"
-chain=$(cd "$(dirname "$0")/../../examples/labs" && pwd)/chain.sh
+chain=$(cd "$(dirname "$0")/../../apps/labs" && pwd)/chain.sh
 
 case "$mode" in
   text)
@@ -54,6 +54,13 @@ ls -d "$out"/prune.killed-* >/dev/null 2>&1 || fail "resume: the killed prune ou
 grep -q 'prune: done in' "$tmp/resume.err" || fail "resume: prune did not run"
 [ "$(grep -c 'done earlier' "$tmp/resume.err")" -eq "$(($(wc -w <<<"$steps") - 1))" ] ||
   fail "resume: other steps rerun"
+# A killed Lab 3 step continues its studies (<step>/studies.db) instead of starting again.
+rm "$out/mixed/DONE"
+run resume_mixed 0 bash "$chain" "${args[@]}" --budget quick --threads 1 --output-dir "$out"
+grep -q 'mixed: an unfinished run is in .*; continuing it' "$tmp/resume_mixed.err" || fail "resume: mixed not continued"
+grep -q 'resumed with [0-9]* finished trial' "$out/mixed/log.txt" "$tmp/resume_mixed.err" ||
+  fail "resume: mixed did not resume its study"
+[ -f "$out/mixed/DONE" ] && ! ls -d "$out"/mixed.killed-* >/dev/null 2>&1 || fail "resume: mixed moved aside or not done"
 
 # Bad input: one line, exit 2.
 expect_one_line_error bad-dataset "unknown dataset 'cifar'" bash "$chain" --model jsc-tiny --dataset cifar

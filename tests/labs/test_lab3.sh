@@ -34,6 +34,39 @@ case "$mode" in
     run qat 0 "$LAB3_MP" "${tiny[@]}" --trials 2 --finetune-epochs 1 --output-dir "$tmp/qat"
     check_best qat "$tmp/qat/results.csv" "trial,tpe" 2
     [ -d "$tmp/qat/trials/tpe-1" ] || fail "qat: no fine-tuning run of trial 1"
+    # A search killed at random moments (SIGKILL) continues from its study database with
+    # --resume: finished trials kept, killed ones failed, each curve completed to --trials
+    # finished trials, no trial number used twice, the best model written.
+    kill_args=("${tiny[@]}" --load "$tmp/mp/best" --trials 10 --samplers random,tpe --finetune-epochs 2
+      --output-dir "$tmp/kill" --storage "sqlite:///$tmp/kill/studies.db")
+    mkdir -p "$tmp/kill"
+    for attempt in 1 2 3 4; do
+      resume=()
+      [ "$attempt" = 1 ] || resume=(--resume)
+      "$LAB3_MP" "${kill_args[@]}" "${resume[@]}" >"$tmp/kill-$attempt.out" 2>&1 &
+      pid=$!
+      sleep "0.$((RANDOM % 6 + 1))"  # the whole run takes about a second here
+      kill -9 "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+    done
+    if grep -q 'without SQLite' "$tmp/kill-1.out"; then
+      echo "kill: skipped (qnum built without SQLite)"
+    else
+      run kill_resume 0 "$LAB3_MP" "${kill_args[@]}" --resume
+      for curve in random tpe; do
+        [ "$(grep -cE "^$curve,$curve,[0-9]+,[0-9.]+,.*,(COMPLETE|PRUNED)," "$tmp/kill/trials.csv")" -eq 10 ] ||
+          fail "kill: curve $curve has not 10 finished trials: $(grep "^$curve," "$tmp/kill/trials.csv")"
+        [ -z "$(grep "^$curve," "$tmp/kill/trials.csv" | cut -d, -f3 | sort | uniq -d)" ] ||
+          fail "kill: curve $curve uses a trial number twice"
+        ! grep -q "^$curve,.*,RUNNING," "$tmp/kill/trials.csv" || fail "kill: a RUNNING trial was left"
+      done
+      [ -s "$tmp/kill/best.safetensors" ] || fail "kill: no best.safetensors"
+      expect_one_line_error resume_memory "--resume continues studies kept in a database" "$LAB3_MP" --resume \
+        --output-dir "$tmp/x6"
+      run study_exists 2 "$LAB3_MP" "${kill_args[@]}"  # the lab's notes, then the error
+      tail -n 1 "$tmp/study_exists.err" | grep -q "already exists in .*pass --resume" ||
+        fail "study_exists: $(tail -n 1 "$tmp/study_exists.err")"
+    fi
     # Format search: one curve per family plus mixed, on jsc-s (five Linears).
     run fmt 0 "$LAB3_FORMATS" --model jsc-s --epochs 1 --threads 1 --no-progress --trials 3 \
       --families integer,log,binary --output-dir "$tmp/fmt"

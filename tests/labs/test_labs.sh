@@ -110,6 +110,13 @@ case "$mode" in
     run bprune 0 "$LAB_PRUNE" "${bert[@]}" --sparsities 0.5 --scope global --activations --output-dir "$tmp/bprune"
     check_csv bprune "$tmp/bprune/results.csv" "sparsity,method,accuracy" 2 "3"
     grep -Eq "0\.5 +l1-norm +[0-9.]+ +0\.5000" "$tmp/bprune.out" || fail "bprune: achieved sparsity not 0.5"
+    # A BERT of the user's own name ($QNUM_MODELS) is a text lab like the preset it stands for,
+    # with the same results as the architecture string itself.
+    printf '[models.my-bert]\narchitecture = "bert:1-32-2-64"\n' >"$tmp/models.toml"
+    QNUM_MODELS="$tmp/models.toml" run bptq_user 0 "$LAB_PTQ_QAT" "${bert[@]/bert:1-32-2-64/my-bert}" --widths 16,8 \
+      --weight-frac-width -1 --output-dir "$tmp/bptq_user"
+    grep -q "on text-synthetic, 1 epoch fp32" "$tmp/bptq_user.out" || fail "bptq_user: my-bert not run as BERT"
+    cmp -s "$tmp/bptq/results.csv" "$tmp/bptq_user/results.csv" || fail "bptq_user: results differ from bert:1-32-2-64"
     ;;
   bad-arguments)
     # expect_error NAME PATTERN CMD...: exit 2, exactly one line on stderr matching PATTERN.

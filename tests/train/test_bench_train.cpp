@@ -1,4 +1,4 @@
-// `qnum bench train` (examples/cli/bench_train.hpp) on a small epoch: what it reports is
+// `qnum bench train` (apps/common/bench_train.hpp) on a small epoch: what it reports is
 // consistent (batches, parameters, a finite falling-from-chance loss, memory fields), the
 // same seed gives the same loss at 1 and 2 threads, and bad arguments are named. No timing
 // assertions: only that times are positive.
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../examples/cli/bench_train.hpp"
+#include "common/bench_train.hpp"
 
 TEST_CASE("bench train: one small epoch reports consistent numbers") {
   const auto r = qnum::cli::bench_train("jsc-mlp:16-64-32-32-5", 3000, 256, 1);

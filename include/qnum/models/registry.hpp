@@ -62,6 +62,8 @@ struct ModelSpec {
   /// The metrics its commands report (evaluate(): loss and accuracy).
   std::vector<std::string> metrics{"loss", "accuracy"};
   std::string description;
+  /// A name registered for an architecture string: that string (else empty).
+  std::string architecture;
 };
 
 namespace detail {
@@ -92,13 +94,13 @@ inline Classifier build_bert(std::string_view name, const BuildOptions& o) {
 
 inline const ModelSpec& jsc_spec() {
   static const ModelSpec s{InputKind::features, build_jsc, train::table_recipe, {"loss", "accuracy"},
-                           "MASE's JSC zoo"};
+                           "MASE's JSC zoo", ""};
   return s;
 }
 
 inline const ModelSpec& bert_spec() {
   static const ModelSpec s{InputKind::tokens, build_bert, train::text_recipe, {"loss", "accuracy"},
-                           "BERT for sequence classification"};
+                           "BERT for sequence classification", ""};
   return s;
 }
 
@@ -136,6 +138,23 @@ inline const ModelSpec& model_spec(std::string_view name) {
                      name == "jsc-m" ? "; MASE has no jsc-m: give the widths, e.g. jsc-mlp:16-64-32-32-5"
                                      : "; a model of your own is registered by name: models::register_model in C++, "
                                        "or a QNUM_MODELS file for the qnum programs (docs/models.md)");
+}
+
+/// The architecture `name` stands for: a registered alias followed to its architecture string,
+/// any other name as it is.
+inline std::string model_architecture(std::string_view name) {
+  const ModelSpec* s = find_model(name);
+  return s != nullptr && !s->architecture.empty() ? s->architecture : std::string(name);
+}
+
+/// The BERT config of a token model's name: a preset or bert:L-H-A-I (also through a
+/// registered alias), or the config.json of a Hugging Face folder.
+inline BertConfig bert_config_of(std::string_view name) {
+  const std::string arch = model_architecture(name);
+  qnum::detail::require(model_spec(arch).input == InputKind::tokens, "model '", name, "' is not a BERT (it takes ",
+                        kind_name(model_spec(arch).input), ")");
+  return detail::is_bert_folder(arch) ? BertConfig::from_file(std::filesystem::path(arch) / "config.json")
+                                      : bert_config(arch);
 }
 
 /// Builds `name` (see BuildOptions).
@@ -176,6 +195,7 @@ inline void register_model(std::string name, std::string architecture) {
   const ModelSpec& base = model_spec(architecture);
   ModelSpec s = base;
   s.description = architecture;
+  s.architecture = architecture;
   s.build = [build = base.build, architecture](std::string_view, const BuildOptions& o) {
     return build(architecture, o);
   };

@@ -49,7 +49,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "datasets.hpp"
+#include "common/datasets.hpp"
 #include "qnum/io/mase_config.hpp"
 #include "qnum/search/grid_sampler.hpp"
 #include "qnum/search/nsga2.hpp"

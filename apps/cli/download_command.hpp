@@ -6,6 +6,8 @@
 // Hugging Face `owner/name` (data/hf_hub.hpp). jsc-synthetic / text-synthetic need none.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -41,5 +43,25 @@ inline void download_dataset(const std::string& name, const std::string& dir) {
   }
   std::cout << path.string() << "\n";
 }
+
+/// `qnum download NAME [--dir DIR]`.
+class DownloadCommand {
+ public:
+  explicit DownloadCommand(CLI::App& app) {
+    cmd_ = app.add_subcommand("download", "Download a dataset or pretrained BERT into the cache (checksum-verified)");
+    cmd_->add_option("NAME", name_, "jsc, imdb, bert-tiny (or another preset), or a Hugging Face owner/name")
+        ->required();
+    cmd_->add_option("--dir", dir_, "put it in DIR/<dataset>/ instead of the cache (e.g. $QNUM_DATA_DIR)");
+  }
+  DownloadCommand(const DownloadCommand&) = delete;  // CLI11 holds pointers to the members
+  DownloadCommand& operator=(const DownloadCommand&) = delete;
+
+  bool parsed() const { return cmd_->parsed(); }
+  void run() const { download_dataset(name_, dir_); }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string name_, dir_;
+};
 
 }  // namespace qnum::cli

@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../cli/transform_command.hpp"
+#include "cli/transform_command.hpp"
 #include "lab_text.hpp"
 #include "qnum/search/grid_sampler.hpp"
 #include "qnum/search/quantized_objective.hpp"
@@ -41,7 +41,8 @@ struct SearchOptions {
   int finetune_epochs = 0;  ///< > 0: fine-tune every trial's model (QAT) before measuring
   std::string layers = ".*";
   std::string storage = "memory";
-  std::string load;  ///< "" = train the fp32 model; else the checkpoint to start from
+  std::string load;    ///< "" = train the fp32 model; else the checkpoint to start from
+  bool resume = false;  ///< continue the studies a killed run left in `storage`
 };
 
 inline void add_search_options(CLI::App& app, SearchOptions& s) {
@@ -54,6 +55,9 @@ inline void add_search_options(CLI::App& app, SearchOptions& s) {
       ->capture_default_str();
   app.add_option("--storage", s.storage, "study storage: memory, sqlite:///file.db, postgresql://...")
       ->capture_default_str();
+  app.add_flag("--resume", s.resume,
+               "continue the studies of a killed run in --storage (sqlite or postgresql): finished trials are "
+               "kept, each curve runs until it has --trials finished ones");
   app.add_option("--load", s.load,
                  "start from this checkpoint (e.g. lab2-compression's or lab1-prune's best; its quantized layers "
                  "and masks restored) instead of training --epochs");
@@ -64,6 +68,8 @@ inline void add_search_options(CLI::App& app, SearchOptions& s) {
 inline void validate(const SearchOptions& s, const std::string& model) {
   qnum::detail::require(s.trials >= 1, "--trials must be >= 1, got ", s.trials);
   qnum::detail::require(s.finetune_epochs >= 0, "--finetune-epochs must be >= 0, got ", s.finetune_epochs);
+  qnum::detail::require(!s.resume || s.storage != "memory",
+                        "--resume continues studies kept in a database: give --storage sqlite:///FILE.db (or postgresql://)");
   if (!s.load.empty()) cli::require_checkpoint_of(model, s.load, train::read_checkpoint_meta(s.load));
 }
 
@@ -125,6 +131,17 @@ search::BasicQuantizedEvaluator<Data> lab_evaluator(const L& lab, const SearchOp
   return e;
 }
 
+/// On resuming a study: its RUNNING trials were the killed run's (a lab program is its studies'
+/// only worker), so they become FAIL; returns the number of finished (complete or pruned) ones.
+inline int finish_killed_trials(search::Storage& storage, std::int64_t study_id) {
+  int finished = 0;
+  for (const auto& t : storage.get_all_trials(study_id)) {
+    if (t.state == search::TrialState::running) storage.set_trial_state_values(t.trial_id, search::TrialState::fail);
+    finished += t.state == search::TrialState::complete || t.state == search::TrialState::pruned;
+  }
+  return finished;
+}
+
 /// Runs one curve: a study `<program>-<name>` maximizing validation accuracy over `space`
 /// with `sampler`; appends every trial to `trials_csv`; re-measures the best on validation
 /// (its model kept in `best_model`) and on test.
@@ -137,20 +154,26 @@ Curve run_curve(const L& lab, const SearchOptions& s, const std::string& program
   c.sampler = sampler;
   auto storage = search::open_storage(s.storage);
   const std::string study_name = program + "-" + name;
-  qnum::detail::require(!storage->find_study(study_name), "study '", study_name, "' already exists in ", storage->url(),
-                        "; use another --storage");
+  const auto existing = storage->find_study(study_name);
+  qnum::detail::require(s.resume || !existing, "study '", study_name, "' already exists in ", storage->url(),
+                        "; pass --resume to continue it, or use another --storage");
+  const int done = existing ? finish_killed_trials(*storage, existing->study_id) : 0;
+  // Resumed, the sampler's seed moves on so that a random curve does not redraw its first points.
   search::Study study(storage, study_name, {search::StudyDirection::maximize},
-                      make_sampler(sampler, space, s.search_seed), nullptr, search::OpenMode::create);
+                      make_sampler(sampler, space, s.search_seed + static_cast<std::uint64_t>(done)), nullptr,
+                      existing ? search::OpenMode::load : search::OpenMode::create);
+  if (done > 0) lab.note(name + ": resumed with " + std::to_string(done) + " finished trial(s)");
   const auto val = lab_evaluator(lab, s, lab.data().val);
-  study.optimize(
-      [&](search::Trial& t) {
-        const auto cfg = space.sample(t);
-        const auto run = lab.dir() / "trials" / (name + "-" + std::to_string(t.number()));
-        const auto r = val(cfg, run);
-        t.set_user_attr("metrics", r.to_json());
-        return r.accuracy;
-      },
-      s.trials);
+  if (s.trials > done)
+    study.optimize(
+        [&](search::Trial& t) {
+          const auto cfg = space.sample(t);
+          const auto run = lab.dir() / "trials" / (name + "-" + std::to_string(t.number()));
+          const auto r = val(cfg, run);
+          t.set_user_attr("metrics", r.to_json());
+          return r.accuracy;
+        },
+        s.trials - done);
   for (const auto& [n, b] : study.best_so_far()) c.best.push_back(b);
   for (const auto& t : study.get_trials()) {
     const bool ok = t.state == search::TrialState::complete;

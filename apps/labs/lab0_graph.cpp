@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "../cli/bert_commands.hpp"
+#include "common/bert_commands.hpp"
 #include "lab_common.hpp"
 #include "qnum/passes/dropout.hpp"
 #include "qnum/passes/report.hpp"
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     using qnum::detail::require;
     require(max_length >= 2, "--max-length must be >= 2 ([CLS] and [SEP]), got ", max_length);
     require(batch >= 1, "--batch must be >= 1, got ", batch);
-    qnum::models::bert_config(model_name);  // unknown names fail before any work
+    qnum::models::bert_config_of(model_name);  // unknown names fail before any work
     const auto data = qnum::cli::detail::load_text_splits(dataset, max_length, batch);
     const std::filesystem::path dir =
         output_dir.empty() ? std::filesystem::path("qnum-runs") / ("lab0-graph_" + model_name + "_" + dataset)

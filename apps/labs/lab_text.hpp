@@ -20,7 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "../cli/bert_commands.hpp"
+#include "common/bert_commands.hpp"
 #include "lab_common.hpp"
 #include "qnum/models/bert.hpp"
 #include "qnum/models/registry.hpp"
@@ -44,8 +44,9 @@ inline void add_text_options(CLI::App& app, TextOptions& t) {
   app.add_option("--weight-decay", t.weight_decay, "BERT: AdamW's decoupled weight decay")->capture_default_str();
 }
 
-/// Whether the lab runs a BERT model (else a JSC one).
-inline bool is_text_lab(const CommonOptions& o) { return models::is_bert_model(o.model); }
+/// Whether the lab runs a model of tokenized text (BERT), else one of feature rows: the
+/// registry decides, so names of the user's own ($QNUM_MODELS) count as what they stand for.
+inline bool is_text_lab(const CommonOptions& o) { return models::model_spec(o.model).input == models::InputKind::tokens; }
 
 /// The model's recipe for the common options the user did not give (see the file comment);
 /// the dataset defaults to text-synthetic.
@@ -75,7 +76,7 @@ class TextLab : public LabBase {
     require(t_.warmup_ratio >= 0 && t_.warmup_ratio <= 1, "--warmup-ratio must be in [0, 1], got ", t_.warmup_ratio);
     require(std::isfinite(t_.weight_decay) && t_.weight_decay >= 0, "--weight-decay must be >= 0, got ",
             t_.weight_decay);
-    models::bert_config(o_.model);  // unknown names fail before any work
+    models::bert_config_of(o_.model);  // unknown names fail before any work
     data_ = cli::detail::load_text_splits(o_.dataset, t_.max_length, t_.limit);
     config_ = cli::detail::bert_run_config(o_.model, "", data_);
     require(t_.max_length <= config_.max_position_embeddings, "--max-length ", t_.max_length,

@@ -41,7 +41,7 @@ struct BertRunOptions {
 namespace detail {
 
 /// The BERT config of a run: config.json beside `load` (an HF checkpoint directory or a qnum
-/// run) when present, else the preset of `model`; vocab_size follows the tokenizer of a
+/// run) when present, else `model`'s (a preset, bert:L-H-A-I, an alias of one or a folder); vocab_size follows the tokenizer of a
 /// dataset with its own vocabulary (text-synthetic).
 inline models::BertConfig bert_run_config(const std::string& model, const std::string& load,
                                           const data::TextSplits& data) {
@@ -49,7 +49,7 @@ inline models::BertConfig bert_run_config(const std::string& model, const std::s
     const auto beside = std::filesystem::path(load).parent_path() / "config.json";
     if (std::filesystem::exists(beside)) return models::BertConfig::from_file(beside);
   }
-  models::BertConfig c = models::bert_config(model);
+  models::BertConfig c = models::bert_config_of(model);
   if (data.tokenizer && data.tokenizer->vocab_size() != c.vocab_size) c.vocab_size = data.tokenizer->vocab_size();
   return c;
 }

@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bert_commands.hpp"
-#include "datasets.hpp"
+#include "common/bert_commands.hpp"
+#include "common/datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/models/jsc.hpp"
@@ -144,6 +144,7 @@ class TrainCommand {
     const auto& model = m.module;
     const data::JscSplits data = load_dataset(c.dataset);
     train::Trainer trainer(model, m.forward, c);
+    trainer.set_extra_metadata(feature_metadata(data));  // qnum predict standardises rows as these were
     std::printf("train    %s (%lld parameters) on %s\n", c.model.c_str(),
                 static_cast<long long>(model->num_parameters()), c.dataset.c_str());
     std::printf("data     %s\n", data.summary().c_str());

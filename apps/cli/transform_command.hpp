@@ -38,9 +38,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bert_commands.hpp"
-#include "config_file.hpp"
-#include "datasets.hpp"
+#include "common/bert_commands.hpp"
+#include "common/config_file.hpp"
+#include "common/datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/mase_config.hpp"
@@ -261,7 +261,7 @@ class TransformCommand {
     const auto after = train::evaluate(model, m.forward, data.test, job.batch);
     summary["after"] = {{"loss", after.loss}, {"accuracy", after.accuracy}};
 
-    // What a text checkpoint records to be rebuilt and fed the same tokens (qnum test/predict).
+    // What a checkpoint records to be rebuilt and fed the same tokens or rows (qnum test/predict).
     nlohmann::json extra = nlohmann::json::object();
     if constexpr (tokens) {
       extra = detail::bert_metadata(models::BertConfig::from_json(m.config, job.model), data);
@@ -269,6 +269,8 @@ class TransformCommand {
       if (!rc.is_object()) rc = nlohmann::json::object();
       rc["max_length"] = job.max_length;
       extra["config"] = rc;
+    } else {
+      extra = feature_metadata(data);
     }
     if (job.finetune > 0) {
       train::TrainConfig tc;
@@ -287,7 +289,7 @@ class TransformCommand {
       tc.output_dir = (out_dir / "finetune").string();
       tc.progress = false;
       train::Trainer t(m.module, m.forward, tc);
-      if constexpr (tokens) t.set_extra_metadata(extra);
+      t.set_extra_metadata(extra);
       t.fit(data.train, data.val);
       const auto tuned = train::evaluate(model, m.forward, data.test, job.batch);
       summary["finetuned"] = {{"epochs", job.finetune}, {"loss", tuned.loss}, {"accuracy", tuned.accuracy}};

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bert_commands.hpp"
-#include "datasets.hpp"
+#include "common/bert_commands.hpp"
+#include "common/datasets.hpp"
 #include "transform_command.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/kernel/threading.hpp"

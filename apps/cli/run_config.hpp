@@ -31,7 +31,7 @@
 #include "qnum/io/mase_config.hpp"
 #include "qnum/io/toml_guard.hpp"
 #include "qnum/train/trainer.hpp"
-#include "config_file.hpp"
+#include "common/config_file.hpp"
 
 namespace qnum::cli {
 

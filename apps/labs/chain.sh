@@ -19,7 +19,9 @@
 #
 # Resuming: a step that finished has <step>/DONE and is skipped when the chain is rerun; a
 # step that was killed is started again in a fresh folder (its partial output is moved to
-# <step>.killed-<time>, never deleted), and `qnum train` continues from its `last` checkpoint.
+# <step>.killed-<time>, never deleted), but `qnum train` continues from its `last` checkpoint
+# and the Lab 3 searches (mixed, formats) from their study databases (<step>/studies.db:
+# finished trials kept, the killed trial failed, the curves completed).
 #
 # Usage: chain.sh --model bert-tiny --dataset imdb --output-dir runs/chain [--budget quick|full]
 #                 [--limit N] [--epochs N] [--trials N] [--max-length N] [--threads N] [--seed N]
@@ -29,10 +31,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-configs=$(dirname "$here")/configs
+configs=$(cd "$here/../../examples/configs" && pwd)
 model=bert-tiny dataset=text-synthetic out="" budget=full threads="" seed=0
 limit="" epochs="" trials="" max_length="" steps="" nas=""
-bin=${QNUM_BIN_DIR:-$(cd "$here/../.." && pwd)/build/examples}
+bin=${QNUM_BIN_DIR:-$(cd "$here/../.." && pwd)/build/bin}
 
 die() {
   echo "chain: error: $*" >&2
@@ -107,6 +109,9 @@ tr=()
 
 note() { echo "chain: $*" >&2; }
 
+# Steps whose searches keep their trials in a study database: a killed one continues.
+resumable="mixed formats"
+
 # step NAME CMD...: runs CMD in $out/NAME unless NAME/DONE exists; stdout goes to NAME/log.txt.
 step() {
   local name=$1 dir=$out/$1
@@ -116,7 +121,10 @@ step() {
     note "$name: done earlier ($dir), skipped"
     return 0
   fi
-  if [ -d "$dir" ] && [ "$name" != train ]; then
+  if [ -d "$dir" ] && [[ " $resumable " == *" $name "* ]]; then
+    note "$name: an unfinished run is in $dir (killed?); continuing it"
+    set -- "$@" --resume
+  elif [ -d "$dir" ] && [ "$name" != train ]; then
     local keep
     keep="$dir.killed-$(date +%Y%m%d-%H%M%S)"
     note "$name: an unfinished run is in $dir (killed?); moved to $keep, starting again"
@@ -182,11 +190,11 @@ final=${final:-$model}
 final_lab=(--model "$final" --dataset "$dataset" "${common[@]}" "${data[@]}" --no-progress)
 
 step mixed "$bin/lab3-mixed-precision" "${final_lab[@]}" --load "$compressed" "${tr[@]}" --samplers tpe \
-  --output-dir "$out/mixed"
+  --output-dir "$out/mixed" --storage "sqlite:///$out/mixed/studies.db"
 fam=()
 [ -z "$families" ] || fam=(--families "$families")
 step formats "$bin/lab3-format-search" "${final_lab[@]}" --load "$compressed" "${tr[@]}" "${fam[@]}" \
-  --output-dir "$out/formats"
+  --output-dir "$out/formats" --storage "sqlite:///$out/formats/studies.db"
 
 # The chain's result: the mixed-precision model on the test split (and on two sentences).
 final_test() {

@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "../cli/datasets.hpp"
-#include "../cli/user_models.hpp"
+#include "common/datasets.hpp"
+#include "common/user_models.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/data/dataset.hpp"
 #include "qnum/io/atomic_file.hpp"
@@ -223,7 +223,7 @@ class Lab : public LabBase {
 
   /// Saves `model` as <dir>/<name>.safetensors for the next lab step (--load).
   std::filesystem::path save_model(nn::Module& model, const std::string& name) const {
-    return save_model_with(model, name, nlohmann::json::object());
+    return save_model_with(model, name, cli::feature_metadata(data_));
   }
 
   /// Fine-tunes `model` in place for `epochs` (run folder <dir>/<run>); the model as it is

@@ -62,6 +62,16 @@ inline void require_checkpoint_of(const std::string& model, const std::string& p
                      "' (", models::kind_name(models::model_spec(model).input), "): give MODEL ", held);
 }
 
+/// What a checkpoint of a feature model records so that `qnum predict` feeds raw rows to it
+/// as its training rows were fed: the feature names, the training split's standardisation
+/// (mean and scale per feature) and the class names.
+inline nlohmann::json feature_metadata(const data::JscSplits& d) {
+  nlohmann::json names = nlohmann::json::array(), labels = nlohmann::json::array();
+  for (const auto n : data::kJscFeatureNames) names.push_back(std::string(n));
+  for (const auto n : data::kJscClassNames) labels.push_back(std::string(n));
+  return {{"features", {{"names", names}, {"mean", d.scaler.mean}, {"scale", d.scaler.scale}}}, {"labels", labels}};
+}
+
 namespace detail {
 
 /// The text splits of `name` tokenized to max_length (limit > 0: rows per split).
