@@ -50,8 +50,8 @@ struct Lab2Options {
 
 /// The search options' names (lab2-compression --load runs no search and refuses them).
 inline std::vector<std::string> lab2_search_option_names() {
-  return {"--search-seed", "--trials",       "--samplers",           "--layers", "--heads",
-          "--hidden-sizes", "--intermediate-sizes", "--linear-choices", "--storage"};
+  return {"--search-seed",        "--trials",         "--samplers", "--layers", "--heads", "--hidden-sizes",
+          "--intermediate-sizes", "--linear-choices", "--storage"};
 }
 
 /// Registers the common, text and search options; --model is the BERT whose vocabulary,
@@ -83,8 +83,8 @@ inline void add_lab2_options(CLI::App& app, CommonOptions& common, TextOptions& 
 
 /// `common` with the model's recipe for what the command line did not set (apply_text_defaults).
 inline CommonOptions with_text_defaults(const CLI::App& app, CommonOptions common) {
-  qnum::detail::require(models::model_spec(common.model).input == models::InputKind::tokens, "--model: '",
-                        common.model, "' is not a text model; Lab 2 searches BERT architectures");
+  qnum::detail::require(models::model_spec(common.model).input == models::InputKind::tokens, "--model: '", common.model,
+                        "' is not a text model; Lab 2 searches BERT architectures");
   apply_text_defaults(app, common);
   return common;
 }
@@ -246,8 +246,7 @@ inline Lab2Curve run_lab2_curve(Lab2& lab, const Variant& v, std::string& trials
           if (v.post_epochs > 0) acc = lab.post_train(model, run + "/post", v.post_epochs);
         }
         t.set_user_attr("accuracy", acc);
-        if (v.keep)
-          lab.offer_best(*model, acc, {{"curve", v.name}, {"trial", t.number()}, {"architecture", arch}});
+        if (v.keep) lab.offer_best(*model, acc, {{"curve", v.name}, {"trial", t.number()}, {"architecture", arch}});
         if (acc > best_value) best_value = acc, best_model = model, best_trial = t.number();
         return acc;
       },
@@ -296,21 +295,6 @@ inline Lab2Curve run_lab2_curve(Lab2& lab, const Variant& v, std::string& trials
   return c;
 }
 
-/// results.csv: trial, then each curve's best-so-far validation accuracy ("" before any).
-inline std::string lab2_best_so_far_csv(const std::vector<Lab2Curve>& curves) {
-  std::string csv = "trial";
-  std::size_t n = 0;
-  for (const auto& c : curves) csv += "," + c.variant.name, n = std::max(n, c.best.size());
-  csv += "\n";
-  for (std::size_t i = 0; i < n; ++i) {
-    csv += std::to_string(i);
-    for (const auto& c : curves)
-      csv += "," + (i < c.best.size() && !std::isnan(c.best[i]) ? LabBase::fmt(c.best[i], 6) : std::string(""));
-    csv += "\n";
-  }
-  return csv;
-}
-
 /// The table printed on stdout.
 inline void print_lab2_curves(const std::vector<Lab2Curve>& curves) {
   std::printf("%-22s %-7s %5s %5s %5s %6s %9s %9s %11s  %s\n", "curve", "sampler", "done", "prune", "fail", "best#",
@@ -329,7 +313,7 @@ inline void finish_lab2(const Lab2& lab, const std::vector<Lab2Curve>& curves, c
                         const std::string& title) {
   const auto& dir = lab.lab().dir();
   write_file_atomic(dir / "trials.csv", trials_csv);
-  const auto plot = write_results(dir, lab2_best_so_far_csv(curves),
+  const auto plot = write_results(dir, best_so_far_csv(curves, [](const Lab2Curve& c) { return c.variant.name; }),
                                   best_so_far_script(lab.program() + ": best validation accuracy so far (results.csv)",
                                                      title, curves.size(), 0.5, "chance (2 classes)"),
                                   lab.program());
@@ -349,8 +333,8 @@ inline void finish_lab2(const Lab2& lab, const std::vector<Lab2Curve>& curves, c
               plot == PlotResult::written ? (dir / "plot.png").string().c_str() : "(not drawn: gnuplot missing)");
   if (best)
     std::printf("best     %s (%s trial %lld, validation accuracy %.4f, test accuracy %.4f)\n",
-                lab.best_file().string().c_str(), best->variant.name.c_str(),
-                static_cast<long long>(best->best_number), best->best_val, best->best_test);
+                lab.best_file().string().c_str(), best->variant.name.c_str(), static_cast<long long>(best->best_number),
+                best->best_val, best->best_test);
   if (o.storage != "memory") std::printf("studies  %s\n", o.storage.c_str());
 }
 

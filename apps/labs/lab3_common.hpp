@@ -226,21 +226,6 @@ std::pair<std::vector<Curve>, std::filesystem::path> run_curves(
   return {std::move(curves), lab.save_model(*best_model, "best")};
 }
 
-/// results.csv: trial, then each curve's best-so-far validation accuracy.
-inline std::string best_so_far_csv(const std::vector<Curve>& curves) {
-  std::string csv = "trial";
-  std::size_t n = 0;
-  for (const auto& c : curves) csv += "," + c.name, n = std::max(n, c.best.size());
-  csv += "\n";
-  for (std::size_t i = 0; i < n; ++i) {
-    csv += std::to_string(i);
-    for (const auto& c : curves)
-      csv += "," + (i < c.best.size() && !std::isnan(c.best[i]) ? LabBase::fmt(c.best[i], 6) : std::string(""));
-    csv += "\n";
-  }
-  return csv;
-}
-
 /// The gnuplot script: one best-so-far line per curve (columns 2..), the starting model's
 /// test accuracy dashed ("fp32", or "loaded" when it came from --load).
 inline std::string best_so_far_plot(const LabBase& lab, const SearchOptions& s, const std::string& comment,

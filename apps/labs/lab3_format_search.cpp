@@ -51,25 +51,24 @@ int main(int argc, char** argv) {
       spaces.emplace_back(f, qnum::search::MixedPrecisionSpace::families(*probe, search.layers, {"linear"}, {f}),
                           sampler);
     if (mixed && families.size() > 1)
-      spaces.emplace_back("mixed",
-                          qnum::search::MixedPrecisionSpace::families(*probe, search.layers, {"linear"}, families),
-                          sampler);
+      spaces.emplace_back(
+          "mixed", qnum::search::MixedPrecisionSpace::families(*probe, search.layers, {"linear"}, families), sampler);
     qnum::labs::with_lab("lab3-format-search", app, common, text, [&](auto& lab) {
       const double start = search.load.empty() ? lab.train_fp32() : lab.load_start(search.load);
       const auto [curves, best_file] = qnum::labs::run_curves(lab, search, "lab3-format-search", spaces);
       const auto& o = lab.options();
       const auto plot = qnum::labs::write_results(
-          lab.dir(), qnum::labs::best_so_far_csv(curves),
+          lab.dir(), qnum::labs::best_so_far_csv(curves, [](const qnum::labs::Curve& c) { return c.name; }),
           qnum::labs::best_so_far_plot(lab, search, "lab3-format-search: best validation accuracy so far (results.csv)",
                                        o.model + " on " + o.dataset + ": per-layer format search (" + sampler + ")",
                                        curves.size()),
           "lab3-format-search");
 
-      std::printf("lab3-format-search  %s on %s, %s (test accuracy %.4f), %s, %d trials per curve, %zu layers, seed "
-                  "%llu\n\n",
-                  o.model.c_str(), o.dataset.c_str(), qnum::labs::start_text(o, search).c_str(), start,
-                  sampler.c_str(), search.trials, std::get<1>(spaces.front()).layers().size(),
-                  static_cast<unsigned long long>(o.seed));
+      std::printf(
+          "lab3-format-search  %s on %s, %s (test accuracy %.4f), %s, %d trials per curve, %zu layers, seed "
+          "%llu\n\n",
+          o.model.c_str(), o.dataset.c_str(), qnum::labs::start_text(o, search).c_str(), start, sampler.c_str(),
+          search.trials, std::get<1>(spaces.front()).layers().size(), static_cast<unsigned long long>(o.seed));
       qnum::labs::print_curves(curves);
       qnum::labs::print_outputs(lab, curves, best_file, plot);
     });

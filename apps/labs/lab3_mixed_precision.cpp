@@ -56,17 +56,17 @@ int main(int argc, char** argv) {
       const auto [curves, best_file] = qnum::labs::run_curves(lab, search, "lab3-mixed-precision", spaces);
       const auto& o = lab.options();
       const auto plot = qnum::labs::write_results(
-          lab.dir(), qnum::labs::best_so_far_csv(curves),
-          qnum::labs::best_so_far_plot(lab, search,
-                                       "lab3-mixed-precision: best validation accuracy so far (results.csv)",
-                                       o.model + " on " + o.dataset + ": per-layer integer width/frac search",
-                                       curves.size()),
+          lab.dir(), qnum::labs::best_so_far_csv(curves, [](const qnum::labs::Curve& c) { return c.name; }),
+          qnum::labs::best_so_far_plot(
+              lab, search, "lab3-mixed-precision: best validation accuracy so far (results.csv)",
+              o.model + " on " + o.dataset + ": per-layer integer width/frac search", curves.size()),
           "lab3-mixed-precision");
 
-      std::printf("lab3-mixed-precision  %s on %s, %s (test accuracy %.4f), %d trials per sampler, %zu layers, %.0f "
-                  "points, seed %llu\n\n",
-                  o.model.c_str(), o.dataset.c_str(), qnum::labs::start_text(o, search).c_str(), start,
-                  search.trials, space.layers().size(), space.size(), static_cast<unsigned long long>(o.seed));
+      std::printf(
+          "lab3-mixed-precision  %s on %s, %s (test accuracy %.4f), %d trials per sampler, %zu layers, %.0f "
+          "points, seed %llu\n\n",
+          o.model.c_str(), o.dataset.c_str(), qnum::labs::start_text(o, search).c_str(), start, search.trials,
+          space.layers().size(), space.size(), static_cast<unsigned long long>(o.seed));
       qnum::labs::print_curves(curves);
       qnum::labs::print_outputs(lab, curves, best_file, plot);
     });

@@ -328,6 +328,23 @@ inline std::string gnuplot_preamble(const std::string& comment) {
          "set key outside right top box\n";
 }
 
+/// results.csv of a search lab: trial, then each curve's best-so-far value ("" before any);
+/// `name_of(curve)` names a column, `curve.best` holds the values.
+template <class Curve, class NameOf>
+std::string best_so_far_csv(const std::vector<Curve>& curves, NameOf name_of) {
+  std::string csv = "trial";
+  std::size_t n = 0;
+  for (const auto& c : curves) csv += "," + std::string(name_of(c)), n = std::max(n, c.best.size());
+  csv += "\n";
+  for (std::size_t i = 0; i < n; ++i) {
+    csv += std::to_string(i);
+    for (const auto& c : curves)
+      csv += "," + (i < c.best.size() && !std::isnan(c.best[i]) ? LabBase::fmt(c.best[i], 6) : std::string(""));
+    csv += "\n";
+  }
+  return csv;
+}
+
 /// The gnuplot script of a search lab: one best-so-far line per curve (results.csv columns
 /// 2 .. curves+1, named by the header), and a dashed reference line at `reference`.
 inline std::string best_so_far_script(const std::string& comment, const std::string& title, std::size_t curves,
