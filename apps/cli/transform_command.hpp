@@ -16,8 +16,8 @@
 //
 // TOML keys: model, dataset, load_name (alias load), output_dir (alias project_dir),
 // batch_size, seed, threads (model: the MODEL argument, when given, instead; dataset: the
-// checkpoint's, when neither the config nor --dataset names one); [passes.quantize] (by, default, <op|name|regex>.config),
-// [passes.prune] (weight, activation, seed), [passes.lora] (rank, lora_alpha, lora_dropout,
+// checkpoint's, when neither the config nor --dataset names one); [passes.quantize] (by, default,
+// <op|name|regex>.config), [passes.prune] (weight, activation, seed), [passes.lora] (rank, lora_alpha, lora_dropout,
 // target, trainable, seed); MASE's analysis tables [passes.report_graph],
 // [passes.summarize_quantization], [passes.profile_statistics] (num_samples) are accepted:
 // their reports are always written. [transform]: style ("graph"/"module", MASE's; both do
@@ -32,9 +32,9 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
-#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -77,7 +77,8 @@ inline Tensor trace_example(const models::Classifier& m, std::int64_t rows, std:
     const std::int64_t n = std::min(seq_len, tokens->length(0));
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t i = 0; i < n; ++i)
-        x.data()[r * seq_len + i] = static_cast<float>(tokens->tokens[static_cast<std::size_t>(tokens->offsets[0] + i)]);
+        x.data()[r * seq_len + i] =
+            static_cast<float>(tokens->tokens[static_cast<std::size_t>(tokens->offsets[0] + i)]);
   }
   return x;
 }
@@ -95,7 +96,8 @@ inline std::string analysis_text(nn::Module& model, const Tensor& example, const
                 static_cast<long long>(size.parameters), size.bits, size.float32_bits, size.ratio(),
                 static_cast<long long>(size.pruned));
   return "# " + title + "\n\n" + passes::graph_report(t) + "\nFLOPs and BitOPs for a batch of " +
-         std::to_string(example.shape()[0]) + (tokens ? " texts of " + std::to_string(example.shape()[1]) + " tokens" : std::string()) +
+         std::to_string(example.shape()[0]) +
+         (tokens ? " texts of " + std::to_string(example.shape()[1]) + " tokens" : std::string()) +
          " (see docs/passes.md for the formulas)\n" + passes::cost(t).table() + buf;
 }
 
@@ -193,19 +195,42 @@ class TransformCommand {
     int finetune = 0;
   };
 
+  /// What the passes made of the model.
+  struct Applied {
+    passes::CompressReport done;
+    std::optional<passes::TrainableReport> trainable;
+  };
+
   /// Evaluates, applies the passes, evaluates again, fine-tunes, writes (Splits: the feature
   /// splits of a JSC model or the token splits of a text model).
   template <class Splits>
   void transform(const models::Classifier& m, const Splits& data, const Job& job) const {
-    constexpr bool tokens = std::is_same_v<Splits, data::TextSplits>;
-    nn::Module& model = *m.module;
-    const auto before = train::evaluate(model, m.forward, data.test, job.batch);
+    const auto before = train::evaluate(*m.module, m.forward, data.test, job.batch);
     nlohmann::json summary{{"model", job.model},
                            {"dataset", job.dataset},
                            {"checkpoint", job.load},
                            {"before", {{"loss", before.loss}, {"accuracy", before.accuracy}}}};
+    const Applied applied = apply_passes(m, data, job);
+    std::filesystem::create_directories(job.out_dir);
+    report_passes(applied, *m.module, job, summary);
+    const auto after = train::evaluate(*m.module, m.forward, data.test, job.batch);
+    summary["after"] = {{"loss", after.loss}, {"accuracy", after.accuracy}};
+    const nlohmann::json extra = run_metadata(m, data, job);
+    if (job.finetune > 0) finetune(m, data, job, extra, summary);
+    write_outputs(m, data, job, extra, summary);
+    if (json_) {
+      std::cout << summary.dump() << "\n";
+      return;
+    }
+    std::printf("accuracy  before %.4f  after passes %.4f", before.accuracy, after.accuracy);
+    if (summary.contains("finetuned"))
+      std::printf("  after fine-tuning %.4f", summary["finetuned"]["accuracy"].get<double>());
+    std::printf("\nwrote %s (and the reports beside it)\n", summary["output"].get<std::string>().c_str());
+  }
 
-    // Every section is checked before anything is applied or written.
+  /// Quantize and prune (every section checked before anything is applied), then LoRA.
+  template <class Splits>
+  static Applied apply_passes(const models::Classifier& m, const Splits& data, const Job& job) {
     nlohmann::json pipeline = nlohmann::json::object();
     const nlohmann::json& passes_cfg = job.passes;
     if (passes_cfg.contains("quantize")) pipeline["quantize"] = passes_cfg["quantize"];
@@ -215,103 +240,121 @@ class TransformCommand {
     }
     std::optional<passes::LoraConfig> lora;
     if (passes_cfg.contains("lora")) lora = passes::parse_lora_config(passes_cfg["lora"]);
-    passes::CompressReport done;
-    if constexpr (tokens) {
+    Applied a;
+    if constexpr (std::is_same_v<Splits, data::TextSplits>) {
       // Calibration (global activation pruning): the first training batch, in dataset order.
-      done = passes::compress(model, pipeline, [&] {
+      a.done = passes::compress(*m.module, pipeline, [&] {
         for (const data::Batch& b : data::batches(data.train, {job.batch, false, false, 0})) {
           m.forward(b);
           break;
         }
       });
     } else {
-      done = passes::compress(model, pipeline, {data.train.features});
+      a.done = passes::compress(*m.module, pipeline, {data.train.features});
     }
-    std::optional<passes::TrainableReport> trainable;
-    if (lora) trainable = passes::insert_lora(model, *lora);
+    if (lora) a.trainable = passes::insert_lora(*m.module, *lora);
+    return a;
+  }
 
+  /// The passes' reports: warnings, CSVs in the output directory, lines on stdout, summary keys.
+  static void report_passes(const Applied& a, nn::Module& model, const Job& job, nlohmann::json& summary) {
     const std::filesystem::path& out_dir = job.out_dir;
-    std::filesystem::create_directories(out_dir);
-    if (done.quantize) {
-      for (const auto& w : done.quantize->warnings) std::cerr << "qnum: warning: " << w << "\n";
-      if (done.quantize->changed() == 0 && done.quantize->warnings.empty())
+    if (a.done.quantize) {
+      const auto& q = *a.done.quantize;
+      for (const auto& w : q.warnings) std::cerr << "qnum: warning: " << w << "\n";
+      if (q.changed() == 0 && q.warnings.empty())
         std::cerr << "qnum: warning: the quantize config matched no layer of " << job.model
                   << " (layers: " << detail::layer_names(model) << ")\n";
-      passes::write_quantize_csvs(*done.quantize, out_dir.string());
-      std::cout << "quantize: " << done.quantize->changed() << " layer(s) changed\n"
-                << passes::summary_table(passes::summarize_quantization(*done.quantize));
-      summary["quantized_layers"] = done.quantize->changed();
+      passes::write_quantize_csvs(q, out_dir.string());
+      std::cout << "quantize: " << q.changed() << " layer(s) changed\n"
+                << passes::summary_table(passes::summarize_quantization(q));
+      summary["quantized_layers"] = q.changed();
     }
-    if (done.prune) {
+    if (a.done.prune) {
       std::string csv = "layer,weights,pruned,sparsity,activation\n";
-      for (const auto& r : done.prune->rows)
+      for (const auto& r : a.done.prune->rows)
         csv += r.path + "," + std::to_string(r.weights) + "," + std::to_string(r.pruned) + "," +
                qnum::detail::format_double(r.sparsity()) + "," + r.activation + "\n";
       write_file_atomic(out_dir / "prune.csv", csv);
-      std::printf("prune: weight sparsity %.4f over %zu layer(s)\n", done.prune->weight_sparsity(),
-                  done.prune->rows.size());
-      summary["weight_sparsity"] = done.prune->weight_sparsity();
+      std::printf("prune: weight sparsity %.4f over %zu layer(s)\n", a.done.prune->weight_sparsity(),
+                  a.done.prune->rows.size());
+      summary["weight_sparsity"] = a.done.prune->weight_sparsity();
     }
-    if (trainable) {
-      write_file_atomic(out_dir / "trainable_parameters.txt", trainable->table());
-      std::printf("lora: %lld of %lld parameters trainable\n", static_cast<long long>(trainable->trainable()),
-                  static_cast<long long>(trainable->total()));
-      summary["trainable_parameters"] = trainable->trainable();
+    if (a.trainable) {
+      write_file_atomic(out_dir / "trainable_parameters.txt", a.trainable->table());
+      std::printf("lora: %lld of %lld parameters trainable\n", static_cast<long long>(a.trainable->trainable()),
+                  static_cast<long long>(a.trainable->total()));
+      summary["trainable_parameters"] = a.trainable->trainable();
     }
-    const auto after = train::evaluate(model, m.forward, data.test, job.batch);
-    summary["after"] = {{"loss", after.loss}, {"accuracy", after.accuracy}};
+  }
 
-    // What a checkpoint records to be rebuilt and fed the same tokens or rows (qnum test/predict).
-    nlohmann::json extra = nlohmann::json::object();
-    if constexpr (tokens) {
-      extra = detail::bert_metadata(models::BertConfig::from_json(m.config, job.model), data);
+  /// What a checkpoint records to be rebuilt and fed the same tokens or rows (qnum test/predict).
+  template <class Splits>
+  static nlohmann::json run_metadata(const models::Classifier& m, const Splits& data, const Job& job) {
+    if constexpr (std::is_same_v<Splits, data::TextSplits>) {
+      nlohmann::json extra = detail::bert_metadata(models::BertConfig::from_json(m.config, job.model), data);
       nlohmann::json rc = job.meta.value("config", nlohmann::json::object());
       if (!rc.is_object()) rc = nlohmann::json::object();
       rc["max_length"] = job.max_length;
       extra["config"] = rc;
+      return extra;
     } else {
-      extra = feature_metadata(data);
+      return feature_metadata(data);
     }
-    if (job.finetune > 0) {
-      train::TrainConfig tc;
-      if constexpr (tokens) {
-        tc = models::default_recipe(job.model);
-        tc.max_length = job.max_length;
-      }
-      tc.model = job.model;
-      tc.dataset = job.dataset;
-      tc.max_epochs = job.finetune;
-      tc.batch_size = job.batch;
-      tc.seed = job.seed;
-      tc.learning_rate = job.tcfg.value("learning_rate", tokens ? tc.learning_rate : 1e-3);
-      tc.optimizer = job.tcfg.value("optimizer", tokens ? tc.optimizer : std::string("adam"));
-      tc.schedule = job.tcfg.value("schedule", tokens ? tc.schedule : std::string("cosine"));
-      tc.output_dir = (out_dir / "finetune").string();
-      tc.progress = false;
-      train::Trainer t(m.module, m.forward, tc);
-      t.set_extra_metadata(extra);
-      t.fit(data.train, data.val);
-      const auto tuned = train::evaluate(model, m.forward, data.test, job.batch);
-      summary["finetuned"] = {{"epochs", job.finetune}, {"loss", tuned.loss}, {"accuracy", tuned.accuracy}};
-    }
+  }
 
+  /// [transform] finetune_epochs with the model's recipe (JSC: Adam 1e-3, cosine) unless the
+  /// config says otherwise; the run goes to <output_dir>/finetune.
+  template <class Splits>
+  static void finetune(const models::Classifier& m, const Splits& data, const Job& job, const nlohmann::json& extra,
+                       nlohmann::json& summary) {
+    constexpr bool tokens = std::is_same_v<Splits, data::TextSplits>;
+    train::TrainConfig tc;
+    if constexpr (tokens) {
+      tc = models::default_recipe(job.model);
+      tc.max_length = job.max_length;
+    }
+    tc.model = job.model;
+    tc.dataset = job.dataset;
+    tc.max_epochs = job.finetune;
+    tc.batch_size = job.batch;
+    tc.seed = job.seed;
+    tc.learning_rate = job.tcfg.value("learning_rate", tokens ? tc.learning_rate : 1e-3);
+    tc.optimizer = job.tcfg.value("optimizer", tokens ? tc.optimizer : std::string("adam"));
+    tc.schedule = job.tcfg.value("schedule", tokens ? tc.schedule : std::string("cosine"));
+    tc.output_dir = (job.out_dir / "finetune").string();
+    tc.progress = false;
+    train::Trainer t(m.module, m.forward, tc);
+    t.set_extra_metadata(extra);
+    t.fit(data.train, data.val);
+    const auto tuned = train::evaluate(*m.module, m.forward, data.test, job.batch);
+    summary["finetuned"] = {{"epochs", job.finetune}, {"loss", tuned.loss}, {"accuracy", tuned.accuracy}};
+  }
+
+  /// report.txt and graph.dot (traced on one test sample), the transformed checkpoint with
+  /// its metadata, summary.json.
+  template <class Splits>
+  static void write_outputs(const models::Classifier& m, const Splits& data, const Job& job,
+                            const nlohmann::json& extra, nlohmann::json& summary) {
+    constexpr bool tokens = std::is_same_v<Splits, data::TextSplits>;
+    nn::Module& model = *m.module;
     Tensor example;
-    if constexpr (tokens)
-      example = detail::trace_example(m, 1, std::max<std::int64_t>(1, std::min<std::int64_t>(
-                                                                          job.max_length, data.test.size() > 0
-                                                                                              ? data.test.length(0)
-                                                                                              : 16)),
+    if constexpr (tokens) {
+      const std::int64_t len = data.test.size() > 0 ? data.test.length(0) : 16;
+      example = detail::trace_example(m, 1, std::max<std::int64_t>(1, std::min<std::int64_t>(job.max_length, len)),
                                       &data.test);
-    else
+    } else {
       example = data.test.features.size(0) > 0 ? data.test.subset(std::vector<std::int64_t>{0}).features
                                                : Tensor::zeros({1, models::kJscFeatures});
+    }
+    const std::filesystem::path& out_dir = job.out_dir;
     write_file_atomic(out_dir / "report.txt",
                       detail::analysis_text(model, example, job.model + " after transform", tokens));
     write_file_atomic(out_dir / "graph.dot", passes::to_dot(passes::trace(model, example), job.model));
     nlohmann::json meta{{"model", job.model},
                         {"dataset", job.dataset},
                         {"source_checkpoint", job.load},
-                        {"passes", passes_cfg},
+                        {"passes", job.passes},
                         {"structure", passes::describe_structure(model)},
                         {"summary", summary}};
     for (const auto& [k, v] : extra.items()) meta[k] = v;
@@ -319,14 +362,6 @@ class TransformCommand {
     train::save_checkpoint(out_dir, "transformed", model, nullptr, meta);
     summary["output"] = (out_dir / "transformed.safetensors").string();
     write_file_atomic(out_dir / "summary.json", summary.dump(2) + "\n");
-    if (json_) {
-      std::cout << summary.dump() << "\n";
-      return;
-    }
-    std::printf("accuracy  before %.4f  after passes %.4f", before.accuracy, after.accuracy);
-    if (summary.contains("finetuned"))
-      std::printf("  after fine-tuning %.4f", summary["finetuned"]["accuracy"].get<double>());
-    std::printf("\nwrote %s (and the reports beside it)\n", summary["output"].get<std::string>().c_str());
   }
 
   CLI::App* cmd_ = nullptr;

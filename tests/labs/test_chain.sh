@@ -62,6 +62,28 @@ grep -q 'resumed with [0-9]* finished trial' "$out/mixed/log.txt" "$tmp/resume_m
   fail "resume: mixed did not resume its study"
 [ -f "$out/mixed/DONE" ] && ! ls -d "$out"/mixed.killed-* >/dev/null 2>&1 || fail "resume: mixed moved aside or not done"
 
+# The whole chain killed (SIGKILL, its process group) at random moments, then run again
+# each time: it finishes with every step done and the same final checkpoints' kinds, and
+# nothing finished before a kill is redone (features: a few seconds per run).
+if [ "$mode" = features ] && command -v setsid >/dev/null 2>&1; then
+  kout=$tmp/killed
+  for attempt in 1 2; do
+    setsid bash "$chain" "${args[@]}" --budget quick --threads 1 --output-dir "$kout" >/dev/null 2>&1 &
+    pid=$!
+    sleep "$((RANDOM % 5)).$((RANDOM % 10))"
+    kill -9 -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    done_before=$(cd "$kout" 2>/dev/null && ls -d */DONE 2>/dev/null | sort)
+    run "killed_rerun$attempt" 0 bash "$chain" "${args[@]}" --budget quick --threads 1 --output-dir "$kout"
+    for s in $steps; do [ -f "$kout/$s/DONE" ] || fail "kill $attempt: step $s did not finish"; done
+    for d in $done_before; do
+      grep -q "${d%/DONE}: done earlier" "$tmp/killed_rerun$attempt.err" || fail "kill $attempt: ${d%/DONE} redone"
+    done
+    grep -Eq '^accuracy +[0-9.]+' "$kout/test/log.txt" || fail "kill $attempt: no final test accuracy"
+    rm -rf "$kout"
+  done
+fi
+
 # Bad input: one line, exit 2.
 expect_one_line_error bad-dataset "unknown dataset 'cifar'" bash "$chain" --model jsc-tiny --dataset cifar
 expect_one_line_error bad-budget "--budget must be quick or full" bash "$chain" "${args[@]}" --budget huge

@@ -1,9 +1,15 @@
 // Atomic file writes: data goes to a temporary file beside the target, is flushed, and is
 // renamed over the target only when complete, so a failure never leaves a half-written file
-// and never destroys what the user had. And bounded reads: a whole file or one line, refused
+// and never destroys what the user had. A writer killed mid-write leaves its temporary file
+// (`.tmp.<name>.<host>.<pid>.<random>`); the next write of the same target on that host
+// removes those of writers no longer alive (never a live writer's, e.g. another worker's). And bounded reads: a whole file or one line, refused
 // past a size limit before that much is allocated (a hostile 1 GB line or file).
 #pragma once
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -17,12 +23,40 @@
 
 namespace qnum {
 
+namespace detail {
+
+/// The start of this host's temporary file names for `path`: `.tmp.<name>.<host>.`.
+inline std::string temp_prefix(const std::filesystem::path& path) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return ".tmp." + path.filename().string() + "." + host + ".";
+}
+
+/// Removes the temporary files of `path` in `dir` left by writers on this host that were
+/// killed mid-write (their process no longer exists). Best effort: errors are ignored.
+inline void remove_stale_temps(const std::filesystem::path& dir, const std::string& prefix) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::size_t dot = name.find('.', prefix.size());
+    if (dot == std::string::npos || dot == prefix.size() || dot - prefix.size() > 9) continue;
+    const std::string digits = name.substr(prefix.size(), dot - prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::stol(digits);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+}  // namespace detail
+
 /// Writes `bytes` to `path` atomically (temp file + rename). Throws qnum::Error on failure.
 inline void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
   namespace fs = std::filesystem;
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   std::random_device rd;
-  const fs::path tmp = dir / (".tmp." + path.filename().string() + "." + std::to_string(rd()));
+  const std::string prefix = detail::temp_prefix(path);
+  const fs::path tmp = dir / (prefix + std::to_string(::getpid()) + "." + std::to_string(rd()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) detail::fail("cannot write '", path.string(), "': cannot create a file in '", dir.string(), "'");
@@ -41,6 +75,7 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
     fs::remove(tmp, ec);
     detail::fail("cannot write '", path.string(), "': ", ec.message());
   }
+  detail::remove_stale_temps(dir, prefix);
 }
 
 /// Reads a whole file. Throws qnum::Error if it cannot be opened or holds more than
