@@ -31,8 +31,8 @@ namespace {
 /// The seed tables of MASE's jsc_toy_by_type.toml: default "NA", a seed for every linear
 /// layer (used by type) and one for seq_blocks_2 (used by name).
 json toy_by_type_seed() {
-  const json choices = {{"name", {"integer"}},          {"data_in_width", {4, 8}},     {"data_in_frac_width", {"NA"}},
-                        {"weight_width", {2, 4, 8}},    {"weight_frac_width", {"NA"}}, {"bias_width", {2, 4, 8}},
+  const json choices = {{"name", {"integer"}},       {"data_in_width", {4, 8}},     {"data_in_frac_width", {"NA"}},
+                        {"weight_width", {2, 4, 8}}, {"weight_frac_width", {"NA"}}, {"bias_width", {2, 4, 8}},
                         {"bias_frac_width", {"NA"}}};
   return {{"default", {{"config", {{"name", {"NA"}}}}}},
           {"linear", {{"config", choices}}},
@@ -72,9 +72,8 @@ TEST_CASE("mase_search: toy is MASE's ToyNet, registered by name") {
 }
 
 TEST_CASE("mase_search: \"NA\" frac widths are width // 2; a name of \"NA\" leaves the layer alone") {
-  json c = {{"name", "integer"},      {"data_in_width", 7},       {"data_in_frac_width", "NA"},
-            {"weight_width", 8},      {"weight_frac_width", "NA"}, {"bias_frac_width", "NA"},
-            {"data_out_frac_width", 3}};
+  json c = {{"name", "integer"},         {"data_in_width", 7},      {"data_in_frac_width", "NA"}, {"weight_width", 8},
+            {"weight_frac_width", "NA"}, {"bias_frac_width", "NA"}, {"data_out_frac_width", 3}};
   expand_na_frac_widths(c);
   CHECK(c["data_in_frac_width"] == 3);
   CHECK(c["weight_frac_width"] == 4);
@@ -83,14 +82,16 @@ TEST_CASE("mase_search: \"NA\" frac widths are width // 2; a name of \"NA\" leav
 
   auto m = models::make_toy_model(0);
   const json all_na = {{"default", {{"config", {{"name", {"NA"}}}}}}};
-  CHECK(error_of([&] { mase_seed_space(*m, all_na, SeedBy::name, ".*", passes::mase_quantizable_ops()); })
-            .find("leave no layer to search") != std::string::npos);
+  CHECK(error_of([&] {
+          mase_seed_space(*m, all_na, SeedBy::name, ".*", passes::mase_quantizable_ops());
+        }).find("leave no layer to search") != std::string::npos);
 }
 
 TEST_CASE("mase_search: by = \"name\" searches the named layer alone, with its own parameters") {
   auto m = models::make_toy_model(0);
   std::vector<std::string> notes;
-  const auto space = mase_seed_space(*m, toy_by_type_seed(), SeedBy::name, ".*", passes::mase_quantizable_ops(), &notes);
+  const auto space =
+      mase_seed_space(*m, toy_by_type_seed(), SeedBy::name, ".*", passes::mase_quantizable_ops(), &notes);
   REQUIRE(space.layers().size() == 1);
   CHECK(space.layers()[0].layer == "2");
   CHECK(names_of(space.grid()) == std::vector<std::string>{"2/bias_width", "2/data_in_width", "2/weight_width"});
@@ -110,7 +111,8 @@ TEST_CASE("mase_search: by = \"name\" searches the named layer alone, with its o
 TEST_CASE("mase_search: by = \"type\" searches one config per op and quantizes every layer of it") {
   auto m = models::make_toy_model(0);
   std::vector<std::string> notes;
-  const auto space = mase_seed_space(*m, toy_by_type_seed(), SeedBy::type, ".*", passes::mase_quantizable_ops(), &notes);
+  const auto space =
+      mase_seed_space(*m, toy_by_type_seed(), SeedBy::type, ".*", passes::mase_quantizable_ops(), &notes);
   REQUIRE(space.layers().size() == 1);  // relu falls back to default = "NA"
   CHECK(space.layers()[0].layer == "linear");
   CHECK(space.layers()[0].members == std::vector<std::string>{"0", "2", "4"});
@@ -124,7 +126,8 @@ TEST_CASE("mase_search: by = \"type\" searches one config per op and quantizes e
   CHECK(notes[0].find("seed.seq_blocks_2 is a layer name") != std::string::npos);
 
   // A default of choices covers every quantizable op of the model: linear and relu groups.
-  const json seed = {{"default", {{"config", {{"name", {"integer"}}, {"data_in_width", {4, 8}}, {"weight_width", 8}}}}}};
+  const json seed = {
+      {"default", {{"config", {{"name", {"integer"}}, {"data_in_width", {4, 8}}, {"weight_width", 8}}}}}};
   const auto all = mase_seed_space(*m, seed, SeedBy::type, ".*", passes::mase_quantizable_ops());
   REQUIRE(all.layers().size() == 2);
   CHECK(all.layers()[1].layer == "relu");
@@ -148,7 +151,8 @@ TEST_CASE("mase_search: a search by type evaluates quantized models, each trial 
   ev.compare_to = 32;
   auto probe = ev.fresh_model();
   const auto space = mase_seed_space(*probe, toy_by_type_seed(), SeedBy::type, ".*", passes::mase_quantizable_ops());
-  Study s(std::make_shared<InMemoryStorage>(), "by-type", {StudyDirection::maximize}, std::make_shared<RandomSampler>(1));
+  Study s(std::make_shared<InMemoryStorage>(), "by-type", {StudyDirection::maximize},
+          std::make_shared<RandomSampler>(1));
   s.optimize(
       [&](Trial& t) {
         const auto r = ev(space.sample(t));

@@ -33,8 +33,8 @@ enum class SeedBy { name, type };
 
 /// "name" or "type"; anything else is a qnum::Error.
 inline SeedBy parse_seed_by(const std::string& by) {
-  qnum::detail::require(by == "name" || by == "type", "mixed_precision_ptq: setup.by must be \"name\" or \"type\", got '",
-                        by, "'");
+  qnum::detail::require(by == "name" || by == "type",
+                        "mixed_precision_ptq: setup.by must be \"name\" or \"type\", got '", by, "'");
   return by == "name" ? SeedBy::name : SeedBy::type;
 }
 
@@ -109,7 +109,8 @@ inline MixedPrecisionSpace mase_seed_space(nn::Module& model, const nlohmann::js
     if (k == "default" || !notes) continue;
     const bool is_op = std::find(mase_ops.begin(), mase_ops.end(), k) != mase_ops.end();
     bool names_layer = false;
-    for (const auto& [path, m] : model.named_modules()) names_layer |= !path.empty() && passes::detail::name_matches(k, path);
+    for (const auto& [path, m] : model.named_modules())
+      names_layer |= !path.empty() && passes::detail::name_matches(k, path);
     if (!is_op && !names_layer)
       notes->push_back("seed." + k + " names no layer of the model (layers: " + passes::detail::join(layer_names) +
                        ") and no MASE op");

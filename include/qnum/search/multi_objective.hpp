@@ -95,7 +95,7 @@ inline std::vector<bool> pareto_front(const Points& points, bool assume_unique_l
   return out;
 }
 
-/// Non-domination ranks (0 = the front), exact for the trials up to the n_below best; every
+/// Non-domination ranks (0 = the front), exact for the trials up to the n_below best (0: all); every
 /// later one gets one rank past them (_calculate_nondomination_rank).
 inline std::vector<int> nondomination_ranks(const Points& loss, std::size_t n_below) {
   const std::size_t n = loss.size();
