@@ -8,6 +8,11 @@
 //   learning_rate                       number (MASE)
 //   optimizer, schedule, output_dir     strings (qnum; MASE spells them training_optimizer
 //   weight_decay, threads               and project_dir, accepted as aliases)
+//   max_steps, t_max, eta_min           MASE's (Lightning's max_steps; the cosine schedule's
+//                                       half period in epochs and floor)
+//   project                             MASE's: the run folder becomes <project_dir or
+//                                       mase_output>/<project>/software/training_ckpts
+//                                       unless output_dir (or --output-dir) names one
 //   task                                MASE's; only "classification" / "cls" (the only task)
 // MASE's other keys (accelerator, passes, search, ...; qnum/io/mase_config.hpp) are accepted
 // with one line on stderr saying why qnum train ignores them; any other key is a qnum::Error
@@ -38,10 +43,10 @@ namespace qnum::cli {
 /// Settings given explicitly (in a TOML file or on the command line); unset ones leave the
 /// TrainConfig value as it is.
 struct RunOverrides {
-  std::optional<std::string> model, dataset, optimizer, schedule, output_dir, device;
-  std::optional<int> max_epochs, threads;
-  std::optional<std::int64_t> batch_size;
-  std::optional<double> learning_rate, weight_decay;
+  std::optional<std::string> model, dataset, optimizer, schedule, output_dir, device, project, project_dir;
+  std::optional<int> max_epochs, threads, t_max;
+  std::optional<std::int64_t> batch_size, max_steps;
+  std::optional<double> learning_rate, weight_decay, eta_min;
   std::optional<std::uint64_t> seed;
 
   /// Sets every given field of `c`.
@@ -50,8 +55,16 @@ struct RunOverrides {
     if (dataset) c.dataset = *dataset;
     if (optimizer) c.optimizer = *optimizer;
     if (schedule) c.schedule = *schedule;
-    if (output_dir) c.output_dir = *output_dir;
+    if (output_dir)
+      c.output_dir = *output_dir;
+    else if (project)
+      c.output_dir = mase::project_output_dir(project_dir.value_or(""), *project, mase::Command::train);
+    else if (project_dir)
+      c.output_dir = *project_dir;
     if (device) c.device = *device;
+    if (max_steps) c.max_steps = *max_steps;
+    if (t_max) c.t_max = *t_max;
+    if (eta_min) c.eta_min = *eta_min;
     if (max_epochs) c.max_epochs = *max_epochs;
     if (threads) c.threads = *threads;
     if (batch_size) c.batch_size = *batch_size;
@@ -69,8 +82,15 @@ struct RunOverrides {
     take(dataset, later.dataset);
     take(optimizer, later.optimizer);
     take(schedule, later.schedule);
+    // A project named later (on the command line) beats an earlier output_dir (the file's).
+    if (!later.output_dir && (later.project || later.project_dir)) output_dir.reset();
     take(output_dir, later.output_dir);
+    take(project, later.project);
+    take(project_dir, later.project_dir);
     take(device, later.device);
+    take(max_steps, later.max_steps);
+    take(t_max, later.t_max);
+    take(eta_min, later.eta_min);
     take(max_epochs, later.max_epochs);
     take(threads, later.threads);
     take(batch_size, later.batch_size);
@@ -83,7 +103,8 @@ struct RunOverrides {
 /// The TOML keys read_run_config accepts (qnum's spellings), for messages and docs.
 inline constexpr std::string_view kRunConfigKeys =
     "model, dataset, max_epochs, batch_size, learning_rate, optimizer, schedule, weight_decay, seed, threads, "
-    "device, output_dir, task (MASE spellings: training_optimizer = optimizer, project_dir = output_dir)";
+    "device, output_dir, task, max_steps, t_max, eta_min, project (MASE spellings: training_optimizer = optimizer, "
+    "project_dir = output_dir)";
 
 namespace detail {
 
@@ -175,8 +196,16 @@ inline RunOverrides read_run_config(const std::filesystem::path& file) {
       o.optimizer = text();
     } else if (key == "output_dir" || key == "project_dir") {
       once(output_spelling);
-      o.output_dir = text();
-    } else if (key == "schedule")
+      (key == "output_dir" ? o.output_dir : o.project_dir) = text();
+    } else if (key == "project")
+      o.project = text();
+    else if (key == "max_steps")
+      o.max_steps = integer(-1, i64_max);
+    else if (key == "t_max")
+      o.t_max = static_cast<int>(integer(0, int_max));
+    else if (key == "eta_min")
+      o.eta_min = number();
+    else if (key == "schedule")
       o.schedule = text();
     else if (key == "task") {
       const auto t = text();

@@ -6,7 +6,8 @@
 // checkpoint's run did (its max_length unless max_length / --max-length says otherwise).
 //
 // Top level: model (or --model), dataset, load_name (alias load; required), load_type
-// (accepted, unused), output_dir (alias project_dir; required), batch_size (evaluation,
+// (accepted, unused), output_dir (required; or MASE's project, giving <project_dir or
+// mase_output>/<project>/software/search_ckpts, or project_dir alone), batch_size (evaluation,
 // default 1024), seed, threads, task (accepted); text models also max_length and limit (rows
 // per split). [search.search_space]:
 //   name = "mixed_precision"           per layer "<layer>/width" in width (default [8, 16, 32])
@@ -15,27 +16,37 @@
 //        = "mixed_precision_families"  per layer "<layer>/format" among the variants of
 //                                      families (default: all; include_float adds "float");
 //        = "graph/quantize/mixed_precision_ptq" (MASE's; alias "mixed_precision_seed"): the
-//                                      [seed.<layer or op or default>.config] tables, each key
-//                                      a list of choices (or one fixed value), "NA" as MASE's.
-//                                      setup.by ("name"/"type") only says how seed keys are
-//                                      looked up: a layer's own name first, then its op, then
-//                                      default; the config searched is always keyed by name.
+//                                      [seed.<default | op | layer>.config] tables of choice
+//                                      lists, setup.by = "name" (each layer its own seed or
+//                                      default) or "type" (each op one config for all its
+//                                      layers), "NA" as MASE's files say (qnum/search/mase_space.hpp);
+//                                      every MASE-quantizable op unless `ops` narrows it.
 //   layers (regex over layer paths, default ".*"), ops (default ["linear"]).
 // [search.strategy]: name ("optuna"), sampler (tpe, random, grid, nsgaii), n_trials, timeout
 // (seconds), seed, storage (default "memory"), study_name (default "mixed-precision"),
 // resume, finetune_epochs (QAT per trial, the model's default recipe), learning_rate,
 // sum_scaled_metrics (default: true for one metric, false for several), population_size
-// (NSGA-II), eval_mode (true), n_jobs (1); MASE's [setup] table may hold n_trials, timeout,
-// sampler, sum_scaled_metrics, n_jobs, seed; [sw_runner.basic_evaluation] data_loader
-// (val_dataloader default, test_dataloader, train_dataloader) and num_samples (rows, default
-// all); [metrics.<name>] scale (1) and direction (maximize for accuracy, minimize otherwise);
-// metrics: accuracy, loss, bits, model_size, average_bitwidth, bitops (per sample: one
-// feature row, or the evaluation split's first text), size_ratio (default: accuracy alone).
+// (NSGA-II), eval_mode (true; false with [sw_runner.basic_train]), n_jobs (1); MASE's [setup]
+// table may hold n_trials, timeout, sampler, sum_scaled_metrics, direction (of the scaled
+// sum, default maximize), n_jobs, seed, save_every_n_trials (noted: every trial is stored);
+// [sw_runner.basic_evaluation] data_loader (val_dataloader default, test_dataloader,
+// train_dataloader) and num_samples (rows, default all); [sw_runner.basic_train] (QAT per
+// trial: num_samples rows, at most max_epochs passes, optimizer, learning_rate, weight_decay,
+// lr_scheduler linear/cosine/constant per step with num_warmup_steps; unset: the model's
+// recipe); [hw_runner.average_bitwidth] compare_to (memory_density = compare_to /
+// average_bitwidth, default 32); [metrics.<name>] scale (1) and direction (maximize for
+// accuracy and memory_density, minimize otherwise); metrics: accuracy, loss, bits,
+// model_size, average_bitwidth, memory_density, bitops (per sample: one feature row, or the
+// evaluation split's first text), size_ratio (default: accuracy alone). A scaled sum adds
+// scale·metric for metrics in the sum's direction and subtracts the others.
 // Outputs in output_dir: trials.csv (Optuna's trials_dataframe), best.json (best trial or
-// Pareto set with metrics and quantize config), best_transform.json (a `qnum transform`
-// config applying the best config), plot.svg (best so far; multi-objective: the trials and
-// the Pareto front of the first two objectives). Unknown keys are errors naming them; a
-// layers regex matching no layer of the loaded model is an error listing its layers.
+// Pareto set: MASE's number, values, software_metrics, hardware_metrics, scaled_metrics, and
+// the quantize config it sampled), best_transform.json (a `qnum transform` config applying the
+// best config), plot.svg (best so far; multi-objective: the trials and the Pareto front of
+// the first two objectives); stdout ends with MASE's "Best trial(s)" table. Each trial's
+// user attributes hold MASE's software_metrics, hardware_metrics, scaled_metrics and
+// sampled_config. Unknown keys are errors naming them; a layers regex matching no layer of
+// the loaded model is an error listing its layers.
 #pragma once
 
 #include <cstdio>
@@ -52,6 +63,7 @@
 #include "common/datasets.hpp"
 #include "qnum/io/mase_config.hpp"
 #include "qnum/search/grid_sampler.hpp"
+#include "qnum/search/mase_space.hpp"
 #include "qnum/search/nsga2.hpp"
 #include "qnum/search/plot.hpp"
 #include "qnum/search/quantized_objective.hpp"
@@ -82,17 +94,6 @@ using nlohmann::json;
 using qnum::detail::fail;
 using qnum::detail::require;
 
-inline std::vector<search::CategoricalChoice> choices_of(const json& v, const std::string& where) {
-  std::vector<search::CategoricalChoice> out;
-  const json list = v.is_array() ? v : json::array({v});
-  require(!list.empty(), where, ": an empty list of choices");
-  for (const auto& c : list) {
-    require(c.is_primitive(), where, ": choices must be numbers, strings or booleans, got ", c.dump());
-    out.push_back(search::param_value_from_json(c));
-  }
-  return out;
-}
-
 template <class T>
 std::vector<T> list_of(const json& sec, const char* key, std::vector<T> fallback, const std::string& where) {
   if (!sec.contains(key)) return fallback;
@@ -105,54 +106,26 @@ std::vector<T> list_of(const json& sec, const char* key, std::vector<T> fallback
   }
 }
 
-/// MASE's seed space: per selected layer the seed table of its name, else of its op, else
-/// `default`; each key a choice list (a scalar is one fixed value).
+/// MASE's seed space (qnum/search/mase_space.hpp); the seed keys `by` leaves unused are
+/// noted on stderr.
 inline search::MixedPrecisionSpace seed_space(nn::Module& model, const json& sp, const std::string& layers,
                                               const std::vector<std::string>& ops, const std::string& where) {
   require(sp.contains("seed") && sp["seed"].is_object(), where, ": name '", sp["name"].get<std::string>(),
           "' needs a [seed] table ([seed.default.config], [seed.<layer>.config])");
-  const json& seed = sp["seed"];
   std::string by = "name";
   if (sp.contains("setup")) {
     cli::detail::require_keys(sp["setup"], where + " setup", {"by"});
-    by = sp["setup"].value("by", std::string("name"));
-    require(by == "name" || by == "type", where, ": setup.by must be \"name\" or \"type\", got '", by, "'");
+    require(sp["setup"].value("by", json("name")).is_string(), where, ": setup.by must be \"name\" or \"type\"");
+    by = sp["setup"].value("by", by);
   }
-  // A seed key naming no layer of the model (nor an op or `default`) is a warning listing them.
-  for (const auto& [k, e] : seed.items()) {
-    if (k == "default" || std::find(ops.begin(), ops.end(), k) != ops.end()) continue;
-    const auto& mase_ops = passes::mase_quantizable_ops();
-    if (std::find(mase_ops.begin(), mase_ops.end(), k) != mase_ops.end()) continue;
-    bool found = false;
-    for (const auto& [path, m] : model.named_modules()) found |= !path.empty() && passes::detail::name_matches(k, path);
-    if (!found)
-      std::cerr << "qnum: warning: " << where << ": seed." << k << " names no layer of the model (layers: "
-                << cli::detail::layer_names(model) << ")\n";
+  std::vector<std::string> notes;
+  try {
+    auto space = search::mase_seed_space(model, sp["seed"], search::parse_seed_by(by), layers, ops, &notes);
+    for (const auto& n : notes) std::cerr << "note: " << where << ": " << n << "\n";
+    return space;
+  } catch (const qnum::Error& e) {
+    fail(where, ": ", e.what());
   }
-  std::vector<search::LayerSpace> out;
-  for (const auto& [path, op] : search::select_layers(model, layers, ops)) {
-    const json* entry = nullptr;
-    for (const auto& [k, e] : seed.items())
-      if (passes::detail::name_matches(k, path)) entry = &e;
-    if (!entry && seed.contains(op)) entry = &seed[op];
-    if (!entry && seed.contains("default")) entry = &seed["default"];
-    if (!entry) continue;
-    const json& cfg = entry->contains("config") ? (*entry)["config"] : *entry;
-    require(cfg.is_object(), where, ": seed entry for layer '", path, "' must be a table");
-    search::LayerSpace l{path, op, {}, json::object()};
-    for (const auto& [k, v] : cfg.items()) {
-      if (v.is_array() && v.size() > 1)
-        l.choices[k] = choices_of(v, where + " seed key '" + k + "'");
-      else
-        l.fixed[k] = v.is_array() ? v[0] : v;
-    }
-    // A layer whose name is fixed to a skip value has nothing to search.
-    if (!l.choices.count("name") && (!l.fixed.contains("name") || passes::is_skip_name(l.fixed["name"]))) continue;
-    out.push_back(std::move(l));
-  }
-  require(!out.empty(), where, ": the seed tables leave no layer to search (every layer's name is NA/none)");
-  (void)by;  // seed keys are looked up by name and then by op whatever `by` says (see the header)
-  return search::MixedPrecisionSpace(std::move(out));
 }
 
 inline std::string params_text(const search::FrozenTrial& t) {
@@ -162,14 +135,20 @@ inline std::string params_text(const search::FrozenTrial& t) {
   return s;
 }
 
+/// One trial as best.json holds it: MASE's columns (number, value(s), software_metrics,
+/// hardware_metrics, scaled_metrics; its sampled_config is `quantize`) and the drawn params.
 inline json trial_json(const search::FrozenTrial& t) {
   json p = json::object();
   for (const auto& [k, v] : t.params) p[k] = search::to_json(search::to_external(t.distributions.at(k), v));
+  const auto attr = [&](const char* k) { return t.user_attrs.value(k, json::object()); };
   return {{"number", t.number},
           {"values", t.values},
           {"params", p},
-          {"metrics", t.user_attrs.value("metrics", json::object())},
-          {"quantize", t.user_attrs.value("quantize_config", json::object())}};
+          {"metrics", attr("metrics")},
+          {"software_metrics", attr("software_metrics")},
+          {"hardware_metrics", attr("hardware_metrics")},
+          {"scaled_metrics", attr("scaled_metrics")},
+          {"quantize", t.user_attrs.contains("sampled_config") ? attr("sampled_config") : attr("quantize_config")}};
 }
 
 /// The metrics as the study records them.
@@ -202,10 +181,14 @@ inline SearchJob read_job(const json& cfg, const SearchOverrides& ov, const std:
   job.model = ov.model.value_or(str({"model"}));
   job.dataset = ov.dataset.value_or(str({"dataset"}));
   job.load = ov.load.value_or(str({"load_name", "load"}));
-  const std::string out_text = ov.output_dir.value_or(str({"output_dir", "project_dir"}));
+  // MASE's project: <project_dir or mase_output>/<project>/software/search_ckpts (output_dir wins).
+  std::string out_text = ov.output_dir.value_or(str({"output_dir"}));
+  if (out_text.empty() && cfg.contains("project"))
+    out_text = mase::project_output_dir(str({"project_dir"}), str({"project"}), mase::Command::search);
+  if (out_text.empty()) out_text = str({"project_dir"});
   require(!job.model.empty(), where, ": 'model' is required (or --model)");
   require(!job.load.empty(), where, ": 'load_name' (the trained checkpoint to search from) is required");
-  require(!out_text.empty(), where, ": 'output_dir' is required");
+  require(!out_text.empty(), where, ": 'output_dir' (or MASE's project / project_dir) is required");
   job.out_dir = out_text;
   job.batch = cfg.value("batch_size", std::int64_t{1024});
   require(job.batch >= 1, where, ": batch_size must be >= 1");
@@ -240,7 +223,8 @@ inline json read_strategy(const json& st, const std::string& stw) {
   json strat = st;
   if (st.contains("setup")) {
     cli::detail::require_keys(st["setup"], stw + " setup",
-                              {"n_jobs", "n_trials", "timeout", "sampler", "sum_scaled_metrics", "seed", "pkl_ckpt"});
+                              {"n_jobs", "n_trials", "timeout", "sampler", "sum_scaled_metrics", "direction", "seed",
+                               "pkl_ckpt", "save_every_n_trials"});
     for (const auto& [k, v] : st["setup"].items())
       if (!strat.contains(k)) strat[k] = v;
   }
@@ -249,24 +233,26 @@ inline json read_strategy(const json& st, const std::string& stw) {
   require(strat.value("n_jobs", 1) == 1, stw,
           ": n_jobs must be 1 (run several `qnum search --config` processes on "
           "one sqlite/postgresql storage with resume = true instead)");
-  require(strat.value("eval_mode", true), stw,
-          ": eval_mode = false (training runner) is not supported; use "
-          "finetune_epochs for compression-aware search");
   require(!strat.contains("pkl_ckpt"), stw, ": pkl_ckpt is MASE's pickle resume; use storage + resume instead");
-  // MASE's example files name hw_runner.average_bitwidth (compare_to = 32); qnum measures
-  // average_bitwidth (and bits, bitops) on every trial, so the runner is accepted and said so.
+  if (strat.contains("save_every_n_trials"))
+    std::cerr << "note: " << stw << ": save_every_n_trials: ignored: the study storage records every trial as "
+              << "it ends\n";
   if (strat.contains("hw_runner")) {
     const json& hw = strat["hw_runner"];
     cli::detail::require_keys(hw, stw + " hw_runner", {"average_bitwidth"});
-    if (hw.contains("average_bitwidth")) {
+    if (hw.contains("average_bitwidth"))
       cli::detail::require_keys(hw["average_bitwidth"], stw + " hw_runner.average_bitwidth", {"compare_to"});
-      const json& c = hw["average_bitwidth"].value("compare_to", json(32));
-      require(c.is_number() && c.get<double>() > 0, stw, ": hw_runner.average_bitwidth.compare_to must be > 0");
-    }
-    std::cerr << "note: " << stw << ": hw_runner.average_bitwidth: qnum measures average_bitwidth (bits per "
-              << "parameter) on every trial; compare_to is not needed\n";
   }
   return strat;
+}
+
+/// MASE's hw_runner.average_bitwidth.compare_to (memory_density = compare_to /
+/// average_bitwidth); 32 without it.
+inline double read_compare_to(const json& strat, const std::string& stw) {
+  const json hw = strat.value("hw_runner", json::object()).value("average_bitwidth", json::object());
+  const json c = hw.value("compare_to", json(32));
+  require(c.is_number() && c.get<double>() > 0, stw, ": hw_runner.average_bitwidth.compare_to must be a number > 0");
+  return c.get<double>();
 }
 
 /// The objective metrics ([metrics.<name>] tables; default: accuracy alone).
@@ -277,7 +263,8 @@ inline std::vector<search::Metric> read_metrics(const json& strat, const std::st
   for (const auto& [name, m] : strat["metrics"].items()) {
     search::QuantizedMetrics{}.get(name);  // unknown names fail here
     cli::detail::require_keys(m, stw + " metrics." + name, {"scale", "direction"});
-    search::Metric x{name, name == "accuracy" ? search::StudyDirection::maximize : search::StudyDirection::minimize,
+    const bool more_is_better = name == "accuracy" || name == "memory_density";
+    search::Metric x{name, more_is_better ? search::StudyDirection::maximize : search::StudyDirection::minimize,
                      m.value("scale", 1.0)};
     if (m.contains("direction")) {
       const auto d = m["direction"].get<std::string>();
@@ -295,10 +282,20 @@ struct EvalSplit {
   std::int64_t num_samples = 0;  ///< rows (0: all)
 };
 
+/// MASE's [sw_runner.basic_train]: each trial's quantized model trains (QAT) before it is
+/// measured; unset keys take the model's recipe.
+struct TrainRunner {
+  int max_epochs = 1;
+  std::int64_t num_samples = 0;  ///< rows trained per trial (0: every row, max_epochs times)
+  std::optional<std::string> optimizer, lr_scheduler;
+  std::optional<double> learning_rate, weight_decay;
+  std::int64_t num_warmup_steps = 0;
+};
+
 inline EvalSplit read_eval_split(const json& strat, const std::string& stw) {
   EvalSplit e;
   if (!strat.contains("sw_runner")) return e;
-  cli::detail::require_keys(strat["sw_runner"], stw + " sw_runner", {"basic_evaluation"});
+  cli::detail::require_keys(strat["sw_runner"], stw + " sw_runner", {"basic_evaluation", "basic_train"});
   const json be = strat["sw_runner"].value("basic_evaluation", json::object());
   cli::detail::require_keys(be, stw + " sw_runner.basic_evaluation", {"data_loader", "num_samples"});
   e.loader = be.value("data_loader", e.loader);
@@ -307,6 +304,44 @@ inline EvalSplit read_eval_split(const json& strat, const std::string& stw) {
           ": data_loader must be val_dataloader, test_dataloader or train_dataloader, got '", e.loader, "'");
   require(e.num_samples >= 0, stw, ": num_samples must be >= 0");
   return e;
+}
+
+/// [sw_runner.basic_train] (nullopt without one); eval_mode = false is what MASE trains with,
+/// so each implies the other.
+inline std::optional<TrainRunner> read_train_runner(const json& strat, const std::string& stw) {
+  const json sw = strat.value("sw_runner", json::object());
+  const bool eval_mode = strat.value("eval_mode", true);
+  if (!sw.contains("basic_train")) {
+    require(eval_mode, stw, ": eval_mode = false trains each trial: add [sw_runner.basic_train] (or finetune_epochs)");
+    return std::nullopt;
+  }
+  const std::string w = stw + " sw_runner.basic_train";
+  require(!eval_mode, w, ": trains each trial, so it needs eval_mode = false");
+  require(!strat.contains("finetune_epochs") && !strat.contains("learning_rate"), w,
+          ": give either basic_train or finetune_epochs/learning_rate, not both");
+  const json& bt = sw["basic_train"];
+  cli::detail::require_keys(bt, w,
+                            {"num_samples", "max_epochs", "optimizer", "learning_rate", "weight_decay", "lr_scheduler",
+                             "num_warmup_steps", "gradient_accumulation_steps"});
+  require(bt.value("gradient_accumulation_steps", 1) == 1, w,
+          ": gradient_accumulation_steps must be 1 (one optimizer step per batch; raise batch_size instead)");
+  TrainRunner r;
+  r.max_epochs = bt.value("max_epochs", 1);
+  r.num_samples = bt.value("num_samples", std::int64_t{0});
+  require(r.max_epochs >= 1 && r.num_samples >= 0, w, ": max_epochs must be >= 1 and num_samples >= 0");
+  if (bt.contains("optimizer")) r.optimizer = bt["optimizer"].get<std::string>();
+  if (bt.contains("lr_scheduler")) r.lr_scheduler = bt["lr_scheduler"].get<std::string>();
+  if (bt.contains("learning_rate")) r.learning_rate = bt["learning_rate"].get<double>();
+  if (bt.contains("weight_decay")) r.weight_decay = bt["weight_decay"].get<double>();
+  r.num_warmup_steps = bt.value("num_warmup_steps", std::int64_t{0});
+  require(!r.optimizer || *r.optimizer == "adam" || *r.optimizer == "adamw" || *r.optimizer == "sgd", w,
+          ": optimizer must be adam, adamw or sgd");
+  require(!r.lr_scheduler || *r.lr_scheduler == "linear" || *r.lr_scheduler == "cosine" ||
+              *r.lr_scheduler == "constant",
+          w, ": lr_scheduler must be linear, cosine or constant");
+  require(!r.learning_rate || *r.learning_rate > 0, w, ": learning_rate must be > 0");
+  require(r.num_warmup_steps >= 0, w, ": num_warmup_steps must be >= 0");
+  return r;
 }
 
 /// The space [search.search_space] describes over the layers of `model`.
@@ -336,7 +371,8 @@ inline search::MixedPrecisionSpace read_space(nn::Module& model, const json& sp,
   if (space_name == "graph/quantize/mixed_precision_ptq" || space_name == "mixed_precision_seed") {
     for (const char* k : {"width", "frac_width", "families", "include_float"})
       require(!sp.contains(k), spw, ": '", k, "' does not apply to name = \"", space_name, "\" (use the seed tables)");
-    return seed_space(model, sp, layers, ops, spw);
+    // MASE searches every quantizable op unless `ops` narrows it.
+    return seed_space(model, sp, layers, list_of<std::string>(sp, "ops", passes::mase_quantizable_ops(), spw), spw);
   }
   fail(spw, ": unknown name '", space_name,
        "' (allowed: mixed_precision, mixed_precision_families, graph/quantize/mixed_precision_ptq, "
@@ -390,6 +426,9 @@ struct StudyPlan {
   double learning_rate = 0;  ///< 0: the model's recipe
   std::uint64_t seed = 0;
   EvalSplit split;
+  std::optional<TrainRunner> train;  ///< MASE's basic_train (sets finetune_epochs)
+  search::StudyDirection direction = search::StudyDirection::maximize;  ///< of the scaled sum
+  double compare_to = 32;
 };
 
 inline StudyPlan read_plan(const json& strat, const SearchOverrides& ov, const search::MixedPrecisionSpace& space,
@@ -397,7 +436,14 @@ inline StudyPlan read_plan(const json& strat, const SearchOverrides& ov, const s
   StudyPlan p;
   p.metrics = read_metrics(strat, stw);
   p.sum_scaled = strat.value("sum_scaled_metrics", p.metrics.size() == 1);
+  if (strat.contains("direction")) {
+    const json& d = strat["direction"];
+    require(d == "maximize" || d == "minimize", stw, ": setup.direction must be maximize or minimize, got ", d.dump());
+    p.direction = d == "maximize" ? search::StudyDirection::maximize : search::StudyDirection::minimize;
+  }
   p.split = read_eval_split(strat, stw);
+  p.train = read_train_runner(strat, stw);
+  p.compare_to = read_compare_to(strat, stw);
   p.seed = ov.seed.value_or(strat.value("seed", std::uint64_t{0}));
   p.sampler = make_sampler(ov.sampler.value_or(strat.value("sampler", std::string("tpe"))), p.seed, space, strat, stw);
   p.n_trials = ov.trials.value_or(strat.value("n_trials", std::int64_t{20}));
@@ -405,7 +451,7 @@ inline StudyPlan read_plan(const json& strat, const SearchOverrides& ov, const s
   p.timeout = ov.timeout;
   if (!p.timeout && strat.contains("timeout")) p.timeout = strat["timeout"].get<double>();
   require(!p.timeout || *p.timeout > 0, stw, ": timeout must be > 0 seconds");
-  p.finetune_epochs = strat.value("finetune_epochs", 0);
+  p.finetune_epochs = p.train ? p.train->max_epochs : strat.value("finetune_epochs", 0);
   require(p.finetune_epochs >= 0, stw, ": finetune_epochs must be >= 0");
   if (strat.contains("learning_rate")) {
     p.learning_rate = strat["learning_rate"].get<double>();
@@ -462,6 +508,24 @@ search::BasicQuantizedEvaluator<Data> make_evaluator(const SearchJob& job, const
   if (plan.learning_rate > 0) ev.finetune.learning_rate = plan.learning_rate;
   ev.finetune.seed = plan.seed;
   ev.finetune.progress = false;
+  ev.compare_to = plan.compare_to;
+  if (plan.train) {
+    const TrainRunner& r = *plan.train;
+    // MASE trains num_samples rows per trial, at most max_epochs passes over the split.
+    ev.finetune_epochs = r.num_samples == 0 ? r.max_epochs
+                         : r.num_samples <= train.size()
+                             ? 1
+                             : static_cast<int>(std::min<std::int64_t>(
+                                   r.max_epochs, (r.num_samples + train.size() - 1) / std::max<std::int64_t>(1, train.size())));
+    ev.finetune.optimizer = r.optimizer.value_or(ev.finetune.optimizer);
+    ev.finetune.learning_rate = r.learning_rate.value_or(ev.finetune.learning_rate);
+    ev.finetune.weight_decay = r.weight_decay.value_or(ev.finetune.weight_decay);
+    if (r.lr_scheduler) {  // transformers' get_scheduler: per step, with warm-up steps
+      ev.finetune.schedule = *r.lr_scheduler;
+      ev.finetune.schedule_unit = "step";
+      ev.finetune.warmup_steps = r.num_warmup_steps;
+    }
+  }
   return ev;
 }
 
@@ -529,7 +593,45 @@ inline void write_study_outputs(search::Study& study, const json& summary, const
                               metrics[0].name);
 }
 
-/// The summary on stdout: the study, the trials run, the best trial or the Pareto set.
+/// MASE's "Best trial(s)" table (an org-mode table as its tabulate prints): trial number,
+/// objective value(s), the measured metrics and the scaled ones.
+inline std::string best_trials_table(const json& best, const std::vector<search::Metric>& metrics) {
+  const auto num = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", v);
+    return std::string(b);
+  };
+  std::vector<std::vector<std::string>> rows{{"number", "value(s)", "accuracy", "loss", "average_bitwidth",
+                                              "memory_density"}};
+  for (const auto& m : metrics) rows[0].push_back("scaled " + m.name);
+  for (const auto& t : best.is_array() ? best : json::array({best})) {
+    std::string values;
+    for (const auto& v : t["values"]) values += (values.empty() ? "" : ", ") + num(v.get<double>());
+    const json& sw = t["software_metrics"];
+    const json& hw = t["hardware_metrics"];
+    rows.push_back({std::to_string(t["number"].get<std::int64_t>()), values, num(sw.value("accuracy", 0.0)),
+                    num(sw.value("loss", 0.0)), num(hw.value("average_bitwidth", 0.0)),
+                    num(hw.value("memory_density", 0.0))});
+    for (const auto& m : metrics) rows.back().push_back(num(t["scaled_metrics"].value(m.name, 0.0)));
+  }
+  std::vector<std::size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  std::string out;
+  for (std::size_t j = 0; j < rows.size(); ++j) {
+    for (std::size_t i = 0; i < rows[j].size(); ++i)
+      out += (i ? " | " : "| ") + rows[j][i] + std::string(width[i] - rows[j][i].size(), ' ');
+    out += " |\n";
+    if (j == 0) {
+      for (std::size_t i = 0; i < width.size(); ++i) out += (i ? "-+-" : "|-") + std::string(width[i], '-');
+      out += "-|\n";
+    }
+  }
+  return out;
+}
+
+/// The summary on stdout: the study, the trials run, the best trial (its params) or the Pareto
+/// set, and MASE's table of them.
 inline void print_study_summary(search::Study& study, const json& summary, const SearchJob& job,
                                 const StudyPlan& plan) {
   std::printf("study %s in %s: %s over %zu layer(s) of %s (%s), %s, evaluated on %s of %s\n", plan.study_name.c_str(),
@@ -539,19 +641,17 @@ inline void print_study_summary(search::Study& study, const json& summary, const
   std::printf("trials run %zu, in study %zu, completed %zu\n", summary["trials_run"].get<std::size_t>(),
               summary["trials_total"].get<std::size_t>(), summary["completed"].get<std::size_t>());
   const bool done = summary["completed"].get<std::size_t>() > 0;
-  if (summary.contains("best_trial") && done) {
+  const bool single = summary.contains("best_trial");
+  if (single && done) {
     const auto b = study.best_trial();
-    const json& m = summary["best_trial"]["metrics"];
-    std::printf("best trial %lld: value %.6g (accuracy %.4f, %.2f bits/parameter, %.4g BitOPs/sample): %s\n",
-                static_cast<long long>(b.number), b.values[0], m.value("accuracy", 0.0),
-                m.value("average_bitwidth", 0.0), m.value("bitops", 0.0), params_text(b).c_str());
+    std::printf("best trial %lld: value %.6g: %s\n", static_cast<long long>(b.number), b.values[0],
+                params_text(b).c_str());
   }
-  if (summary.contains("best_trials") && done)
-    for (const auto& t : study.best_trials())
-      std::printf("pareto trial %lld: %s = %.6g, %s = %.6g\n", static_cast<long long>(t.number),
-                  plan.metrics[0].name.c_str(), t.values[0], plan.metrics[1].name.c_str(), t.values[1]);
+  if (done)
+    std::printf("%s:\n%s", single ? "Best trial" : "Best trials (Pareto front)",
+                best_trials_table(summary[single ? "best_trial" : "best_trials"], plan.metrics).c_str());
   std::printf("wrote %s (trials.csv, best.json, plot.svg%s)\n", job.out_dir.string().c_str(),
-              summary.contains("best_trial") && done ? ", best_transform.json" : "");
+              single && done ? ", best_transform.json" : "");
 }
 
 /// Runs the study's trials on the split the plan names of `data` (feature or text splits)
@@ -564,9 +664,12 @@ void run_study(const SearchJob& job, const StudyPlan& plan, const search::MixedP
                                 : loader == "train_dataloader" ? data.train
                                                                : data.val,
                                 plan.split.num_samples);
-  const auto ev = make_evaluator(job, plan, fresh, split, data.train);
+  // basic_train's num_samples: that many rows of the training split per trial.
+  const auto train = first_rows(data.train, plan.train ? plan.train->num_samples : 0);
+  const auto ev = make_evaluator(job, plan, fresh, split, train);
   std::filesystem::create_directories(job.out_dir);
-  search::Study study(plan.storage, plan.study_name, search::objective_directions(plan.metrics, plan.sum_scaled),
+  search::Study study(plan.storage, plan.study_name,
+                      search::objective_directions(plan.metrics, plan.sum_scaled, plan.direction),
                       plan.sampler, nullptr, plan.resume ? search::OpenMode::create_or_load : search::OpenMode::create);
   study.set_user_attr("space", plan.space_name);
   study.set_user_attr("model", job.model);
@@ -577,11 +680,15 @@ void run_study(const SearchJob& job, const StudyPlan& plan, const search::MixedP
   study.optimize(
       [&](search::Trial& t) {
         const auto qc = space.sample(t);
-        t.set_user_attr("quantize_config", qc);
         const auto r = ev(qc, job.out_dir / "trials" / std::to_string(t.number()));
         t.set_user_attr("metrics", r.to_json());
         for (const char* k : {"accuracy", "bits", "bitops"}) t.set_user_attr(k, r.get(k));
-        return objective_values(r, plan.metrics, plan.sum_scaled);
+        // MASE's trial attributes, so its analysis of a study reads qnum's too.
+        t.set_user_attr("software_metrics", r.software_metrics());
+        t.set_user_attr("hardware_metrics", r.hardware_metrics());
+        t.set_user_attr("scaled_metrics", search::scaled_metrics(r, plan.metrics));
+        t.set_user_attr("sampled_config", qc);
+        return objective_values(r, plan.metrics, plan.sum_scaled, plan.direction);
       },
       plan.n_trials, plan.timeout);
   const json summary = study_summary(study, before, plan, space);

@@ -43,6 +43,7 @@ class TrainCommand {
                      "dataset: " + join(dataset_names()) + "; for BERT: " + std::string(data::kTextDatasetNames));
     cmd_->add_option("--config", config_path_, "TOML run config (keys: " + std::string(kRunConfigKeys) + ")");
     cmd_->add_option("--max-epochs", max_epochs_, "epochs to train (default: JSC 20, BERT 1)");
+    cmd_->add_option("--max-steps", max_steps_, "stop after this many optimizer steps (MASE/Lightning; -1: no limit)");
     cmd_->add_option("--batch-size", batch_size_, "rows per batch (default: JSC 256, BERT 32)");
     cmd_->add_option("--learning-rate", learning_rate_, "initial learning rate (default 1e-3)");
     cmd_->add_option("--optimizer,--training-optimizer", optimizer_, "adam, adamw or sgd (default: JSC adam, BERT adamw)");
@@ -57,8 +58,12 @@ class TrainCommand {
         "seed of the model initialisation and the batch order (default 0; a BERT run shuffles with 42 unless given)");
     cmd_->add_option("--threads", threads_, "threads (default: all)");
     cmd_->add_option("--device", device_, "where to train: cpu (default) or cuda (BERT models; needs a CUDA build)");
-    cmd_->add_option("--output-dir,--project-dir", output_dir_,
+    cmd_->add_option("--output-dir", output_dir_,
                      "where metrics.jsonl and the best/last checkpoints go (default qnum-runs/MODEL_DATASET)");
+    cmd_->add_option("--project-dir", project_dir_,
+                     "MASE's: the folder of --project's run (default mase_output); without --project, --output-dir");
+    cmd_->add_option("--project", project_,
+                     "MASE's project: the run goes to <project-dir or mase_output>/PROJECT/software/training_ckpts");
     cmd_->add_flag("--resume", resume_, "continue the run saved as `last` in the output directory");
     cmd_->add_flag("--no-progress", no_progress_, "print no per-epoch progress");
     // BERT / text datasets only.
@@ -215,6 +220,9 @@ class TrainCommand {
                 c.max_epochs, static_cast<long long>(c.batch_size), c.learning_rate, c.optimizer.c_str(),
                 c.schedule.c_str(), c.schedule_unit.c_str());
     if (c.schedule_unit == "step") std::printf(" (warmup_ratio %g)", c.warmup_ratio);
+    if (c.schedule == "cosine" && c.schedule_unit == "epoch")
+      std::printf(" (t_max %d, eta_min %g)", c.t_max > 0 ? c.t_max : c.max_epochs, c.eta_min);
+    if (c.max_steps > 0) std::printf(", max_steps %lld", static_cast<long long>(c.max_steps));
     std::printf(", weight_decay %g, max_grad_norm %g", c.weight_decay, c.max_grad_norm);
     if (c.max_length > 0) std::printf(", max_length %lld", static_cast<long long>(c.max_length));
     std::printf(", seed %llu%s\n", static_cast<unsigned long long>(c.seed), resume_ ? " (resuming)" : "");
@@ -242,6 +250,8 @@ class TrainCommand {
     if (given("MODEL")) o.model = model_;
     if (given("DATASET")) o.dataset = dataset_;
     if (given("--max-epochs")) o.max_epochs = max_epochs_;
+    if (given("--max-steps")) o.max_steps = max_steps_;
+    if (given("--project")) o.project = project_;
     if (given("--batch-size")) o.batch_size = batch_size_;
     if (given("--learning-rate")) o.learning_rate = learning_rate_;
     if (given("--optimizer")) o.optimizer = optimizer_;
@@ -250,12 +260,15 @@ class TrainCommand {
     if (given("--seed")) o.seed = seed_;
     if (given("--threads")) o.threads = threads_;
     if (given("--output-dir")) o.output_dir = output_dir_;
+    if (given("--project-dir")) o.project_dir = project_dir_;
     if (given("--device")) o.device = Device::parse(device_).str();
     return o;
   }
 
   CLI::App* cmd_ = nullptr;
-  std::string model_, dataset_, config_path_, optimizer_, schedule_, schedule_unit_, output_dir_, device_;
+  std::string model_, dataset_, config_path_, optimizer_, schedule_, schedule_unit_, output_dir_, device_, project_,
+      project_dir_;
+  std::int64_t max_steps_ = -1;
   int max_epochs_ = 0, threads_ = 0;
   std::int64_t batch_size_ = 0;
   double learning_rate_ = 0, weight_decay_ = 0, warmup_ratio_ = 0, max_grad_norm_ = 0;

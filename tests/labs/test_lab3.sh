@@ -205,7 +205,7 @@ load_name = "$tmp/run/best"
 project_dir = "$tmp/mase"
 [search.search_space]
 name = "graph/quantize/mixed_precision_ptq"
-setup.by = "type"
+setup.by = "name"
 seed.default.config.name = ["NA"]
 seed.seq_blocks_2.config = { name = ["integer"], data_in_width = [4, 8], weight_width = [2, 4, 8], weight_frac_width = ["NA"] }
 [search.strategy]

@@ -141,7 +141,7 @@ TEST_CASE("tpe: a seeded qnum Study with pruning repeats the seeded Optuna study
   CHECK(study.best_value() == doc["trials"][std::size_t(study.best_trial().number)]["value"].get<double>());
 }
 
-TEST_CASE("tpe: bad options and unsupported studies are named") {
+TEST_CASE("tpe: bad options are named; multi-objective studies run") {
   auto err_opts = [](auto set) {
     TPEOptions o;
     set(o);
@@ -177,10 +177,11 @@ TEST_CASE("tpe: bad options and unsupported studies are named") {
   const auto s2 = run(neg_weights, 3);
   CHECK(s2.back().system_attrs.value("fail_reason", std::string()).find("negative value") != std::string::npos);
 
+  // Several objectives are Optuna's multi-objective TPE (test_motpe.cpp), past the start-up too.
   Study multi(std::make_shared<InMemoryStorage>(), "m", {StudyDirection::minimize, StudyDirection::minimize},
               std::make_shared<TPESampler>(1));
-  multi.optimize([](Trial& tr) { return std::vector<double>{tr.suggest_float("x", 0.0, 1.0), 1.0}; }, 1);
-  CHECK(multi.trials()[0].system_attrs.value("fail_reason", std::string()).find("NSGAIISampler") != std::string::npos);
+  multi.optimize([](Trial& tr) { return std::vector<double>{tr.suggest_float("x", 0.0, 1.0), 1.0}; }, 12);
+  for (const auto& t : multi.trials()) CHECK(t.state == TrialState::complete);
 }
 
 TEST_CASE("tpe: defaults are Optuna 4.x's") {

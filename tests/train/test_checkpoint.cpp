@@ -200,6 +200,14 @@ TEST_CASE("train: output_dir placeholders and the per-epoch schedules") {
   CHECK(train::epoch_learning_rate("cosine", 1e-3, 10, 10) == doctest::Approx(1e-6));
   CHECK(train::epoch_learning_rate("linear", 1e-3, 5, 10) == doctest::Approx(5e-4));
   CHECK(train::epoch_learning_rate("constant", 1e-3, 7, 10) == 1e-3);
+  // MASE's t_max / eta_min: the cosine's half period and floor (here 4 epochs, down to 1e-4).
+  CHECK(train::epoch_learning_rate("cosine", 1e-3, 4, 10, 4, 1e-4) == doctest::Approx(1e-4));
+  CHECK(train::epoch_learning_rate("cosine", 1e-3, 2, 10, 4, 1e-4) == doctest::Approx(1e-4 + (1e-3 - 1e-4) / 2));
+  c.max_steps = 0;
+  CHECK_THROWS_WITH_AS(train::validate(c), doctest::Contains("max_steps must be >= 1"), qnum::Error);
+  c.max_steps = -1;
+  c.eta_min = -1;
+  CHECK_THROWS_WITH_AS(train::validate(c), doctest::Contains("eta_min"), qnum::Error);
 }
 
 TEST_CASE("evaluate: loss and accuracy over all rows, mode restored") {

@@ -70,12 +70,13 @@ inline constexpr std::array<TopLevelKey, 39> kTopLevelKeys = {{
     {"learning_rate", "--learning-rate", "learning_rate", "the peak learning rate", "train test"},
     {"weight_decay", "--weight-decay", "weight_decay", "decoupled (adamw) or L2 (adam, sgd)", "train test"},
     {"max_epochs", "--max-epochs", "max_epochs", "epochs to train", "train test"},
-    {"max_steps", "--max-steps", "", "qnum trains whole epochs (max_epochs)", ""},
+    {"max_steps", "--max-steps", "max_steps", "optimizer steps before training stops (Lightning's; -1: no limit)",
+     "train test"},
     {"accumulate_grad_batches", "--accumulate-grad-batches", "",
      "one optimizer step per batch; raise batch_size instead", ""},
     {"log_every_n_steps", "--log-every-n-steps", "", "qnum logs once per epoch (metrics.jsonl)", ""},
-    {"t_max", "", "", "qnum's cosine schedule spans the whole run (schedule = \"cosine\")", ""},
-    {"eta_min", "", "", "qnum's cosine schedule decays to 0", ""},
+    {"t_max", "", "t_max", "the cosine schedule's half period in epochs (default: max_epochs)", "train test"},
+    {"eta_min", "", "eta_min", "the cosine schedule's floor (default 1e-6)", "train test"},
     {"num_workers", "--cpu", "", "data loading runs in-process; compute threads are qnum's --threads", ""},
     {"num_devices", "--gpu", "", "one process on one machine", ""},
     {"num_nodes", "--nodes", "", "one process on one machine", ""},
@@ -89,7 +90,9 @@ inline constexpr std::array<TopLevelKey, 39> kTopLevelKeys = {{
      "pretrained weights come from --load (e.g. --load bert-tiny downloads prajjwal1/bert-tiny)", ""},
     {"max_token_len", "--max-token-len", "", "BERT's tokens per text are the --max-length option", ""},
     {"project_dir", "--project-dir", "output_dir", "the folder results are written to"},
-    {"project", "--project", "", "qnum names the run folder by output_dir (default qnum-runs/<model>_<dataset>)", ""},
+    {"project", "--project", "project",
+     "the run folder is <project_dir>/<project>/software/<action's folder>, as MASE's (output_dir wins)",
+     "train test search"},
     {"config", "--config", "", "a config file cannot name another one", ""},
     {"passes", "", "passes", "the passes `qnum transform` runs, in order", "transform"},
     {"transform", "", "transform", "style = \"graph\" or \"module\": qnum's passes work on the module tree either way",
@@ -112,16 +115,28 @@ inline std::vector<std::string> keys_read_by(Command c) {
   switch (c) {
     case Command::train:
     case Command::test:
-      return {
-          "model",    "dataset",      "max_epochs", "batch_size", "learning_rate", "optimizer",   "training_optimizer",
-          "schedule", "weight_decay", "seed",       "threads",    "output_dir",    "project_dir", "task"};
+      return {"model",        "dataset",    "max_epochs",  "max_steps", "batch_size", "learning_rate",
+              "optimizer",    "training_optimizer", "schedule", "t_max",   "eta_min",    "weight_decay",
+              "seed",         "threads",    "output_dir",  "project_dir", "project",  "task"};
     case Command::transform:
       return {"model",      "dataset", "load_name", "load",   "load_type", "output_dir", "project_dir",
               "batch_size", "seed",    "threads",   "passes", "transform", "task"};
     default:
-      return {"model",       "dataset",    "load_name", "load",    "load_type", "output_dir",
-              "project_dir", "batch_size", "seed",      "threads", "task",      "search"};
+      return {"model",       "dataset", "load_name", "load",    "load_type", "output_dir", "project_dir",
+              "project",     "batch_size", "seed",    "threads", "task",      "search"};
   }
+}
+
+/// MASE's folder of an action in a named project (chop/cli.py): <project_dir>/<project>/
+/// software/ then training_ckpts (train), checkpoints (test), transform or search_ckpts.
+/// MASE's project_dir defaults to mase_output in its repository; qnum's to "mase_output".
+inline std::string project_output_dir(const std::string& project_dir, const std::string& project, Command c) {
+  qnum::detail::require(!project.empty(), "project: an empty project name");
+  const char* sub = c == Command::train  ? "training_ckpts"
+                    : c == Command::test ? "checkpoints"
+                    : c == Command::transform ? "transform"
+                                              : "search_ckpts";
+  return (project_dir.empty() ? std::string("mase_output") : project_dir) + "/" + project + "/software/" + sub;
 }
 
 /// The one line saying that `key = value` is ignored by `command`, and why.

@@ -3,8 +3,9 @@
 // takes any registered model the same way.
 //
 // Built in: MASE's JSC zoo (jsc-tiny, jsc-s, ..., jsc-mlp:16-64-5; feature rows, MASE's
-// recipe), BERT (bert-tiny ... bert-base, bert:L-H-A-I, or a folder holding a Hugging Face
-// config.json; tokens, the text recipe). A program adds its own models by name with
+// recipe), MASE's toy (ToyNet on feature rows, models/toy.hpp), BERT (bert-tiny ...
+// bert-base, bert:L-H-A-I, or a folder holding a Hugging Face config.json; tokens, the text
+// recipe). A program adds its own models by name with
 // register_model (a Module of the program, or an architecture string such as
 // "jsc-mlp:16-32-16-5" under a new name); names registered so take precedence.
 #pragma once
@@ -26,6 +27,7 @@
 #include "qnum/models/bert.hpp"
 #include "qnum/models/forward.hpp"
 #include "qnum/models/jsc.hpp"
+#include "qnum/models/toy.hpp"
 #include "qnum/nn/module.hpp"
 #include "qnum/train/recipe.hpp"
 
@@ -78,6 +80,17 @@ inline Classifier build_jsc(std::string_view name, const BuildOptions& o) {
   return {m, features_forward(std::shared_ptr<nn::Module>(m)), InputKind::features, nullptr};
 }
 
+inline Classifier build_toy(std::string_view, const BuildOptions& o) {
+  std::shared_ptr<nn::Module> m = make_toy_model(o.seed);
+  return {m, features_forward(m), InputKind::features, nullptr};
+}
+
+inline const ModelSpec& toy_spec() {
+  static const ModelSpec s{InputKind::features, build_toy, train::table_recipe, {"loss", "accuracy"},
+                           "MASE's toy (ToyNet: Linear 16-8, ReLU, Linear 8-8, ReLU, Linear 8-5)"};
+  return s;
+}
+
 inline bool is_bert_folder(std::string_view name) {
   std::error_code ec;
   return std::filesystem::is_regular_file(std::filesystem::path(name) / "config.json", ec);
@@ -111,7 +124,7 @@ inline std::string known_model_names() {
   std::string s;
   for (const auto& [n, spec] : detail::user_models()) s += (s.empty() ? "" : ", ") + n;
   for (const auto& n : jsc_model_names()) s += (s.empty() ? "" : ", ") + n;
-  s += "; BERT:";
+  s += ", toy; BERT:";
   for (const auto& n : bert_model_names()) s += " " + n;
   s += ", or a folder with a Hugging Face config.json";
   return s;
@@ -120,6 +133,7 @@ inline std::string known_model_names() {
 /// The spec of `name`, or nullptr when nothing is registered under it.
 inline const ModelSpec* find_model(std::string_view name) {
   if (auto it = detail::user_models().find(name); it != detail::user_models().end()) return &it->second;
+  if (name == "toy") return &detail::toy_spec();
   if (is_bert_model(name) || detail::is_bert_folder(name)) return &detail::bert_spec();
   // Architecture strings of the JSC family: a bad one is make_jsc_model's error, not "unknown".
   if (name.starts_with("jsc-mlp:") || name.starts_with("jsc-seq:")) return &detail::jsc_spec();

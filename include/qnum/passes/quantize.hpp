@@ -5,7 +5,8 @@
 //
 //   {"by": "type" | "name" | "regex_name" (also "regex"),
 //    "default": {"config": {"name": null}},         // anything not matched
-//    "<key>":   {"config": {"name": "integer", "data_in_width": 8, ...}}, ...}
+//    "<key>":   {"config": {"name": "integer", "data_in_width": 8, ...}}, ...
+//    "report":  true | false}                        // MASE's summary switch; accepted
 //
 // Layers: every module deriving from nn::Quantizable (linear, relu, gelu, tanh, layer_norm).
 // Names are module paths ("2", "encoder.layer.0.attention.self.query"); MASE's FX node
@@ -149,6 +150,10 @@ inline QuantizeReport quantize(nn::Module& model, const nlohmann::json& config) 
   const nlohmann::json* fallback = nullptr;
   for (const auto& [key, entry] : config.items()) {
     if (key == "by") continue;
+    if (key == "report") {  // MASE's switch for its summary table; qnum's report is always made
+      require(config.at(key).is_boolean(), "quantize config: 'report' must be true or false");
+      continue;
+    }
     if (key == "default") {
       fallback = &detail::entry_config(entry, key);
       continue;

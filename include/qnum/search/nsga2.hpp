@@ -23,6 +23,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/search/distributions.hpp"
 #include "qnum/search/frozen_trial.hpp"
+#include "qnum/search/multi_objective.hpp"
 #include "qnum/search/sampler.hpp"
 #include "qnum/search/tpe.hpp"
 #include "qnum/search/tpe_random.hpp"
@@ -48,31 +49,9 @@ struct NSGAIIOptions {
 };
 
 /// Non-domination rank of each point (0 = Pareto front) for minimisation of every column;
-/// equal points share a rank.
+/// equal points share a rank (multi_objective.hpp, Optuna's sort).
 inline std::vector<int> non_domination_ranks(const std::vector<std::vector<double>>& loss) {
-  const std::size_t n = loss.size();
-  auto dom = [&](std::size_t a, std::size_t b) {  // a dominates b
-    bool better = false;
-    for (std::size_t k = 0; k < loss[a].size(); ++k) {
-      if (loss[a][k] > loss[b][k]) return false;
-      if (loss[a][k] < loss[b][k]) better = true;
-    }
-    return better;
-  };
-  std::vector<int> rank(n, -1);
-  std::size_t assigned = 0;
-  for (int r = 0; assigned < n; ++r) {
-    std::vector<std::size_t> front;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (rank[i] != -1) continue;
-      bool dominated = false;
-      for (std::size_t j = 0; j < n && !dominated; ++j) dominated = rank[j] == -1 && j != i && dom(j, i);
-      if (!dominated) front.push_back(i);
-    }
-    for (std::size_t i : front) rank[i] = r;
-    assigned += front.size();
-  }
-  return rank;
+  return mo::nondomination_ranks(loss, 0);
 }
 
 namespace detail {

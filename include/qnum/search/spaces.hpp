@@ -145,13 +145,32 @@ inline const FormatVariant& format_variant(const std::string& label) {
   qnum::detail::fail("unknown format variant '", label, "' (known: ", passes::detail::join(labels), ")");
 }
 
-/// The choices of one layer: key -> categorical choices, plus fixed keys copied as they are.
+/// The choices of one layer (or of every layer of one op, MASE's setup.by = "type"): key ->
+/// categorical choices, plus fixed keys copied as they are.
 struct LayerSpace {
-  std::string layer;  ///< module path ("2", "encoder.layer.0.attention.self.query")
+  std::string layer;  ///< module path ("2", "encoder.layer.0.attention.self.query"), or the op
   std::string op;     ///< MASE op ("linear")
   std::map<std::string, std::vector<CategoricalChoice>> choices;
   nlohmann::json fixed = nlohmann::json::object();
+  /// The layers the drawn config is given to (empty: `layer` alone); by type, every layer
+  /// of the op, each keyed by its name in the quantize config.
+  std::vector<std::string> members = {};
+
+  std::vector<std::string> targets() const { return members.empty() ? std::vector<std::string>{layer} : members; }
 };
+
+/// MASE's "NA" frac width (its example files: "NA" means data_in_frac_width = data_in_width
+/// // 2): every `<operand>_frac_width = "NA"` of `config` whose `<operand>_width` is an integer
+/// becomes that width // 2, so trials record the value they ran with.
+inline void expand_na_frac_widths(nlohmann::json& config) {
+  const std::string suffix = "frac_width";
+  for (auto& [key, value] : config.items()) {
+    if (!key.ends_with(suffix) || !value.is_string() || value.get<std::string>() != "NA") continue;
+    const std::string width_key = key.substr(0, key.size() - suffix.size()) + "width";
+    if (config.contains(width_key) && config[width_key].is_number_integer())
+      value = config[width_key].get<std::int64_t>() / 2;
+  }
+}
 
 /// The quantizable layers of `model` whose op is in `ops` and whose path or MASE node name
 /// matches `regex` (whole match), in module order. No layer matching is an error listing
@@ -257,7 +276,8 @@ class MixedPrecisionSpace {
   }
 
   /// The quantize-pass config of one point: {"by": "name", "default": {"config": {"name":
-  /// null}}, "<layer>": {"config": {...}}, ...}. Layers not in the space stay float32.
+  /// null}}, "<layer>": {"config": {...}}, ...}, "NA" frac widths expanded. Layers not in
+  /// the space stay float32.
   nlohmann::json config(const std::map<std::string, ParamValue>& values) const {
     nlohmann::json q{{"by", "name"}, {"default", {{"config", {{"name", nullptr}}}}}};
     for (const auto& l : layers_) {
@@ -275,7 +295,8 @@ class MixedPrecisionSpace {
         }
       }
       if (!c.contains("name")) c["name"] = nullptr;
-      q[l.layer] = {{"config", c}};
+      expand_na_frac_widths(c);
+      for (const auto& target : l.targets()) q[target] = {{"config", c}};
     }
     return q;
   }

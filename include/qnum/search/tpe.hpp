@@ -3,7 +3,10 @@
 // 25), default weights, prior weight 1, magic clip, univariate — and the multivariate and
 // constant-liar options. For the same history and the same uniform draws it picks what Optuna
 // picks; seeded, its draws are numpy's RandomState(seed) stream, so a seeded qnum study repeats
-// a seeded Optuna study (tests/search/test_tpe_fixtures.cpp). Single-objective only.
+// a seeded Optuna study (tests/search/test_tpe_fixtures.cpp). Several objectives are Optuna's
+// multi-objective TPE: "below" is whole non-domination ranks, the last cut by hypervolume
+// subset selection, each below trial weighted by its hypervolume contribution
+// (qnum/search/multi_objective.hpp; tests/search/test_motpe.cpp).
 #pragma once
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/search/distributions.hpp"
 #include "qnum/search/frozen_trial.hpp"
+#include "qnum/search/multi_objective.hpp"
 #include "qnum/search/sampler.hpp"
 #include "qnum/search/tpe_parzen.hpp"
 #include "qnum/search/tpe_random.hpp"
@@ -128,14 +132,46 @@ inline std::pair<double, double> pruned_score(const FrozenTrial& t, StudyDirecti
   return {-double(step), dir == StudyDirection::minimize ? v : -v};
 }
 
+/// The values of trials[at[k]] as losses: objectives to maximize negated.
+inline mo::Points signed_losses(const std::vector<const FrozenTrial*>& trials, const std::vector<std::size_t>& at,
+                                const std::vector<StudyDirection>& directions) {
+  mo::Points loss;
+  loss.reserve(at.size());
+  for (std::size_t i : at) {
+    const auto& v = trials[i]->values;
+    qnum::detail::require(v.size() == directions.size(), "TPE: trial ", trials[i]->number, " has ", v.size(),
+                          " values for ", directions.size(), " objectives");
+    mo::Point p(v.size());
+    for (std::size_t k = 0; k < v.size(); ++k) p[k] = directions[k] == StudyDirection::maximize ? -v[k] : v[k];
+    loss.push_back(std::move(p));
+  }
+  return loss;
+}
+
+/// The Parzen weights of the below trials at `below` (by number) that hold every parameter
+/// (`has_all`): Optuna's hypervolume-contribution weights over all of them, then masked.
+inline std::vector<double> mo_weights_below(const std::vector<const FrozenTrial*>& trials,
+                                            const std::vector<std::size_t>& below,
+                                            const std::vector<StudyDirection>& directions,
+                                            const std::function<bool(std::size_t)>& has_all) {
+  const std::vector<double> w = mo::weights_below(signed_losses(trials, below, directions));
+  std::vector<double> out;
+  for (std::size_t k = 0; k < below.size(); ++k)
+    if (has_all(below[k])) out.push_back(w[k]);
+  return out;
+}
+
 /// Optuna's _split_trials for one objective, as positions in `trials`: the n_below best
 /// COMPLETE trials (by value in the direction), then the best PRUNED ones (latest step, then
 /// intermediate value) fill "below"; everything else, RUNNING trials included, is "above".
 /// Both by trial number. Optuna stable-sorts each state's trials and takes a prefix; only
 /// which trials are below matters (both groups end by number), so the n_below first under
 /// (key, position) — the stable sort's prefix — are selected, in linear time.
+/// Several directions: the COMPLETE trials split as Optuna's multi-objective TPE does
+/// (mo::split_below); PRUNED trials cannot occur (Optuna cannot prune such studies).
 inline std::pair<std::vector<std::size_t>, std::vector<std::size_t>> tpe_split_positions(
-    const std::vector<const FrozenTrial*>& trials, std::int64_t n_below, StudyDirection direction) {
+    const std::vector<const FrozenTrial*>& trials, std::int64_t n_below, const std::vector<StudyDirection>& directions) {
+  const StudyDirection direction = directions.front();
   std::vector<std::size_t> complete, pruned;
   std::vector<double> key(trials.size());  // COMPLETE: the value
   std::vector<std::pair<double, double>> pruned_key(trials.size());
@@ -143,7 +179,7 @@ inline std::pair<std::vector<std::size_t>, std::vector<std::size_t>> tpe_split_p
     const FrozenTrial& t = *trials[i];
     if (t.state == TrialState::complete) {
       complete.push_back(i);
-      key[i] = t.value();
+      if (directions.size() == 1) key[i] = t.value();
     } else if (t.state == TrialState::pruned) {
       pruned.push_back(i);
       pruned_key[i] = pruned_score(t, direction);
@@ -161,8 +197,15 @@ inline std::pair<std::vector<std::size_t>, std::vector<std::size_t>> tpe_split_p
     n = std::max<std::int64_t>(0, n - static_cast<std::int64_t>(k));
   };
   const bool maximize = direction == StudyDirection::maximize;
-  take(complete, n_below, [&](std::size_t a, std::size_t b) { return maximize ? key[a] > key[b] : key[a] < key[b]; });
-  take(pruned, n_below, [&](std::size_t a, std::size_t b) { return pruned_key[a] < pruned_key[b]; });
+  if (directions.size() > 1) {
+    qnum::detail::require(pruned.empty(), "TPE: a multi-objective study cannot hold PRUNED trials");
+    const std::vector<bool> below = mo::split_below(
+        signed_losses(trials, complete, directions), static_cast<std::size_t>(std::max<std::int64_t>(0, n_below)));
+    for (std::size_t k = 0; k < complete.size(); ++k) is_below[complete[k]] = below[k] ? 1 : 0;
+  } else {
+    take(complete, n_below, [&](std::size_t a, std::size_t b) { return maximize ? key[a] > key[b] : key[a] < key[b]; });
+    take(pruned, n_below, [&](std::size_t a, std::size_t b) { return pruned_key[a] < pruned_key[b]; });
+  }
   std::vector<std::size_t> order(trials.size());  // positions by trial number
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto by_number = [&](std::size_t a, std::size_t b) { return trials[a]->number < trials[b]->number; };
@@ -177,7 +220,7 @@ inline std::pair<std::vector<std::size_t>, std::vector<std::size_t>> tpe_split_p
 inline TpeDecision tpe_decide(const std::vector<std::vector<double>>& obs_below,
                               const std::vector<std::vector<double>>& obs_above,
                               const std::vector<std::pair<std::string, Distribution>>& space, const TPEOptions& options,
-                              UniformSource& rng) {
+                              UniformSource& rng, const std::vector<double>* weights_below = nullptr) {
   std::vector<ParzenParam> pspace;
   pspace.reserve(space.size());
   for (const auto& [name, d] : space) pspace.push_back(parzen_param(d));
@@ -187,7 +230,7 @@ inline TpeDecision tpe_decide(const std::vector<std::vector<double>>& obs_below,
   popt.consider_endpoints = options.consider_endpoints;
   popt.multivariate = options.multivariate;
   popt.weights = options.weights;
-  const ParzenEstimator mpe_below(pspace, obs_below, popt);
+  const ParzenEstimator mpe_below(pspace, obs_below, popt, weights_below);
   const ParzenEstimator mpe_above(std::move(pspace), obs_above, popt);
 
   TpeDecision out;
@@ -209,14 +252,18 @@ inline TpeDecision tpe_decide(const std::vector<std::vector<double>>& obs_below,
 
 }  // namespace detail
 
-/// Optuna's _split_trials for one objective (see detail::tpe_split_positions), as trials.
+/// Optuna's _split_trials (see detail::tpe_split_positions), as trials.
 inline std::pair<std::vector<const FrozenTrial*>, std::vector<const FrozenTrial*>> tpe_split_trials(
-    const std::vector<const FrozenTrial*>& trials, std::int64_t n_below, StudyDirection direction) {
-  const auto [below_at, above_at] = detail::tpe_split_positions(trials, n_below, direction);
+    const std::vector<const FrozenTrial*>& trials, std::int64_t n_below, const std::vector<StudyDirection>& directions) {
+  const auto [below_at, above_at] = detail::tpe_split_positions(trials, n_below, directions);
   std::pair<std::vector<const FrozenTrial*>, std::vector<const FrozenTrial*>> out;
   for (std::size_t i : below_at) out.first.push_back(trials[i]);
   for (std::size_t i : above_at) out.second.push_back(trials[i]);
   return out;
+}
+inline std::pair<std::vector<const FrozenTrial*>, std::vector<const FrozenTrial*>> tpe_split_trials(
+    const std::vector<const FrozenTrial*>& trials, std::int64_t n_below, StudyDirection direction) {
+  return tpe_split_trials(trials, n_below, std::vector<StudyDirection>{direction});
 }
 
 /// The parameters a trial contributes to the estimators: its own (internal) values, plus for
@@ -224,40 +271,56 @@ inline std::pair<std::vector<const FrozenTrial*>, std::vector<const FrozenTrial*
 using TpeParamsOf = std::function<std::map<std::string, double>(const FrozenTrial&)>;
 
 /// One TPE decision over `space` (ordered as given) from `trials` (COMPLETE, PRUNED and, for
-/// the constant liar, RUNNING trials other than the current one), drawing from `rng`.
+/// the constant liar, RUNNING trials other than the current one) of a study in `directions`,
+/// drawing from `rng`.
 inline TpeDecision tpe_sample(const std::vector<const FrozenTrial*>& trials,
-                              const std::vector<std::pair<std::string, Distribution>>& space, StudyDirection direction,
-                              const TPEOptions& options, UniformSource& rng, const TpeParamsOf& params_of = {}) {
+                              const std::vector<std::pair<std::string, Distribution>>& space,
+                              const std::vector<StudyDirection>& directions, const TPEOptions& options,
+                              UniformSource& rng, const TpeParamsOf& params_of = {}) {
   options.validate();
   qnum::detail::require(!space.empty(), "TPE: empty search space");
   std::int64_t n = 0;
   for (const FrozenTrial* t : trials) n += t->state != TrialState::running;
   const std::int64_t n_below = options.gamma(n);
   qnum::detail::require(n_below >= 0, "TPESampler: gamma(", n, ") returned ", n_below, "; it must be >= 0");
-  const auto [below, above] = tpe_split_trials(trials, n_below, direction);
+  const auto [below_at, above_at] = detail::tpe_split_positions(trials, n_below, directions);
 
   // Optuna's _get_internal_repr: the trials that have every parameter of the space.
-  auto observations = [&](const std::vector<const FrozenTrial*>& group) {
+  auto found_all = [&](const FrozenTrial& t, std::vector<double>* values) {
+    const std::map<std::string, double> extra = params_of ? params_of(t) : std::map<std::string, double>{};
+    for (const auto& [name, d] : space) {
+      double v;
+      if (const auto it = t.params.find(name); it != t.params.end())
+        v = it->second;
+      else if (const auto it2 = extra.find(name); it2 != extra.end())
+        v = it2->second;
+      else
+        return false;
+      if (values) values->push_back(v);
+    }
+    return true;
+  };
+  auto observations = [&](const std::vector<std::size_t>& group) {
     std::vector<std::vector<double>> cols(space.size());
-    std::vector<const double*> found(space.size());
-    for (const FrozenTrial* t : group) {
-      const std::map<std::string, double> extra = params_of ? params_of(*t) : std::map<std::string, double>{};
-      bool all = true;
-      for (std::size_t j = 0; j < space.size() && all; ++j) {
-        const std::string& name = space[j].first;
-        found[j] = nullptr;
-        if (const auto it = t->params.find(name); it != t->params.end())
-          found[j] = &it->second;
-        else if (const auto it2 = extra.find(name); it2 != extra.end())
-          found[j] = &it2->second;
-        all = found[j] != nullptr;
-      }
-      if (!all) continue;
-      for (std::size_t j = 0; j < space.size(); ++j) cols[j].push_back(*found[j]);
+    std::vector<double> row;
+    for (std::size_t i : group) {
+      row.clear();
+      if (!found_all(*trials[i], &row)) continue;
+      for (std::size_t j = 0; j < space.size(); ++j) cols[j].push_back(row[j]);
     }
     return cols;
   };
-  return detail::tpe_decide(observations(below), observations(above), space, options, rng);
+  std::vector<double> weights;
+  if (directions.size() > 1)
+    weights = detail::mo_weights_below(trials, below_at, directions,
+                                       [&](std::size_t i) { return found_all(*trials[i], nullptr); });
+  return detail::tpe_decide(observations(below_at), observations(above_at), space, options, rng,
+                            directions.size() > 1 ? &weights : nullptr);
+}
+inline TpeDecision tpe_sample(const std::vector<const FrozenTrial*>& trials,
+                              const std::vector<std::pair<std::string, Distribution>>& space, StudyDirection direction,
+                              const TPEOptions& options, UniformSource& rng, const TpeParamsOf& params_of = {}) {
+  return tpe_sample(trials, space, std::vector<StudyDirection>{direction}, options, rng, params_of);
 }
 
 /// Optuna's TPESampler over a study (see the file comment). Seeds must fit numpy's legacy
@@ -318,7 +381,6 @@ class TPESampler final : public Sampler {
 
   double sample_independent(StudyView& study, const FrozenTrial& trial, const std::string& name,
                             const Distribution& distribution) override {
-    check_single_objective(study);
     if (n_finished(study, trial) < options_.n_startup_trials)
       return detail::optuna_random_internal(*startup_rng_, distribution);
     return sample(study, trial, {{name, distribution}}).picked.at(name);
@@ -337,12 +399,6 @@ class TPESampler final : public Sampler {
     qnum::detail::require(seed <= 0xffffffffull, "TPESampler: seed ", seed,
                           " out of range; numpy's RandomState takes seeds in [0, 2^32)");
     return std::make_shared<NumpyRandomState>(static_cast<std::uint32_t>(seed));
-  }
-
-  static void check_single_objective(StudyView& study) {
-    qnum::detail::require(!study.is_multi_objective(), "TPESampler: multi-objective studies are not supported; use ",
-                          "NSGAIISampler (study '", study.study_name(), "' has ", study.directions().size(),
-                          " objectives)");
   }
 
   // COMPLETE and PRUNED trials, read once per trial (Optuna reads them through its trial
@@ -397,7 +453,6 @@ class TPESampler final : public Sampler {
 
   TpeDecision sample(StudyView& study, const FrozenTrial& trial,
                      const std::vector<std::pair<std::string, Distribution>>& space) {
-    check_single_objective(study);
     if (!options_.constant_liar) return sample_finished(study, trial, space);
     std::vector<const FrozenTrial*> trials;
     for (const auto& t : finished(study, trial)) trials.push_back(t.get());
@@ -407,7 +462,7 @@ class TPESampler final : public Sampler {
       if (t->number != trial.number) trials.push_back(t.get());
     TpeParamsOf params_of;
     if (options_.multivariate) params_of = [&space](const FrozenTrial& t) { return published_relative(t, space); };
-    return tpe_sample(trials, space, study.direction(), options_, *tpe_rng_, params_of);
+    return tpe_sample(trials, space, study.directions(), options_, *tpe_rng_, params_of);
   }
 
   // tpe_sample over the finished trials alone, from the columns, with the below/above split
@@ -422,7 +477,7 @@ class TPESampler final : public Sampler {
     if (split_n_below_ != n_below) {
       std::vector<const FrozenTrial*> trials(rows.size());
       for (std::size_t i = 0; i < rows.size(); ++i) trials[i] = rows[i].get();
-      std::tie(below_, above_) = detail::tpe_split_positions(trials, n_below, study.direction());
+      std::tie(below_, above_) = detail::tpe_split_positions(trials, n_below, study.directions());
       split_n_below_ = n_below;
     }
     std::vector<const Column*> cols;
@@ -439,7 +494,14 @@ class TPESampler final : public Sampler {
       }
       return out;
     };
-    return detail::tpe_decide(observations(below_), observations(above_), space, options_, *tpe_rng_);
+    if (!study.is_multi_objective())
+      return detail::tpe_decide(observations(below_), observations(above_), space, options_, *tpe_rng_);
+    std::vector<const FrozenTrial*> trials(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) trials[i] = rows[i].get();
+    const std::vector<double> weights = detail::mo_weights_below(trials, below_, study.directions(), [&](std::size_t i) {
+      return std::all_of(cols.begin(), cols.end(), [i](const Column* c) { return c->has[i] != 0; });
+    });
+    return detail::tpe_decide(observations(below_), observations(above_), space, options_, *tpe_rng_, &weights);
   }
 
   // Optuna shares a running trial's relative sample through system attributes, as JSON of

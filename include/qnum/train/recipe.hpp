@@ -8,13 +8,17 @@
 //          it; qnum uses the run's weight_decay instead when that is > 0)
 // Schedules with schedule_unit "epoch" set the rate once at the start of each epoch and hold
 // it for all its steps, as MASE's CosineAnnealingLR stepped by Lightning once per epoch:
-//   cosine    eta_min + (lr - eta_min)·(1 + cos(π·e / max_epochs)) / 2, eta_min = 1e-6
+//   cosine    eta_min + (lr - eta_min)·(1 + cos(π·e / T)) / 2, T = t_max (MASE's key; default
+//             max_epochs), eta_min 1e-6 unless set (MASE means to pass both to
+//             CosineAnnealingLR; its trainer drops them, spec/system.md §10.3)
 //   linear    lr·(1 - e / max_epochs)
 //   constant  lr
 // with e the 0-based epoch. With schedule_unit "step" (HF's Trainer) the rate is set before
 // every optimizer step: lr·factor(step) with a linear warm-up over warmup_steps (or
 // ceil(warmup_ratio · total steps)), then linear decay to 0, cosine or constant
 // (nn/schedule.hpp). Both are functions of the epoch or step alone, so runs resume exactly.
+// max_steps > 0 (Lightning's) stops training after that many optimizer steps, mid-epoch if
+// need be, and caps the total a per-step schedule spans.
 #pragma once
 
 #include <cmath>
@@ -68,7 +72,8 @@ inline std::unique_ptr<nn::Optimizer> make_optimizer(std::string_view name, std:
 inline nn::ScheduleKind parse_schedule(std::string_view name) { return nn::parse_schedule_kind(name); }
 
 /// The learning rate of 0-based `epoch` of a `max_epochs` run (see the file comment).
-inline double epoch_learning_rate(std::string_view schedule, double lr, int epoch, int max_epochs) {
+inline double epoch_learning_rate(std::string_view schedule, double lr, int epoch, int max_epochs, int t_max = 0,
+                                  double eta_min = kCosineEtaMin) {
   qnum::detail::require(max_epochs >= 1 && epoch >= 0, "schedule: epoch ", epoch, " of ", max_epochs,
                         " (need max_epochs >= 1, epoch >= 0)");
   switch (parse_schedule(schedule)) {
@@ -76,9 +81,10 @@ inline double epoch_learning_rate(std::string_view schedule, double lr, int epoc
       return lr;
     case nn::ScheduleKind::linear:
       return lr * nn::linear_schedule_with_warmup(epoch, 0, max_epochs);
-    case nn::ScheduleKind::cosine:
-      return kCosineEtaMin +
-             (lr - kCosineEtaMin) * (1.0 + std::cos(std::numbers::pi * static_cast<double>(epoch) / max_epochs)) / 2.0;
+    case nn::ScheduleKind::cosine: {  // CosineAnnealingLR(T_max = t_max or max_epochs, eta_min), closed form
+      const double period = t_max > 0 ? t_max : max_epochs;
+      return eta_min + (lr - eta_min) * (1.0 + std::cos(std::numbers::pi * static_cast<double>(epoch) / period)) / 2.0;
+    }
   }
   return lr;
 }
@@ -104,6 +110,7 @@ struct TrainConfig {
   std::string model = "jsc-tiny";  ///< recorded in checkpoints; the caller builds the model
   std::string dataset = "jsc";     ///< recorded in checkpoints; the caller loads the data
   int max_epochs = 20;
+  std::int64_t max_steps = -1;  ///< > 0: stop after this many optimizer steps (Lightning's max_steps); -1: none
   std::int64_t batch_size = 256;
   std::int64_t eval_batch_size = 0;  ///< validation/test batches; 0: batch_size
   double learning_rate = 1e-3;
@@ -111,6 +118,8 @@ struct TrainConfig {
   std::string schedule = "cosine";      ///< cosine | linear | constant
   std::string schedule_unit = "epoch";  ///< epoch (MASE) | step (HF, with warm-up)
   double warmup_ratio = 0;              ///< step schedules: warm-up = ceil(ratio · total) unless warmup_steps > 0
+  int t_max = 0;                        ///< cosine per epoch: the half period in epochs (MASE's t_max); 0: max_epochs
+  double eta_min = kCosineEtaMin;       ///< cosine per epoch: the floor (MASE's eta_min)
   std::int64_t warmup_steps = 0;
   double max_grad_norm = 0;  ///< > 0: clip the global gradient norm to it before each step
   double weight_decay = 0;
@@ -161,6 +170,7 @@ inline nlohmann::json to_json(const TrainConfig& c) {
   return {{"model", c.model},
           {"dataset", c.dataset},
           {"max_epochs", c.max_epochs},
+          {"max_steps", c.max_steps},
           {"batch_size", c.batch_size},
           {"eval_batch_size", c.eval_batch_size},
           {"learning_rate", c.learning_rate},
@@ -169,6 +179,8 @@ inline nlohmann::json to_json(const TrainConfig& c) {
           {"schedule_unit", c.schedule_unit},
           {"warmup_ratio", c.warmup_ratio},
           {"warmup_steps", c.warmup_steps},
+          {"t_max", c.t_max},
+          {"eta_min", c.eta_min},
           {"max_grad_norm", c.max_grad_norm},
           {"weight_decay", c.weight_decay},
           {"max_length", c.max_length},
@@ -195,6 +207,7 @@ inline TrainConfig config_from_json(const nlohmann::json& j, TrainConfig default
   get("model", c.model);
   get("dataset", c.dataset);
   get("max_epochs", c.max_epochs);
+  get("max_steps", c.max_steps);
   get("batch_size", c.batch_size);
   get("eval_batch_size", c.eval_batch_size);
   get("learning_rate", c.learning_rate);
@@ -203,6 +216,8 @@ inline TrainConfig config_from_json(const nlohmann::json& j, TrainConfig default
   get("schedule_unit", c.schedule_unit);
   get("warmup_ratio", c.warmup_ratio);
   get("warmup_steps", c.warmup_steps);
+  get("t_max", c.t_max);
+  get("eta_min", c.eta_min);
   get("max_grad_norm", c.max_grad_norm);
   get("weight_decay", c.weight_decay);
   get("max_length", c.max_length);
@@ -225,6 +240,9 @@ inline std::filesystem::path resolve_output_dir(const TrainConfig& c) {
 inline void validate(const TrainConfig& c) {
   using qnum::detail::require;
   require(c.max_epochs >= 1, "train: max_epochs must be >= 1, got ", c.max_epochs);
+  require(c.max_steps == -1 || c.max_steps >= 1, "train: max_steps must be >= 1 (or -1: no limit), got ", c.max_steps);
+  require(c.t_max >= 0, "train: t_max must be >= 0 (0: max_epochs), got ", c.t_max);
+  require(std::isfinite(c.eta_min) && c.eta_min >= 0.0, "train: eta_min ", c.eta_min, " must be finite and >= 0");
   require(c.batch_size >= 1, "train: batch_size must be >= 1, got ", c.batch_size);
   require(c.eval_batch_size >= 0, "train: eval_batch_size must be >= 0 (0 = batch_size), got ", c.eval_batch_size);
   require(std::isfinite(c.learning_rate) && c.learning_rate >= 0.0, "train: learning_rate ", c.learning_rate,

@@ -8,7 +8,8 @@
 // schedule): the shuffled batches data::batches(train, {batch_size, seed = config.seed}, e)
 // go through forward, cross-entropy, backward, gradient clipping (max_grad_norm > 0), the
 // learning rate of the epoch or step, and an optimizer step; then evaluate on the validation
-// set; rewrite <output_dir>/metrics.jsonl atomically with every record so far; save `best`
+// set (an epoch that max_steps cuts short is evaluated and saved as it ends; training then
+// stops); rewrite <output_dir>/metrics.jsonl atomically with every record so far; save `best`
 // when the validation loss is the lowest yet (MASE keeps the lowest val_loss) and `last`
 // always. The checkpoints' metadata carries the epoch, the best validation loss, the whole
 // history, the recipe and what passes made of the model, so fit(..., resume = true) restarts
@@ -21,6 +22,7 @@
 // stay the last good ones.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -114,6 +116,7 @@ class Trainer {
     const data::BatchOptions bo{config_.batch_size, true, false, config_.seed, config_.pad_to_multiple_of};
     const std::int64_t per_epoch = data::batches(train, bo, 0).size();
     total_steps_ = per_epoch * config_.max_epochs;
+    if (config_.max_steps > 0) total_steps_ = std::min(total_steps_, config_.max_steps);  // Lightning's estimate
     warmup_ = config_.warmup_steps > 0
                   ? config_.warmup_steps
                   : static_cast<std::int64_t>(std::ceil(config_.warmup_ratio * static_cast<double>(total_steps_)));
@@ -122,15 +125,17 @@ class Trainer {
     Progress progress(config_.progress);
     std::int64_t step = static_cast<std::int64_t>(start) * per_epoch;
 
-    for (int e = start; e < config_.max_epochs; ++e) {
+    const auto steps_left = [&] { return config_.max_steps < 0 || step < config_.max_steps; };
+    for (int e = start; e < config_.max_epochs && steps_left(); ++e) {
       const auto t0 = std::chrono::steady_clock::now();
       if (!per_step)
-        opt_->set_lr(epoch_learning_rate(config_.schedule, config_.learning_rate, e, config_.max_epochs));
+        opt_->set_lr(epoch_learning_rate(config_.schedule, config_.learning_rate, e, config_.max_epochs, config_.t_max,
+                                         config_.eta_min));
       model_->train();
       const auto epoch_batches = data::batches(train, bo, static_cast<std::uint64_t>(e));
       double loss_sum = 0.0;
       std::int64_t rows = 0;
-      for (std::int64_t i = 0; i < per_epoch; ++i, ++step) {
+      for (std::int64_t i = 0; i < per_epoch && steps_left(); ++i, ++step) {  // max_steps ends an epoch early
         const data::Batch b = epoch_batches[i];
         opt_->zero_grad();
         const Tensor loss = cross_entropy(forward_(b), b.labels);
