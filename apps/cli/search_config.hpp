@@ -230,9 +230,15 @@ inline json read_strategy(const json& st, const std::string& stw) {
   }
   if (strat.contains("name"))
     require(strat["name"] == "optuna", stw, ": name must be \"optuna\", got ", strat["name"].dump());
-  require(strat.value("n_jobs", 1) == 1, stw,
-          ": n_jobs must be 1 (run several `qnum search --config` processes on "
-          "one sqlite/postgresql storage with resume = true instead)");
+  if (strat.contains("n_jobs")) {
+    require(strat["n_jobs"].is_number_integer() && (strat["n_jobs"].get<std::int64_t>() >= 1 ||
+                                                    strat["n_jobs"].get<std::int64_t>() == -1),
+            stw, ": n_jobs must be a positive integer or -1, got ", strat["n_jobs"].dump());
+    if (strat["n_jobs"] != 1)
+      std::cerr << "note: " << stw << ": n_jobs " << strat["n_jobs"].dump()
+                << ": trials run one at a time here (each trial's kernels use every core); for parallel trials "
+                   "run several `qnum search --config` processes on one sqlite/postgresql storage with resume = true\n";
+  }
   require(!strat.contains("pkl_ckpt"), stw, ": pkl_ckpt is MASE's pickle resume; use storage + resume instead");
   if (strat.contains("save_every_n_trials"))
     std::cerr << "note: " << stw << ": save_every_n_trials: ignored: the study storage records every trial as "

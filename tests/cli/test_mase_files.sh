@@ -104,6 +104,11 @@ check_front basic_train bt2 2 2
 sed 's/^eval_mode = true$/eval_mode = false/' "$CFG" > no_runner.toml
 error_after_notes no_runner "eval_mode = false trains each trial: add \[sw_runner.basic_train\]" \
   "$QNUM" search --config no_runner.toml --dataset jsc-synthetic --load run/best --output-dir x
+# n_jobs > 1 (a MASE file for a bigger machine): the trials run one at a time, said in a note.
+sed 's/^n_jobs = 1$/n_jobs = 4/' "$CFG" > n_jobs.toml
+grep -q '^n_jobs = 4$' n_jobs.toml || fail "n_jobs: the test's edit of the MASE file did not apply"
+run n_jobs 0 "$QNUM" search --config n_jobs.toml --dataset jsc-synthetic --load run/best --output-dir nj --trials 2
+has n_jobs "n_jobs 4: trials run one at a time here" n_jobs.err
 sed 's/^sampler = "tpe"$/sampler = "qmc"/' "$CFG" > qmc.toml
 error_after_notes sampler "unknown sampler 'qmc' \(allowed: tpe, random, grid, nsgaii\)" \
   "$QNUM" search --config qmc.toml --dataset jsc-synthetic --load run/best --output-dir x

@@ -87,7 +87,7 @@ inline Classifier build_toy(std::string_view, const BuildOptions& o) {
 
 inline const ModelSpec& toy_spec() {
   static const ModelSpec s{InputKind::features, build_toy, train::table_recipe, {"loss", "accuracy"},
-                           "MASE's toy (ToyNet: Linear 16-8, ReLU, Linear 8-8, ReLU, Linear 8-5)"};
+                           "MASE's toy (ToyNet: Linear 16-8, ReLU, Linear 8-8, ReLU, Linear 8-5)", ""};
   return s;
 }
 
