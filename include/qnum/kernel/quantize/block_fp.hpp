@@ -17,16 +17,6 @@ namespace qnum::kernel {
 inline namespace QNUM_KERNEL_ISA_NS {
 namespace detail {
 
-/// One block through the reference codec (kept out of line: the hot loop stays small).
-[[gnu::noinline]] inline void block_fp_reference_block(const BlockFPSpec& s, const Policy& p, const float* x, float* y,
-                                                       std::int64_t len) {
-  std::vector<float> xs(x, x + len);
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(len), 0);
-  std::vector<std::uint32_t> codes(static_cast<std::size_t>(len));
-  const int e = qnum::detail::block_fp_encode_exact(s, p, xs, idx, codes);
-  for (std::int64_t j = 0; j < len; ++j) y[j] = qnum::detail::block_fp_decode_exact(s, e, codes[j]);
-}
-
 /// block_fp exact along the last axis.
 template <class A>
 void block_fp_quantize_simd(const BlockFPSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
@@ -70,7 +60,9 @@ void block_fp_quantize_simd(const BlockFPSpec& s, const Policy& p, std::span<con
   };
   auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
     if (bp.kind == 1) return fill_nan(y, len);
-    if (bp.kind == 2) return block_fp_reference_block(s, p, x, y, len);
+    if (bp.kind == 2)
+      return reference_block<BlockFPSpec, qnum::detail::block_fp_encode_exact, qnum::detail::block_fp_decode_exact>(
+          s, p, x, y, len);
     const bf<A> scale(bp.a), step(bp.b);
     for (std::int64_t i = 0; i < len; i += N) {
       const bf<A> v = bf<A>::load_unaligned(x + i);

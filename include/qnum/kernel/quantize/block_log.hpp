@@ -20,31 +20,6 @@ namespace qnum::kernel {
 inline namespace QNUM_KERNEL_ISA_NS {
 namespace detail {
 
-/// block_log exact, any layout and rounding: the reference's block code per block, threaded.
-inline void block_log_tiles(const BlockLogSpec& s, const Policy& p, std::span<const float> in, std::span<float> out,
-                            const Shape& shape) {
-  namespace qd = qnum::detail;
-  const auto L = exact_block_layout(shape, s.block_size);
-  quantize_tiles_threaded(
-      L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx, std::span<float> y) {
-        if (qd::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), qd::kNaN);
-        thread_local std::vector<std::uint32_t> codes;
-        codes.resize(x.size());
-        const int b = qd::block_log_encode_exact(s, p, x, idx, codes);
-        for (std::size_t j = 0; j < x.size(); ++j) y[j] = qd::block_log_decode_exact(s, b, codes[j]);
-      });
-}
-
-/// One block_log block through the reference codec (biases outside float's normal exponents).
-[[gnu::noinline]] inline void block_log_reference_block(const BlockLogSpec& s, const Policy& p, const float* x,
-                                                        float* y, std::int64_t len) {
-  std::vector<float> xs(x, x + len);
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(len), 0);
-  std::vector<std::uint32_t> codes(static_cast<std::size_t>(len));
-  const int b = qnum::detail::block_log_encode_exact(s, p, xs, idx, codes);
-  for (std::int64_t j = 0; j < len; ++j) y[j] = qnum::detail::block_log_decode_exact(s, b, codes[j]);
-}
-
 /// block_log exact, nearest: exponents from the bits (m >= sqrt 2 rounds up; m^2 = 2 has no
 /// float), clamped to [-b, top-b]; zeros -> +2^-b. Blocks whose range reaches below 2^-126
 /// (the usual case for weights: a block max near 2^-5 gives b = top + 5) take the wide
@@ -67,7 +42,9 @@ void block_log_simd(const BlockLogSpec& s, const Policy& p, std::span<const floa
   };
   auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
     if (bp.kind == 1) return fill_nan(y, len);
-    if (bp.kind == 2) return block_log_reference_block(s, p, x, y, len);
+    if (bp.kind == 2)
+      return reference_block<BlockLogSpec, qnum::detail::block_log_encode_exact, qnum::detail::block_log_decode_exact>(
+          s, p, x, y, len);
     const auto emin = static_cast<std::int32_t>(bp.a), emax = static_cast<std::int32_t>(bp.b);
     const bi<A> MAG(0x7fffffff), SIGN(static_cast<std::int32_t>(0x80000000u)), MANT(0x7fffff), ZERO(0);
     if (bp.kind == 3) {  // emin < -126: subnormal inputs and outputs
@@ -222,7 +199,6 @@ struct FamilyKernel<BlockLogSpec> {
                 block_log_mase_simd<A>(s, in, out, *shape, role);
               }};
     }
-    if (c.shape.size() > 8) return {};  // tile_indices keeps per-dim state on the stack
     if ((p.rounding == Rounding::nearest_even || p.rounding == Rounding::nearest_away) && !c.shape.empty() &&
         blocks_inside_rows(exact_block_layout(c.shape, s.block_size)))
       return {QuantizePath::simd, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
@@ -231,7 +207,8 @@ struct FamilyKernel<BlockLogSpec> {
               }};
     return {QuantizePath::scalar, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
               s.validate();
-              block_log_tiles(s, p, in, out, *shape);
+              quantize_blocks_exact_threaded<BlockLogSpec, qnum::detail::block_log_encode_exact,
+                                             qnum::detail::block_log_decode_exact>(s, p, in, out, *shape);
             }};
   }
 };

@@ -22,31 +22,6 @@ namespace qnum::kernel {
 inline namespace QNUM_KERNEL_ISA_NS {
 namespace detail {
 
-/// block_minifloat exact, any layout and rounding: the reference's block code per block, threaded.
-inline void block_minifloat_tiles(const BlockMinifloatSpec& s, const Policy& p, std::span<const float> in,
-                                  std::span<float> out, const Shape& shape) {
-  namespace qd = qnum::detail;
-  const auto L = exact_block_layout(shape, s.block_size);
-  quantize_tiles_threaded(
-      L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx, std::span<float> y) {
-        if (qd::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), qd::kNaN);
-        thread_local std::vector<std::uint32_t> codes;
-        codes.resize(x.size());
-        const int b = qd::block_minifloat_encode_exact(s, p, x, idx, codes);
-        for (std::size_t j = 0; j < x.size(); ++j) y[j] = qd::block_minifloat_decode_exact(s, b, codes[j]);
-      });
-}
-
-/// One block_minifloat block through the reference codec.
-[[gnu::noinline]] inline void block_minifloat_reference_block(const BlockMinifloatSpec& s, const Policy& p,
-                                                              const float* x, float* y, std::int64_t len) {
-  std::vector<float> xs(x, x + len);
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(len), 0);
-  std::vector<std::uint32_t> codes(static_cast<std::size_t>(len));
-  const int b = qnum::detail::block_minifloat_encode_exact(s, p, xs, idx, codes);
-  for (std::int64_t j = 0; j < len; ++j) y[j] = qnum::detail::block_minifloat_decode_exact(s, b, codes[j]);
-}
-
 /// block_minifloat exact's grid kernels, one per bias b in [bias_min, bias_max], built once per
 /// (W, E, bias width, policy) for the process (a call used to build them: ~3 us, more than
 /// quantizing a 1K-element tensor).
@@ -93,7 +68,9 @@ void block_minifloat_simd(const BlockMinifloatSpec& s, const Policy& p, std::spa
   };
   auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
     if (bp.kind == 1) return fill_nan(y, len);
-    if (bp.kind == 2) return block_minifloat_reference_block(s, p, x, y, len);
+    if (bp.kind == 2)
+      return reference_block<BlockMinifloatSpec, qnum::detail::block_minifloat_encode_exact,
+                             qnum::detail::block_minifloat_decode_exact>(s, p, x, y, len);
     const GridKernel<MinifloatSpec>& g = grid[static_cast<std::size_t>(bp.a)];  // by reference: no copy per block
     for (std::int64_t i = 0; i < len; i += N) g.template apply<A>(bf<A>::load_unaligned(x + i)).store_unaligned(y + i);
   };
@@ -176,7 +153,6 @@ struct FamilyKernel<BlockMinifloatSpec> {
                 block_minifloat_mase_simd<A>(s, in, out, *shape, role);
               }};
     }
-    if (c.shape.size() > 8) return {};  // tile_indices keeps per-dim state on the stack
     if (p.rounding == Rounding::nearest_even && !c.shape.empty() &&
         blocks_inside_rows(exact_block_layout(c.shape, s.block_size)))
       return {QuantizePath::simd, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
@@ -185,7 +161,8 @@ struct FamilyKernel<BlockMinifloatSpec> {
               }};
     return {QuantizePath::scalar, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
               s.validate();
-              block_minifloat_tiles(s, p, in, out, *shape);
+              quantize_blocks_exact_threaded<BlockMinifloatSpec, qnum::detail::block_minifloat_encode_exact,
+                                             qnum::detail::block_minifloat_decode_exact>(s, p, in, out, *shape);
             }};
   }
 };

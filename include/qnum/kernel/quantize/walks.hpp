@@ -338,44 +338,6 @@ void for_each_row_run(std::int64_t n, std::int64_t row, F&& f) {
 
 // ---- any tile, by block id ------------------------------------------------------------------
 
-/// Flat C-order indices of block `b` of layout L, in the order for_each_tile gives them.
-inline void tile_indices(const BlockLayout& L, std::int64_t b, std::vector<std::int64_t>& idx) {
-  const std::size_t n = L.rank();
-  idx.clear();
-  if (n == 0) {
-    idx.push_back(0);
-    return;
-  }
-  // block coordinates (C order over the tile grid), the tile's start and extent per dim
-  std::int64_t start[8], ext[8], stride[8], lc[8];
-  stride[n - 1] = 1;
-  for (std::size_t d = n - 1; d-- > 0;) stride[d] = stride[d + 1] * L.shape[d + 1];
-  std::int64_t base = 0;
-  for (std::size_t d = n; d-- > 0;) {
-    const std::int64_t g = L.blocks_along(d), c = b % g;
-    b /= g;
-    start[d] = c * L.tile[d];
-    ext[d] = std::min(L.tile[d], L.shape[d] - start[d]);
-    base += start[d] * stride[d];
-    lc[d] = 0;
-  }
-  while (true) {
-    std::int64_t row = base;
-    for (std::size_t d = 0; d + 1 < n; ++d) row += lc[d] * stride[d];
-    for (std::int64_t j = 0; j < ext[n - 1]; ++j) idx.push_back(row + j);
-    std::size_t d = n - 1;
-    bool done = true;
-    while (d-- > 0) {
-      if (++lc[d] < ext[d]) {
-        done = false;
-        break;
-      }
-      lc[d] = 0;
-    }
-    if (done) break;
-  }
-}
-
 /// Calls block(b, x, idx, y) for every block b of L (x the gathered inputs, y the outputs to
 /// scatter), in parallel chunks of whole blocks. Blocks are disjoint: `out` may alias `in`.
 template <class Block>
@@ -388,7 +350,7 @@ void quantize_tiles_threaded(const BlockLayout& L, std::span<const float> in, st
     std::vector<std::int64_t> idx;
     std::vector<float> x, y;
     for (std::int64_t b = b0; b < b1; ++b) {
-      tile_indices(L, b, idx);
+      qnum::tile_indices(L, b, idx);
       x.resize(idx.size());
       y.resize(idx.size());
       for (std::size_t j = 0; j < idx.size(); ++j) x[j] = src[idx[j]];
@@ -396,6 +358,29 @@ void quantize_tiles_threaded(const BlockLayout& L, std::span<const float> in, st
       for (std::size_t j = 0; j < idx.size(); ++j) dst[idx[j]] = y[j];
     }
   });
+}
+
+/// The exact blocked tensor quantize (qnum::detail::quantize_blocks_exact) threaded over blocks.
+template <class Spec, qnum::detail::BlockEncodeExact<Spec> Encode, qnum::detail::BlockDecodeExact<Spec> Decode>
+void quantize_blocks_exact_threaded(const Spec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                                    const Shape& shape) {
+  quantize_tiles_threaded(
+      exact_block_layout(shape, s.block_size), in, out,
+      [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx, std::span<float> y) {
+        thread_local std::vector<std::uint32_t> codes;
+        qnum::detail::quantize_block_exact<Spec, Encode, Decode>(s, p, x, idx, y, codes);
+      });
+}
+
+/// One block of consecutive elements through the reference codec: the blocks a vector kernel
+/// leaves out (rare exponent ranges), kept out of line so that the hot loop stays small.
+/// Nearest rounding only (no draw is keyed by the index).
+template <class Spec, qnum::detail::BlockEncodeExact<Spec> Encode, qnum::detail::BlockDecodeExact<Spec> Decode>
+[[gnu::noinline]] void reference_block(const Spec& s, const Policy& p, const float* x, float* y, std::int64_t len) {
+  const auto n = static_cast<std::size_t>(len);
+  const std::vector<std::int64_t> idx(n, 0);
+  std::vector<std::uint32_t> codes;
+  qnum::detail::quantize_block_exact<Spec, Encode, Decode>(s, p, {x, n}, idx, {y, n}, codes);
 }
 
 }  // namespace detail
