@@ -16,7 +16,18 @@
 // Instruction sets are chosen at compile time (each kind's header says which it uses).
 #pragma once
 
+// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_* sources when inlined in the
+// kernels below (include them through this header).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include "qnum/kernel/gemm/binary.hpp"
 #include "qnum/kernel/gemm/fp32.hpp"
 #include "qnum/kernel/gemm/int8.hpp"
 #include "qnum/kernel/gemm/mxint8.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -8,7 +8,7 @@
 //    (chunks depend only on the sizes, so results never depend on the thread count);
 //  - scalar: the reference's own element or block code, threaded the same way;
 //  - reference: `Format::quantize` itself, single-threaded (families without a row:
-//    mxint_hardware, nvfp4; and the settings a row leaves out).
+//    mxint_hardware; and the settings a row leaves out).
 // The "how the float32 steps reproduce the reference" notes sit in each family's file;
 // kernel/quantize/walks.hpp holds the ways kernels walk a tensor (rows, blocks, tiles).
 //
@@ -38,6 +38,7 @@
 #include "qnum/kernel/quantize/minifloat_denorm.hpp"
 #include "qnum/kernel/quantize/mxfp.hpp"
 #include "qnum/kernel/quantize/mxint.hpp"
+#include "qnum/kernel/quantize/nvfp4.hpp"
 #include "qnum/kernel/quantize/plan.hpp"
 #include "qnum/kernel/quantize/residual_sign.hpp"
 #include "qnum/kernel/quantize/scale_integer.hpp"

@@ -15,12 +15,6 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_* sources when inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace qnum {
 
 /// 64-bit words per packed binary row of K elements.
@@ -104,7 +98,3 @@ inline void gemm_binary_f32_nt(const std::uint64_t* A, const std::uint64_t* B, f
 }
 
 }  // namespace qnum
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

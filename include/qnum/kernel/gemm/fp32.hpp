@@ -20,12 +20,6 @@
 #include "qnum/kernel/threading.hpp"
 #include "qnum/kernel/transpose.hpp"
 
-// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_* sources when inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace qnum {
 
 namespace detail {
@@ -240,7 +234,3 @@ inline void gemm_f32_nt(std::span<const float> A, std::span<const float> B, std:
 }
 
 }  // namespace qnum
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

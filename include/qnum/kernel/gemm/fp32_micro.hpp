@@ -15,12 +15,6 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_* sources when inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace qnum::detail {
 
 #if defined(__AVX512F__)
@@ -150,7 +144,3 @@ inline constexpr auto kF32Micro = f32_micro_table<false>(std::make_integer_seque
 inline constexpr auto kF32MicroKMajor = f32_micro_table<true>(std::make_integer_sequence<int, kFMR>{});
 
 }  // namespace qnum::detail
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

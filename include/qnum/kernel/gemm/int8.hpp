@@ -22,12 +22,6 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_* sources when inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace qnum {
 
 /// Largest K of the int8 paths: |Σ a·b| <= K·2^14 must fit int32.
@@ -129,7 +123,3 @@ inline std::vector<std::int8_t> quantize_fixed8(std::span<const float> x, int fr
 }
 
 }  // namespace qnum
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

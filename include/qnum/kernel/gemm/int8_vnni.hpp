@@ -18,12 +18,6 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_* sources when inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace qnum::detail {
 
 #ifndef QNUM_GEMM_IMR
@@ -179,7 +173,3 @@ inline std::pair<__mmask16, __mmask16> column_masks(int nr) {
 #endif
 
 }  // namespace qnum::detail
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

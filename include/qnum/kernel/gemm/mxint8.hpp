@@ -27,12 +27,6 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_* sources when inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace qnum {
 
 /// Blocks of an MXINT8 row of K values (32 per block, the last padded with zeros).
@@ -234,7 +228,3 @@ inline void gemm_mxint8_f32_nt(const float* x, const MXInt8* W, float* y, std::i
 }
 
 }  // namespace qnum
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

@@ -16,12 +16,6 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_* sources when inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace qnum::detail {
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
@@ -117,7 +111,3 @@ inline void gemm_mxint8_vnni(const MXInt8* A, const MXInt8* B, const float* sa_i
 #endif
 
 }  // namespace qnum::detail
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

@@ -159,16 +159,15 @@ struct FamilyKernel<BlockFPSpec> {
       if (p.rounding != Rounding::nearest_even || c.shape.empty() ||
           !blocks_inside_rows(exact_block_layout(c.shape, s.block_size)))
         return {};
-      return {QuantizePath::simd, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
-                s.validate();
-                block_fp_quantize_simd<A>(s, p, in, out, *shape);
-              }};
+      return checked_plan(QuantizePath::simd, s, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
+        block_fp_quantize_simd<A>(s, p, in, out, *shape);
+      });
     }
     if (!mase_tiles_accepted(c.shape, c.role)) return {};
-    return {QuantizePath::simd, [&s, shape, role = c.role](std::span<const float> in, std::span<float> out) {
-              s.validate();
-              block_fp_mase_simd<A>(s, in, out, *shape, role);
-            }};
+    return checked_plan(QuantizePath::simd, s,
+                        [&s, shape, role = c.role](std::span<const float> in, std::span<float> out) {
+                          block_fp_mase_simd<A>(s, in, out, *shape, role);
+                        });
   }
 };
 

@@ -148,22 +148,20 @@ struct FamilyKernel<BlockMinifloatSpec> {
     const Shape* shape = &c.shape;
     if (p.is_mase()) {
       if (!mase_tiles_accepted(c.shape, c.role)) return {};
-      return {QuantizePath::simd, [&s, shape, role = c.role](std::span<const float> in, std::span<float> out) {
-                s.validate();
-                block_minifloat_mase_simd<A>(s, in, out, *shape, role);
-              }};
+      return checked_plan(QuantizePath::simd, s,
+                          [&s, shape, role = c.role](std::span<const float> in, std::span<float> out) {
+                            block_minifloat_mase_simd<A>(s, in, out, *shape, role);
+                          });
     }
     if (p.rounding == Rounding::nearest_even && !c.shape.empty() &&
         blocks_inside_rows(exact_block_layout(c.shape, s.block_size)))
-      return {QuantizePath::simd, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
-                s.validate();
-                block_minifloat_simd<A>(s, p, in, out, *shape);
-              }};
-    return {QuantizePath::scalar, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
-              s.validate();
-              quantize_blocks_exact_threaded<BlockMinifloatSpec, qnum::detail::block_minifloat_encode_exact,
-                                             qnum::detail::block_minifloat_decode_exact>(s, p, in, out, *shape);
-            }};
+      return checked_plan(QuantizePath::simd, s, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
+        block_minifloat_simd<A>(s, p, in, out, *shape);
+      });
+    return checked_plan(QuantizePath::scalar, s, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
+      quantize_blocks_exact_threaded<BlockMinifloatSpec, qnum::detail::block_minifloat_encode_exact,
+                                     qnum::detail::block_minifloat_decode_exact>(s, p, in, out, *shape);
+    });
   }
 };
 

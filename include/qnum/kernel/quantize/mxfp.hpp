@@ -102,23 +102,22 @@ struct FamilyKernel<MXFPSpec> {
     if (!p.is_mase()) {
       if (!mx_exact_vector(s, p, c.shape) || s.element().grid().emin < -126) return {};
       return {QuantizePath::simd, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
-                s.validate();
-                qnum::detail::require_exact_mxfp(s);
+                in_level([&] {
+                  s.validate();
+                  qnum::detail::require_exact_mxfp(s);
+                });
                 mx_quantize_simd<A>(s.element(), s.scale_exp_bits, p, in, out, *shape, s.block_size);
               }};
     }
     if (mx_mase_vector(s, c.shape))
-      return {QuantizePath::simd, [&s](std::span<const float> in, std::span<float> out) {
-                s.validate();
-                mxfp_mase_simd<A>(s, in, out);
-              }};
+      return checked_plan(QuantizePath::simd, s,
+                          [&s](std::span<const float> in, std::span<float> out) { mxfp_mase_simd<A>(s, in, out); });
     // in place with quantile search: its error term reads the unpermuted input, which the
     // reference may already have overwritten
     if (s.quantile_search && c.in_place) return {};
-    return {QuantizePath::scalar, [&s, shape](std::span<const float> in, std::span<float> out) {
-              s.validate();
-              mase_mxfp_tiles(s, in, out, *shape);
-            }};
+    return checked_plan(QuantizePath::scalar, s, [&s, shape](std::span<const float> in, std::span<float> out) {
+      mase_mxfp_tiles(s, in, out, *shape);
+    });
   }
 };
 

@@ -49,16 +49,13 @@ struct FamilyKernel<MXIntSpec> {
     const Shape* shape = &c.shape;
     if (!p.is_mase()) {
       if (!mx_exact_vector(s, p, c.shape)) return {};
-      return {QuantizePath::simd, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
-                s.validate();
-                mx_quantize_simd<A>(s.element(), s.scale_bits, p, in, out, *shape, s.block_size);
-              }};
+      return checked_plan(QuantizePath::simd, s, [&s, &p, shape](std::span<const float> in, std::span<float> out) {
+        mx_quantize_simd<A>(s.element(), s.scale_bits, p, in, out, *shape, s.block_size);
+      });
     }
     if (!mx_mase_vector(s, c.shape)) return {};
-    return {QuantizePath::simd, [&s](std::span<const float> in, std::span<float> out) {
-              s.validate();
-              mxint_mase_simd<A>(s, in, out);
-            }};
+    return checked_plan(QuantizePath::simd, s,
+                        [&s](std::span<const float> in, std::span<float> out) { mxint_mase_simd<A>(s, in, out); });
   }
 };
 

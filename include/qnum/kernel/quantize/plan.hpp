@@ -46,6 +46,25 @@ struct QuantizePlan {
 
 namespace detail {
 
+/// Runs f() with everything it calls inlined into this level's own code. Kernels check their
+/// spec through it: an out-of-line copy of an inline function such as a spec's validate(),
+/// compiled for AVX in a dispatch level, would be a weak symbol any caller in the program may
+/// be bound to (kernel.isa_isolation).
+template <class F>
+[[gnu::flatten]] void in_level(F&& f) {
+  f();
+}
+
+/// A plan whose run checks the spec (in_level), then runs kernel(in, out): the blocked
+/// families' rows.
+template <class Spec, class Kernel>
+QuantizePlan checked_plan(QuantizePath path, const Spec& s, Kernel kernel) {
+  return {path, [&s, kernel](std::span<const float> in, std::span<float> out) {
+            in_level([&] { s.validate(); });
+            kernel(in, out);
+          }};
+}
+
 /// A family's row of the kernel table (specialised in kernel/quantize/<family>.hpp); the
 /// primary template has no plan: the family runs the reference.
 template <class Spec>

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -65,6 +66,13 @@ inline constexpr std::int32_t kSqrt2Mantissa = [] {
   }
   return lo;
 }();
+
+/// The largest float <= d (d >= 0 or +Inf, not NaN): for a float x, x > d iff x > T.
+inline float float_at_or_below(double d) {
+  float f = static_cast<float>(d);
+  if (static_cast<double>(f) > d) f = std::nextafter(f, -qnum::detail::kInf);
+  return f;
+}
 
 // ---- small SIMD helpers -----------------------------------------------------------------
 

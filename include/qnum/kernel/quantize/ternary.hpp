@@ -19,13 +19,6 @@ namespace qnum::kernel {
 inline namespace QNUM_KERNEL_ISA_NS {
 namespace detail {
 
-/// The largest float <= d (d >= 0 or +Inf, not NaN): for a float x, x > d iff x > T.
-inline float float_at_or_below(double d) {
-  float f = static_cast<float>(d);
-  if (static_cast<double>(f) > d) f = std::nextafter(f, -qnum::detail::kInf);
-  return f;
-}
-
 /// Σ op(double(x[k])) for k < n in lane_sum's order (qnum/core/lane_sum.hpp): lane j of the
 /// double accumulators sums k ≡ j mod 8, as the scalar definition does, so the bits are the
 /// same. AVX-512: one 8-lane accumulator; AVX2: two 4-lane ones; other ISAs: the scalar loop.
