@@ -40,7 +40,9 @@ void block_log_simd(const BlockLogSpec& s, const Policy& p, std::span<const floa
     if (top - b > 127) return {2, 0.0f, 0.0f};
     return {-b < -126 ? 3 : 0, static_cast<float>(-b), static_cast<float>(top - b)};
   };
-  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+  // out of line (noinline): for_each_row_block's grouped loops stay small; inlined, this kernel
+  // ran ~30% slower (docs/perf.md, 2026-11-28)
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) __attribute__((noinline)) {
     if (bp.kind == 1) return fill_nan(y, len);
     if (bp.kind == 2)
       return reference_block<BlockLogSpec, qnum::detail::block_log_encode_exact, qnum::detail::block_log_decode_exact>(

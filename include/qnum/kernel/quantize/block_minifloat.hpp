@@ -66,7 +66,9 @@ void block_minifloat_simd(const BlockMinifloatSpec& s, const Policy& p, std::spa
     if (b < b_vector) return {2, 0.0f, 0.0f};
     return {0, static_cast<float>(b - bmin), 0.0f};
   };
-  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+  // out of line (noinline): for_each_row_block's grouped loops stay small; inlined, this kernel
+  // ran ~30% slower (docs/perf.md, 2026-11-28)
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) __attribute__((noinline)) {
     if (bp.kind == 1) return fill_nan(y, len);
     if (bp.kind == 2)
       return reference_block<BlockMinifloatSpec, qnum::detail::block_minifloat_encode_exact,

@@ -50,7 +50,9 @@ void mx_quantize_simd(const MXElement& e, int scale_bits, const Policy& p, std::
                                                       static_cast<double>(bits_float(static_cast<std::uint32_t>(mb))));
     return {0, pow2f_inline(-sexp), pow2f_inline(sexp)};
   };
-  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+  // out of line (noinline): for_each_row_block's grouped loops stay small; inlined, this kernel
+  // ran ~30% slower (docs/perf.md, 2026-11-28)
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) __attribute__((noinline)) {
     if (bp.kind == 1) return fill_nan(y, len);
     const bf<A> down(bp.a), up(bp.b);
     for (std::int64_t i = 0; i < len; i += N) {

@@ -48,7 +48,9 @@ void mxfp_mase_simd(const MXFPSpec& s, std::span<const float> in, std::span<floa
     return {0, pow2f_inline(-shared), pow2f_inline(shared)};
   };
   const float sub_scale = qnum::detail::pow2f(1 - bias - M);
-  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
+  // out of line (noinline): for_each_row_block's grouped loops stay small; inlined, this kernel
+  // ran ~30% slower (docs/perf.md, 2026-11-28)
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) __attribute__((noinline)) {
     if (bp.kind == 2) return mxfp_mase_reference_block(s, x, y, len);
     // 2^-shared is a float (|shared| <= 127), so x * 2^-shared rounds as the reference's x / 2^shared.
     const bf<A> R(bp.a), OUT(bp.b), SUB_SCALE(sub_scale);
