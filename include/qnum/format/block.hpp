@@ -137,52 +137,59 @@ inline BlockLayout block_layout(std::string_view family, const Policy& policy, c
   return policy.is_mase() ? mase_block_layout(family, shape, block_size, role) : exact_block_layout(shape, block_size);
 }
 
-/// Calls f(block_id, flat_indices) for every tile, in block order; the indices are C-order
-/// positions of the tile's elements (rows of the last dim are contiguous runs).
-template <class F>
-void for_each_tile(const BlockLayout& L, F&& f) {
+/// Flat C-order indices of block `b` of layout L (rows of the last dim are contiguous runs):
+/// the one block-index walk, for_each_tile's and the threaded kernels' (which start at any
+/// block id).
+inline void tile_indices(const BlockLayout& L, std::int64_t b, std::vector<std::int64_t>& idx) {
   const std::size_t n = L.rank();
-  if (numel(L.shape) == 0) return;
-  std::vector<std::int64_t> idx;
+  idx.clear();
   if (n == 0) {
     idx.push_back(0);
-    f(std::int64_t{0}, std::span<const std::int64_t>(idx));
     return;
   }
-  std::vector<std::int64_t> stride(n, 1), grid(n), bc(n, 0), ext(n), lc(n);
+  // per dim: stride, the tile's extent, and the position inside the tile (on the stack up to
+  // rank 8, the kernels' limit)
+  std::int64_t fixed[3 * 8];
+  std::vector<std::int64_t> heap(n > 8 ? 3 * n : 0);
+  std::int64_t* stride = n > 8 ? heap.data() : fixed;
+  std::int64_t *ext = stride + n, *lc = ext + n;
+  stride[n - 1] = 1;
   for (std::size_t d = n - 1; d-- > 0;) stride[d] = stride[d + 1] * L.shape[d + 1];
-  for (std::size_t d = 0; d < n; ++d) grid[d] = L.blocks_along(d);
-  idx.reserve(static_cast<std::size_t>(L.block_capacity()));
-  const std::int64_t nb = L.num_blocks();
-  for (std::int64_t b = 0; b < nb; ++b) {
-    std::int64_t base = 0;
-    for (std::size_t d = 0; d < n; ++d) {
-      const std::int64_t start = bc[d] * L.tile[d];
-      ext[d] = std::min(L.tile[d], L.shape[d] - start);
-      base += start * stride[d];
+  std::int64_t base = 0;
+  for (std::size_t d = n; d-- > 0;) {  // block coordinates: C order over the tile grid
+    const std::int64_t g = L.blocks_along(d), start = b % g * L.tile[d];
+    b /= g;
+    ext[d] = std::min(L.tile[d], L.shape[d] - start);
+    base += start * stride[d];
+    lc[d] = 0;
+  }
+  while (true) {
+    std::int64_t row = base;
+    for (std::size_t d = 0; d + 1 < n; ++d) row += lc[d] * stride[d];
+    for (std::int64_t j = 0; j < ext[n - 1]; ++j) idx.push_back(row + j);
+    std::size_t d = n - 1;
+    bool done = true;
+    while (d-- > 0) {
+      if (++lc[d] < ext[d]) {
+        done = false;
+        break;
+      }
       lc[d] = 0;
     }
-    idx.clear();
-    while (true) {
-      std::int64_t row = base;
-      for (std::size_t d = 0; d + 1 < n; ++d) row += lc[d] * stride[d];
-      for (std::int64_t j = 0; j < ext[n - 1]; ++j) idx.push_back(row + j);
-      std::size_t d = n - 1;
-      bool done = true;
-      while (d-- > 0) {
-        if (++lc[d] < ext[d]) {
-          done = false;
-          break;
-        }
-        lc[d] = 0;
-      }
-      if (done) break;
-    }
+    if (done) break;
+  }
+}
+
+/// Calls f(block_id, flat_indices) for every tile, in block order; the indices are C-order
+/// positions of the tile's elements (tile_indices).
+template <class F>
+void for_each_tile(const BlockLayout& L, F&& f) {
+  if (numel(L.shape) == 0) return;
+  std::vector<std::int64_t> idx;
+  idx.reserve(static_cast<std::size_t>(std::max<std::int64_t>(1, L.block_capacity())));
+  for (std::int64_t b = 0; b < L.num_blocks(); ++b) {
+    tile_indices(L, b, idx);
     f(b, std::span<const std::int64_t>(idx));
-    for (std::size_t d = n; d-- > 0;) {
-      if (++bc[d] < grid[d]) break;
-      bc[d] = 0;
-    }
   }
 }
 
@@ -344,6 +351,35 @@ void quantize_tiles(const BlockLayout& L, std::span<const float> in, std::span<f
     block(b, std::span<const float>(x), idx, std::span<float>(y));
     for (std::size_t j = 0; j < idx.size(); ++j) out[static_cast<std::size_t>(idx[j])] = y[j];
   });
+}
+
+/// One exact block through its family's codec: NaN anywhere -> every output NaN; otherwise
+/// the shared field from Encode(s, p, x, idx, codes) and each element Decode(s, shared, code).
+/// The one body of every exact blocked tensor quantize (block_fp, block_minifloat, block_log:
+/// the references and the kernels' threaded and per-block paths).
+template <class Spec>
+using BlockEncodeExact = int (*)(const Spec&, const Policy&, std::span<const float>, std::span<const std::int64_t>,
+                                 std::span<std::uint32_t>);
+template <class Spec>
+using BlockDecodeExact = float (*)(const Spec&, int, std::uint32_t);
+template <class Spec, BlockEncodeExact<Spec> Encode, BlockDecodeExact<Spec> Decode>
+void quantize_block_exact(const Spec& s, const Policy& p, std::span<const float> x, std::span<const std::int64_t> idx,
+                          std::span<float> y, std::vector<std::uint32_t>& codes) {
+  if (scan_block(x).has_nan) return std::fill(y.begin(), y.end(), kNaN);
+  codes.resize(x.size());
+  const int shared = Encode(s, p, x, idx, codes);
+  for (std::size_t j = 0; j < x.size(); ++j) y[j] = Decode(s, shared, codes[j]);
+}
+
+/// The exact blocked tensor quantize: quantize_block_exact over every tile of the exact layout.
+template <class Spec, BlockEncodeExact<Spec> Encode, BlockDecodeExact<Spec> Decode>
+void quantize_blocks_exact(const Spec& s, const Policy& p, std::span<const float> in, std::span<float> out,
+                           const Shape& shape) {
+  std::vector<std::uint32_t> codes;
+  quantize_tiles(exact_block_layout(shape, s.block_size), in, out,
+                 [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx, std::span<float> y) {
+                   quantize_block_exact<Spec, Encode, Decode>(s, p, x, idx, y, codes);
+                 });
 }
 
 /// Bits of a packed array of `width`-bit codes, LSB-first within little-endian bytes.

@@ -210,15 +210,8 @@ inline void quantize(const BlockFPSpec& s, const Policy& p, std::span<const floa
   detail::check_tensor_io(s.name, in, out, shape);
   s.validate();
   if (p.is_mase()) return detail::block_fp_quantize_mase(s, in, out, shape, role);
-  const auto L = exact_block_layout(shape, s.block_size);
-  std::vector<std::uint32_t> codes;
-  detail::quantize_tiles(
-      L, in, out, [&](std::int64_t, std::span<const float> x, std::span<const std::int64_t> idx, std::span<float> y) {
-        if (detail::scan_block(x).has_nan) return std::fill(y.begin(), y.end(), detail::kNaN);
-        codes.resize(x.size());
-        const int e = detail::block_fp_encode_exact(s, p, x, idx, codes);
-        for (std::size_t j = 0; j < x.size(); ++j) y[j] = detail::block_fp_decode_exact(s, e, codes[j]);
-      });
+  detail::quantize_blocks_exact<BlockFPSpec, detail::block_fp_encode_exact, detail::block_fp_decode_exact>(s, p, in,
+                                                                                                           out, shape);
 }
 
 /// Facts: W + E/B bits per element; for a fixed shared exponent an element takes

@@ -27,6 +27,11 @@ struct KeyDefault {
   std::string_view value;
 };
 
+// Optional members a Spec declares where it is the exception to Format::validate's rules:
+//   static constexpr bool overflow_wrap = true;   overflow=wrap is defined (fixed point)
+//   static constexpr bool mase_floor = true;      mase_compat also rounds by floor
+//   bool has_inf_code() const;                    overflow=infinity has a code to go to
+//   void check_policy(const Policy&) const;       the family's own policy limits (run last)
 /// A name that stands for a fixed spec of family S (e.g. fp8_e4m3, mxint8).
 template <class S>
 struct SpecPreset {

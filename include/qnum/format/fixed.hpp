@@ -34,6 +34,8 @@ struct FixedSpec {
   static constexpr std::array<std::string_view, 2> aliases{"fixed", "integer_floor"};
   static constexpr std::array<KeyDefault, 0> mase_defaults{};  // none beyond qnum's own
   static constexpr Grouping grouping() { return Grouping::elementwise; }
+  static constexpr bool overflow_wrap = true;  // two's-complement wrap-around
+  static constexpr bool mase_floor = true;     // MASE's integer_floor
   int width = 8;
   int frac_width = 4;
   bool is_signed = true;

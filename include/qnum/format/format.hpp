@@ -90,38 +90,40 @@ class Format {
   }
 
   /// Rejects invalid parameters and policies the family cannot honour.
+  /// The rules every family shares, each exception declared by the family's spec
+  /// (format/family_traits.hpp): `overflow_wrap`, `has_inf_code()`, `mase_floor` and the
+  /// family's own `check_policy` last.
   void validate() const {
     std::visit(
-        [&](const auto& s) {
+        [&]<class S>(const S& s) {
           if constexpr (requires { s.validate(policy); })
             s.validate(policy);  // mode-dependent limits
           else
             s.validate();
+          const std::string_view fam = S::name;
+          bool wraps = false, mase_floor = false;
+          if constexpr (requires { S::overflow_wrap; }) wraps = S::overflow_wrap;
+          if constexpr (requires { S::mase_floor; }) mase_floor = S::mase_floor;
+          if (policy.overflow == Overflow::wrap)
+            detail::require(wraps, fam, ": overflow=wrap is only defined for fixed point (integer)");
+          if (policy.overflow == Overflow::infinity) {
+            bool inf_code = false;
+            if constexpr (requires { s.has_inf_code(); }) inf_code = s.has_inf_code();
+            detail::require(inf_code, fam,
+                            ": overflow=infinity needs a format with an Inf code (minifloat_ieee with specials=ieee)");
+          }
+          if (policy.is_mase()) {
+            detail::require(
+                policy.rounding == Rounding::nearest_even || (mase_floor && policy.rounding == Rounding::floor), fam,
+                ": mase_compat rounds to nearest even (integer also floor); rounding=",
+                qnum::to_string(policy.rounding), " is exact-mode only");
+            detail::require(policy.overflow == Overflow::saturate, fam,
+                            ": mase_compat saturates; overflow=", qnum::to_string(policy.overflow),
+                            " is exact-mode only");
+          }
+          if constexpr (requires { s.check_policy(policy); }) s.check_policy(policy);
         },
         spec);
-    const auto fam = family();
-    const bool is_fixed = std::holds_alternative<FixedSpec>(spec);
-    if (policy.overflow == Overflow::wrap)
-      detail::require(is_fixed, fam, ": overflow=wrap is only defined for fixed point (integer)");
-    if (policy.overflow == Overflow::infinity) {
-      const auto* m = std::get_if<MinifloatSpec>(&spec);
-      detail::require(m && m->specials == Specials::ieee, fam,
-                      ": overflow=infinity needs a format with an Inf code (minifloat_ieee with specials=ieee)");
-    }
-    if (policy.is_mase()) {
-      detail::require(policy.rounding == Rounding::nearest_even || (is_fixed && policy.rounding == Rounding::floor),
-                      fam, ": mase_compat rounds to nearest even (integer also floor); rounding=",
-                      qnum::to_string(policy.rounding), " is exact-mode only");
-      detail::require(policy.overflow == Overflow::saturate, fam,
-                      ": mase_compat saturates; overflow=", qnum::to_string(policy.overflow), " is exact-mode only");
-      if (const auto* m = std::get_if<MinifloatSpec>(&spec))
-        detail::require(m->specials == Specials::none, fam,
-                        ": MASE's minifloat_ieee has no special values; specials=", qnum::to_string(m->specials),
-                        " is exact-mode only");
-    } else {
-      detail::require(!std::holds_alternative<MXIntHardwareSpec>(spec), fam,
-                      ": mxint_hardware is MASE's format and exists only in mase_compat mode (--mode mase)");
-    }
   }
 
   /// Which inputs each output element depends on (format/family_traits.hpp).
@@ -148,8 +150,14 @@ class Format {
 
   /// Shape of quantize's output for an input of `shape` (differs only for residual_sign).
   Shape output_shape(const Shape& shape) const {
-    if (const auto* r = std::get_if<ResidualSignSpec>(&spec)) return qnum::output_shape(*r, policy, shape);
-    return shape;
+    return std::visit(
+        [&](const auto& s) -> Shape {
+          if constexpr (requires { qnum::output_shape(s, policy, shape); })
+            return qnum::output_shape(s, policy, shape);
+          else
+            return shape;
+        },
+        spec);
   }
 
   /// Quantizes a C-order tensor of `shape`; `out` has output_shape(shape) elements.

@@ -79,6 +79,16 @@ struct MinifloatSpec {
   /// OCP FP8 E5M2 (max 57344, IEEE Inf and NaN).
   static MinifloatSpec fp8_e5m2() { return {8, 5, 15, Specials::ieee}; }
 
+  /// overflow=infinity needs an Inf code (specials=ieee).
+  bool has_inf_code() const { return specials == Specials::ieee; }
+  /// MASE's minifloat_ieee has no special values.
+  void check_policy(const Policy& p) const {
+    if (p.is_mase())
+      detail::require(specials == Specials::none, name,
+                      ": MASE's minifloat_ieee has no special values; specials=", qnum::to_string(specials),
+                      " is exact-mode only");
+  }
+
   void validate() const {
     detail::require(width >= 2 && width <= 32, name, ": width ", width, " must be in [2, 32]");
     detail::require(exponent_width >= 1 && exponent_width < width, name, ": exponent_width ", exponent_width,

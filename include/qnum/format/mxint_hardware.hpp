@@ -32,6 +32,11 @@ struct MXIntHardwareSpec {
   std::vector<int> parallelism{1, 16};
 
   friend bool operator==(const MXIntHardwareSpec&, const MXIntHardwareSpec&) = default;
+  /// MASE's format: mase_compat only.
+  void check_policy(const Policy& p) const {
+    detail::require(p.is_mase(), name,
+                    ": mxint_hardware is MASE's format and exists only in mase_compat mode (--mode mase)");
+  }
   void validate() const {
     detail::require(width >= 2 && width <= 24, name, ": width ", width, " must be in [2, 24]");
     detail::require(exponent_width >= 1 && exponent_width <= 8, name, ": exponent_width ", exponent_width,

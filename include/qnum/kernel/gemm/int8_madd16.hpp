@@ -1,4 +1,4 @@
-// AVX2 register-tiled int8 GEMM kernels for CPUs without AVX512-VNNI (gemm.hpp's int8 and
+// AVX2 register-tiled int8 GEMM kernels for CPUs without AVX512-VNNI (gemm/int8.hpp and
 // MXINT8 paths there).
 //
 // Operands are widened to int16 once, while packing, and multiplied with vpmaddwd: 8 int32
@@ -29,7 +29,7 @@
 #include <cstring>
 #include <vector>
 
-#include "qnum/kernel/gemm_tiles.hpp"
+#include "qnum/kernel/gemm/tiles.hpp"
 #include "qnum/kernel/threading.hpp"
 
 namespace qnum::detail {
