@@ -110,6 +110,32 @@ TEST_CASE("quantize pass: a quantized Linear computes linear(q(x), q(W), q(b)) w
   }
 }
 
+TEST_CASE("quantize pass: an NVFP4 Linear computes linear(q(x), q(W)) + b (tensor scale of each whole operand)") {
+  auto model = qnum::models::make_jsc_model("jsc-tiny", 5);
+  const auto r = passes::quantize(*model, json::parse(R"({"by": "type", "default": {"config": {"name": null}},
+      "linear": {"config": {"name": "nvfp4", "data_in": "nvfp4", "weight": "nvfp4"}}})"));
+  CHECK(changed_paths(r) == std::vector<std::string>{"2"});
+  auto& lin = dynamic_cast<nn::Linear&>(model->at("2"));
+  REQUIRE(lin.is_quantized());
+  const auto fmt = qnum::Format::parse("nvfp4");
+  qnum::Tensor x = qnum::Tensor::uniform({7, 16}, 13, -3.0f, 3.0f, true);
+  qnum::Tensor y = lin(x);
+  const auto qx = fmt.quantize(x.values(), x.shape(), qnum::Role::activation);
+  const auto qw = fmt.quantize(lin.weight.values(), lin.weight.shape());
+  int differs_from_float = 0;
+  for (int r2 = 0; r2 < 7; ++r2)
+    for (int o = 0; o < 5; ++o) {
+      float acc = 0.0f, exact = 0.0f;
+      for (int i = 0; i < 16; ++i) {
+        acc += qx[r2 * 16 + i] * qw[o * 16 + i];
+        exact += x.values()[r2 * 16 + i] * lin.weight.values()[o * 16 + i];
+      }
+      CHECK(y.values()[r2 * 5 + o] == doctest::Approx(acc + lin.bias.values()[o]).epsilon(1e-6));
+      differs_from_float += y.values()[r2 * 5 + o] != doctest::Approx(exact + lin.bias.values()[o]).epsilon(1e-6);
+    }
+  CHECK(differs_from_float > 0);  // 4-bit elements: the products are not the float32 ones
+}
+
 TEST_CASE("quantize pass: by name and by regex select exactly the intended layers") {
   auto model = qnum::models::make_jsc_model("jsc-s", 1);  // Linears at 2, 5, 7, 9, 11
   const json integer = tutorial3_config()["linear"];

@@ -88,6 +88,9 @@ inline const std::vector<FormatVariant>& format_variants() {
       {"mxfp:e4m3", "mxfp", on_operands("mxfp", {{"exponent_width", 4}, {"frac_width", 3}, {"block_size", 16}})},
       {"mxfp:e2m1", "mxfp", on_operands("mxfp", {{"exponent_width", 2}, {"frac_width", 1}, {"block_size", 16}})},
       {"scale_integer:w8", "scale_integer", on_operands("scale_integer", {{"width", 8}})},
+      // NVFP4 (E2M1 in blocks of 16, E4M3 block scales, an fp32 tensor scale; no keys): given
+      // whole to the input and the weight, the bias kept float32.
+      {"nvfp4", "nvfp4", json{{"name", "nvfp4"}, {"data_in", "nvfp4"}, {"weight", "nvfp4"}}},
       {"binary:bipolar", "binary", on_operands("binary", {{"bipolar", true}}, {"weight"})},
       // Binary with scaling: weights {0, alpha} with alpha per output channel (qnum's binary
       // bipolar=false; MASE's needs 4-D tensors, spec/formats.md 2.9), or MASE's
