@@ -88,10 +88,7 @@ TEST_CASE("kernel quantize: mase block_fp and mxint in vector registers, every M
                            "block_fp:width=8,exponent_width=5,block_size=-1"}) {
     const Format f = fmt(spec, qnum::mase_compat);
     for (bool specials : {false, true}) {
-      check_shaped(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight, true);
-      check_shaped(f, mase_block_inputs(37 * 50, 2, specials), {37, 50}, Role::weight, true);
-      check_shaped(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation, true);
-      check_shaped(f, mase_block_inputs(3 * 20 * 33, 4, specials), {3, 20, 33}, Role::activation, true);
+      check_mase_tiles(f, specials);
       check_in_place(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight);
       check_in_place(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation);
     }

@@ -64,10 +64,7 @@ TEST_CASE("kernel quantize: block_minifloat and block_log, exact and mase, threa
         "block_minifloat:width=12,exponent_width=6"}) {
     const Format f = fmt(spec, qnum::mase_compat);
     for (bool specials : {false, true}) {
-      check_shaped(f, mase_block_inputs(1000, 1, specials), {1000}, Role::weight, true);
-      check_shaped(f, mase_block_inputs(37 * 50, 2, specials), {37, 50}, Role::weight, true);
-      check_shaped(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, Role::activation, true);
-      check_shaped(f, mase_block_inputs(3 * 20 * 33, 4, specials), {3, 20, 33}, Role::activation, true);
+      check_mase_tiles(f, specials);
       check_threads(f, mase_block_inputs(301 * 77, 5, specials), {301, 77}, Role::weight);
       check_threads(f, mase_block_inputs(20 * 30 * 41, 6, specials), {20, 30, 41}, Role::activation);
       // in place: the zero-block rule's smallest max cannot be re-read from the input then

@@ -152,6 +152,15 @@ std::vector<float> shared_bias_neighbourhood(const Format& f, int bs);
 /// leading dim (entries are right-aligned; extra leading ones are ignored).
 bool expect_row_simd(const std::string& spec, std::size_t r);
 
+/// MASE's blocked formats on every tile shape the kernels meet: 1-D and 2-D weights, 2-D and
+/// 3-D activations (mase_block_inputs, with or without specials).
+inline void check_mase_tiles(const Format& f, bool specials) {
+  check_shaped(f, mase_block_inputs(1000, 1, specials), {1000}, qnum::Role::weight, true);
+  check_shaped(f, mase_block_inputs(37 * 50, 2, specials), {37, 50}, qnum::Role::weight, true);
+  check_shaped(f, mase_block_inputs(37 * 50, 3, specials), {37, 50}, qnum::Role::activation, true);
+  check_shaped(f, mase_block_inputs(3 * 20 * 33, 4, specials), {3, 20, 33}, qnum::Role::activation, true);
+}
+
 /// A shaped check at 1, 2 and 3 threads on the default architecture.
 void check_threads(const Format& f, const std::vector<float>& x, const qnum::Shape& shape, qnum::Role role);
 
