@@ -8,8 +8,9 @@ Prints one JSON object per line, or a Markdown table with --markdown:
       best process CPU time of one call each, calls interleaved, on a torch tensor (MASE's input)
   {"bench": "python_overhead", "call": ..., "us": ...}
       best wall time per call over 300 rounds of 200 calls
-`same_bits` is the fraction of elements where both give the same float32 bits (the torch
-formulas of torch_baseline.py are MASE's, simplified where the bench says so).
+`same_bits` is the fraction of elements where both give the same float32 bits. The torch side is
+MASE's code op for op (torch_baseline.QUANTIZERS); block_fp and mxint8 are also timed against
+the same bits in fewer torch ops (torch_baseline.MINIMAL: "torch_minimal_ms", "ratio_minimal").
 
 Usage: python3 bench/python_bench.py [--threads 1] [--size 4194304] [--sigma 1] [--malloc retain|default] [--markdown]
 """
@@ -85,9 +86,15 @@ def bench_quantize(size, sigma):
         torch_fn = tb.QUANTIZERS[name]
         xin = x.view(tb.ternary_shape(size)) if torch_fn is tb.mase_ternary else x
         t_qnum, t_torch = best_cpu_seconds_pair(lambda: call(xin), lambda: torch_fn(xin))
-        rows.append({"bench": "python_quantize", "format": name, "kind": kind, "size": size, "sigma": sigma,
-                     "threads": torch.get_num_threads(), "qnum_ms": t_qnum * 1e3, "torch_ms": t_torch * 1e3,
-                     "ratio": t_torch / t_qnum, "same_bits": same_bits_fraction(call(xin), torch_fn(xin))})
+        row = {"bench": "python_quantize", "format": name, "kind": kind, "size": size, "sigma": sigma,
+               "threads": torch.get_num_threads(), "qnum_ms": t_qnum * 1e3, "torch_ms": t_torch * 1e3,
+               "ratio": t_torch / t_qnum, "same_bits": same_bits_fraction(call(xin), torch_fn(xin))}
+        if name in tb.MINIMAL:  # the same bits in fewer torch ops than MASE's code
+            minimal = tb.MINIMAL[name]
+            t_qnum2, t_min = best_cpu_seconds_pair(lambda: call(xin), lambda: minimal(xin))
+            row.update(torch_minimal_ms=t_min * 1e3, ratio_minimal=t_min / min(t_qnum, t_qnum2),
+                       same_bits_minimal=same_bits_fraction(call(xin), minimal(xin)))
+        rows.append(row)
     return rows
 
 
@@ -130,12 +137,15 @@ def main():
         return
     print(f"torch {info['torch']}, numpy {info['numpy']}, {args.threads} thread(s), qnum kernels: {info['qnum_isa']}, "
           f"{args.size} floats N(0, {args.sigma}^2), malloc {args.malloc}\n")
-    print("| MASE function (bench format) | kind | qnum.mase ms | torch ops ms | ratio | target | same bits |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| MASE function (bench format) | kind | qnum.mase ms | MASE's torch ops ms | ratio | target | same bits "
+          "| minimal torch ops ms (ratio) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         target = 20 if r["kind"] == "block" else 5
+        minimal = (f"{r['torch_minimal_ms']:.2f} ({r['ratio_minimal']:.1f}x, same bits {100 * r['same_bits_minimal']:.2f}%)"
+                   if "torch_minimal_ms" in r else "")
         print(f"| {r['format']} | {r['kind']} | {r['qnum_ms']:.2f} | {r['torch_ms']:.2f} | {r['ratio']:.1f}x | "
-              f">= {target}x | {100 * r['same_bits']:.2f}% |")
+              f">= {target}x | {100 * r['same_bits']:.2f}% | {minimal} |")
     print("\n| call (1 element) | us |")
     print("|---|---:|")
     for r in overhead:

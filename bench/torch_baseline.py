@@ -6,9 +6,10 @@ Development tool only (qnum never needs Python). Install PyTorch from PyPI
 python3-torch uses a generic BLAS and is no fair baseline.
 
 Prints one JSON object per line:
-  {"bench": "quantize", "format": ..., "gbps": ..., "memcpy_gbps": ...}   MASE-style fake-quantize as torch ops
+  {"bench": "quantize", "format": ..., "gbps": ..., "memcpy_gbps": ...}   MASE's fake-quantize code as torch ops
       (integer, minifloat_ieee, log, block_fp, mxint8, block_minifloat, block_log, scale_integer, ternary,
-       mxfp8_e4m3, mxfp4_e2m1; 4M floats by default, GB/s counts 4 bytes read + 4 written per element)
+       mxfp8_e4m3, mxfp4_e2m1; 4M floats by default, GB/s counts 4 bytes read + 4 written per element);
+      block_fp and mxint8 also as "... (minimal ops)": the same bits in fewer ops than MASE's code
   {"bench": "gemm", "m": .., "n": .., "k": .., "gflops": ...}               torch.matmul fp32
   {"bench": "attention", "seq": .., "fused_ms": .., "naive_ms": ..}        SDPA vs explicit softmax(QK^T)V
 
@@ -74,7 +75,9 @@ def mase_log(x, width=8):
     return sign * 2.0 ** e
 
 
-def mase_block_fp(x, width=8, exponent_width=8, block=16):
+def minimal_block_fp(x, width=8, exponent_width=8, block=16):
+    """block_fp in the fewest torch ops that give MASE's bits on the bench data (no zero-block fill,
+    no near-zero pass-through): a harder baseline than MASE's own code (mase_block_fp)."""
     mantissa_bits = width - 1
     bias = 2 ** (exponent_width - 1) - 1
     rows = x.reshape(-1, block)
@@ -87,7 +90,9 @@ def mase_block_fp(x, width=8, exponent_width=8, block=16):
     return (sign * 2.0 ** e * k / 2.0 ** mantissa_bits).reshape(x.shape)
 
 
-def mase_mxint(x, element_bits=8, block=32):
+def minimal_mxint(x, element_bits=8, block=32):
+    """mxint in the fewest torch ops (amax instead of MASE's quantile(|x|, 1.0)): a harder
+    baseline than MASE's own code (mase_mxint)."""
     rows = x.reshape(-1, block)
     amax = torch.clamp(rows.abs().amax(dim=1, keepdim=True), min=torch.finfo(torch.float32).tiny)
     s = torch.ceil(torch.log2(amax))
@@ -116,6 +121,45 @@ def _mase_block_1d(x, block):
 
 def _mase_unblock_1d(blocked, n):
     return blocked.flatten()[:n]
+
+
+def mase_block_fp(x, width=8, exponent_width=8, block=16):
+    """MASE _block_fp_quantize op for op (1-D input: utils.block's bias path; my_clamp/my_round are
+    clamp/round under an STE), with its zero-block fill and near-zero pass-through."""
+    blocked, per_block_max = _mase_block_1d(x, block)
+    mantissa_bits = width - 1
+    exponent_bias = 2 ** (exponent_width - 1) - 1
+    exponent_max = 2 ** exponent_width - 1 - exponent_bias
+    exponent_min = -exponent_bias
+    mantissa_integer_max = 2 ** mantissa_bits - 1
+    per_block_sign = torch.sign(blocked + 1e-9)
+    per_block_value = torch.abs(blocked) + 1e-9
+    per_block_exponent = torch.clamp(torch.ceil(torch.log2(per_block_max)), exponent_min, exponent_max)
+    per_block_mantissa = per_block_value / 2 ** per_block_exponent
+    shift = 2 ** mantissa_bits
+    per_block_mantissa_integer = torch.clamp(torch.round(per_block_mantissa * shift), 0, mantissa_integer_max)
+    per_block_mantissa = per_block_mantissa_integer / shift
+    per_block_msfp = per_block_sign * (2 ** per_block_exponent) * per_block_mantissa
+    msfp_x = _mase_unblock_1d(per_block_msfp, x.shape[0])
+    is_close_to_0 = torch.isclose(x, torch.tensor([0.0], dtype=x.dtype, device=x.device))
+    return (~is_close_to_0) * msfp_x + is_close_to_0 * x
+
+
+def mase_mxint(x, element_bits=8, block=32, scale_bits=8):
+    """MASE mxint_quantizer (quantile_search off) op for op: flatten_for_quantize (block_dim -1),
+    extract_mxint_components (block max as quantile(|x|, 1.0) in float32), compose_mxint_tensor,
+    permute_for_dequantize."""
+    rows = x.flatten().reshape(x.numel() // block, block)
+    x_max = rows.abs().to(torch.float32).quantile(1.0, dim=1, keepdim=True).to(rows.dtype)
+    x_max = x_max.clamp(min=torch.finfo(x_max.dtype).tiny)
+    scale = x_max.log2().ceil()
+    scale_bias = 2 ** (scale_bits - 1) - 1
+    r = rows / 2 ** scale
+    mant = r * 2 ** (element_bits - 1)
+    scale = (scale + scale_bias).clamp(min=0, max=2 ** scale_bits - 1)
+    mant = mant.round().clamp(min=-(2 ** (element_bits - 1)), max=2 ** (element_bits - 1) - 1)
+    out = mant / 2 ** (element_bits - 1) * 2 ** (scale - scale_bias)
+    return out.reshape(x.shape)
 
 
 def _mase_minifloat_ieee_tensor_bias(x, width, exponent_width, exponent_bias):
@@ -299,6 +343,12 @@ QUANTIZERS = {
     "mxfp4_e2m1": lambda x: mase_mxfp(x, 2, 1, block=32),
 }
 
+# The same bits in fewer torch ops than MASE's code: a second, harder baseline for two formats.
+MINIMAL = {
+    "block_fp:width=8,exponent_width=8,block_size=16": minimal_block_fp,
+    "mxint8": minimal_mxint,
+}
+
 
 def bench_quantize(size, sigma, formats):
     x = torch.randn(size, dtype=torch.float32) * sigma
@@ -307,10 +357,11 @@ def bench_quantize(size, sigma, formats):
         if formats and not any(name.startswith(f) for f in formats):
             continue
         xin = x.view(ternary_shape(size)) if fn is mase_ternary else x
-        t = best_time(lambda: fn(xin))
-        print(json.dumps({"bench": "quantize", "format": name, "size": size, "threads": torch.get_num_threads(),
-                          "sigma": sigma, "gbps": 8 * size / t / 1e9,
-                          "memcpy_gbps": 8 * size / memcpy / 1e9}), flush=True)
+        for label, f in [(name, fn)] + ([(name + " (minimal ops)", MINIMAL[name])] if name in MINIMAL else []):
+            t = best_time(lambda: f(xin))
+            print(json.dumps({"bench": "quantize", "format": label, "size": size, "threads": torch.get_num_threads(),
+                              "sigma": sigma, "gbps": 8 * size / t / 1e9,
+                              "memcpy_gbps": 8 * size / memcpy / 1e9}), flush=True)
 
 
 def bench_gemm(shapes):

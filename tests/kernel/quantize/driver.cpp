@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,34 @@ TEST_CASE("kernel quantize: sizes, unaligned pointers, in place, bad input") {
   CHECK_THROWS_AS(qnum::kernel::quantize(fmt("mxint8"), a, b, {10}), qnum::Error);
   std::vector<float> empty;
   CHECK_NOTHROW(qnum::kernel::quantize(f, empty, empty, {0, 4}));
+}
+
+TEST_CASE("kernel quantize: streamed outputs (>= 8 MiB: non-temporal stores) at every output alignment") {
+  // 4097 x 512 floats: just over kStreamMinBytes, rows of whole blocks plus a partial row run.
+  const qnum::Shape shape{4097, 512};
+  const std::size_t n = 4097 * 512;
+  REQUIRE(n * sizeof(float) >= qnum::kernel::detail::kStreamMinBytes);
+  const std::vector<float> in = mase_block_inputs(n, 11, true);
+  std::vector<float> buf(n + 32);
+  std::size_t aligned = 0;  // the first 64-byte-aligned float of buf
+  while (reinterpret_cast<std::uintptr_t>(buf.data() + aligned) % 64 != 0) ++aligned;
+  for (const char* spec : {"integer:width=8,frac_width=4", "fp8_e4m3", "log:mode=mase_compat", "block_fp",
+                           "block_fp:mode=mase_compat", "block_minifloat", "block_log", "mxint8",
+                           "mxint8:mode=mase_compat", "mxfp4_e2m1", "nvfp4"}) {
+    const Format f = fmt(spec);
+    for (qnum::Role role : {qnum::Role::weight, qnum::Role::activation}) {
+      CAPTURE(spec);
+      CAPTURE(static_cast<int>(role));
+      const std::vector<float> ref = f.quantize(in, shape, role);
+      for (std::size_t off : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{8}}) {
+        CAPTURE(off);
+        std::span<float> out(buf.data() + aligned + off, n);
+        qnum::kernel::quantize(f, in, out, shape, role);
+        CHECK(count_mismatch(f, in, ref, std::vector<float>(out.begin(), out.end()), "streamed") == 0);
+      }
+      CHECK(check_dispatch_levels(f, in, ref, shape, role) == 0);
+    }
+  }
 }
 
 TEST_CASE("kernel dispatch: levels, selection and names") {

@@ -66,9 +66,9 @@ void block_minifloat_simd(const BlockMinifloatSpec& s, const Policy& p, std::spa
     if (b < b_vector) return {2, 0.0f, 0.0f};
     return {0, static_cast<float>(b - bmin), 0.0f};
   };
-  // out of line (noinline): for_each_row_block's grouped loops stay small; inlined, this kernel
-  // ran ~30% slower (docs/perf.md, 2026-11-28)
-  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) __attribute__((noinline)) {
+  // inlined into for_each_row_block (unlike the MX and block_log rows): out of line it ran ~5%
+  // slower on a quiet machine (docs/perf.md, 2026-11-28)
+  auto apply = [&](const float* x, float* y, std::int64_t len, const BlockParams& bp) {
     if (bp.kind == 1) return fill_nan(y, len);
     if (bp.kind == 2)
       return reference_block<BlockMinifloatSpec, qnum::detail::block_minifloat_encode_exact,

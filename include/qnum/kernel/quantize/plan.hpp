@@ -74,14 +74,23 @@ struct FamilyKernel {};
 // An elementwise kernel K has `template <class A> bf<A> apply(bf<A>) const` and
 // `float scalar(float, i)` (the reference, for tails).
 
-/// The vector loop over [begin, end): full batches, then the reference for the tail.
+/// The vector loop over [begin, end): full batches, then the reference for the tail. Streamed
+/// (stream_output): the reference up to the first batch-aligned output, then streamed stores.
 template <class A, class K>
-void run_simd(const K& kernel, const float* in, float* out, std::int64_t begin, std::int64_t end) {
+void run_simd(const K& kernel, const float* in, float* out, std::int64_t begin, std::int64_t end, bool stream) {
   constexpr std::int64_t n = bf<A>::size;
   const K k = kernel;  // a local copy: stores to `out` cannot alias it, its fields stay in registers
   std::int64_t i = begin;
   // Software prefetch ~2 KB ahead: long kernels keep few loads in flight, and without it the
   // loop runs at memory latency on machines whose hardware prefetcher does not keep up.
+  if (stream) {
+    for (; i < end && !batch_aligned<A>(out + i); ++i) out[i] = k.scalar(in[i], static_cast<std::uint64_t>(i));
+    for (; i + n <= end; i += n) {
+      __builtin_prefetch(in + i + 512);
+      store_stream<A>(k.template apply<A>(bf<A>::load_unaligned(in + i)), out + i);
+    }
+    stream_fence();
+  }
   for (; i + n <= end; i += n) {
     __builtin_prefetch(in + i + 512);
     k.template apply<A>(bf<A>::load_unaligned(in + i)).store_unaligned(out + i);
@@ -93,8 +102,9 @@ template <class A, class K>
 void run_threaded(const K& k, std::span<const float> in, std::span<float> out) {
   const float* src = in.data();
   float* dst = out.data();
+  const bool stream = stream_output(in, out);
   parallel_for(static_cast<std::int64_t>(in.size()), kQuantizeGrain,
-               [&](std::int64_t b, std::int64_t e) { run_simd<A>(k, src, dst, b, e); });
+               [&](std::int64_t b, std::int64_t e) { run_simd<A>(k, src, dst, b, e, stream); });
 }
 
 /// The vector path of an elementwise kernel, threaded.

@@ -24,13 +24,15 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <type_traits>
 
 #include "qnum/core/bits.hpp"
 #include "qnum/kernel/log2_thresholds.hpp"
 
-#if defined(__AVX2__) || defined(__AVX512F__)
+#if defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -137,6 +139,60 @@ inline bf<A> sign_t(const bf<A>& v) {
   return xsimd::select(v > bf<A>(0.0f), bf<A>(1.0f), bf<A>(0.0f)) -
          xsimd::select(v < bf<A>(0.0f), bf<A>(1.0f), bf<A>(0.0f));
 }
+// ---- streamed (non-temporal) output ---------------------------------------------------------
+
+/// Outputs of at least this many bytes are written with non-temporal stores. A plain store
+/// first reads the output line (read for ownership): a third memory stream beside the input
+/// and the output, for lines that are evicted before anyone reads them when the output is far
+/// larger than the caches. Below it the output stays in cache for its reader. 8 MiB: from
+/// there streaming won even with input and output cache-warm (docs/perf.md, 2026-11-28).
+inline constexpr std::size_t kStreamMinBytes = std::size_t{8} << 20;
+
+/// Whether a quantize of `in` into `out` streams its output: large, and not overlapping the
+/// input (in place, the lines are in cache already: nothing to save).
+inline bool stream_output(std::span<const float> in, std::span<float> out) {
+  if (out.size() * sizeof(float) < kStreamMinBytes) return false;
+  const float* src = in.data();
+  const float* dst = out.data();
+  return !(src < dst + out.size() && dst < src + in.size());
+}
+
+/// Whether p is aligned for a streamed store of a batch.
+template <class A>
+inline bool batch_aligned(const float* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % (bf<A>::size * sizeof(float)) == 0;
+}
+
+/// A non-temporal store of v to p (p batch_aligned): straight to memory, no read for
+/// ownership. Architectures without one store normally.
+template <class A>
+inline void store_stream(const bf<A>& v, float* p) {
+#if XSIMD_WITH_AVX512F && defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>)
+    _mm512_stream_ps(p, static_cast<__m512>(v));
+  else
+#endif
+#if XSIMD_WITH_AVX && defined(__AVX__)
+      if constexpr (std::is_base_of_v<xsimd::avx, A>)
+    _mm256_stream_ps(p, static_cast<__m256>(v));
+  else
+#endif
+#if XSIMD_WITH_SSE2 && defined(__SSE2__)
+      if constexpr (std::is_base_of_v<xsimd::sse2, A>)
+    _mm_stream_ps(p, static_cast<__m128>(v));
+  else
+#endif
+    v.store_aligned(p);
+}
+
+/// Orders this thread's streamed stores before its later stores (the hand-over to the
+/// thread that joins the parallel loop): non-temporal stores are weakly ordered.
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 /// x << c per lane, 0 where c is outside [0, 31] (the variable shifts' own rule on AVX2/AVX-512).
 template <class A>
 inline bi<A> shift_left_var(const bi<A>& x, const bi<A>& c) {
