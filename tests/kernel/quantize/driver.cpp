@@ -129,7 +129,7 @@ TEST_CASE("kernel quantize: streamed outputs (>= 8 MiB: non-temporal stores) at 
   while (reinterpret_cast<std::uintptr_t>(buf.data() + aligned) % 64 != 0) ++aligned;
   for (const char* spec : {"integer:width=8,frac_width=4", "fp8_e4m3", "log:mode=mase_compat", "block_fp",
                            "block_fp:mode=mase_compat", "block_minifloat", "block_log", "mxint8",
-                           "mxint8:mode=mase_compat", "mxfp4_e2m1", "nvfp4"}) {
+                           "mxint8:mode=mase_compat", "mxfp4_e2m1", "nvfp4", "scale_integer:mode=mase_compat"}) {
     const Format f = fmt(spec);
     for (qnum::Role role : {qnum::Role::weight, qnum::Role::activation}) {
       CAPTURE(spec);

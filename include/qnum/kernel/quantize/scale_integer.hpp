@@ -84,18 +84,26 @@ void scale_integer_kernel(const ScaleIntegerSpec& s, const Policy& p, std::span<
     return;
   }
   const auto lo = static_cast<float>(s.kmin()), hi = static_cast<float>(s.kmax());
+  const bool stream = stream_output(in, out);  // large outputs past the caches (simd.hpp)
   for_each_row_run(n, row, [&](std::int64_t r, std::int64_t b, std::int64_t e) {
     // a NaN max gives a NaN scale and Inf a zero one: every output NaN, as in the reference
     const float scale = qnum::detail::scale_integer_mase_scale(s, row_max(r));
     const bf<A> S(scale), LO(lo), HI(hi);
     std::int64_t i = b;
+    if (stream)
+      for (; i < e && !batch_aligned<A>(dst + i); ++i)
+        dst[i] = qnum::detail::scale_integer_code_mase(s, src[i], scale) / scale;
     for (; i + N <= e; i += N) {
       // nearbyint keeps NaN and the sign of zero; the selects let NaN through (torch.clamp)
       bf<A> k = xsimd::nearbyint(bf<A>::load_unaligned(src + i) * S);
       k = xsimd::select(k < LO, LO, k);
       k = xsimd::select(k > HI, HI, k);
-      (k / S).store_unaligned(dst + i);
+      if (stream)
+        store_stream<A>(k / S, dst + i);
+      else
+        (k / S).store_unaligned(dst + i);
     }
+    if (stream) stream_fence();
     for (; i < e; ++i) dst[i] = qnum::detail::scale_integer_code_mase(s, src[i], scale) / scale;
   });
 }
