@@ -15,7 +15,7 @@
 namespace fs = std::filesystem;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const fs::path root = fs::temp_directory_path() / ("qnum-fuzz-aclimdb-" + std::to_string(::getpid()));
+  static const fs::path root = qnum::fuzz::scratch_dir() / ("qnum-fuzz-aclimdb-" + std::to_string(::getpid()));
   std::vector<std::string> names;
   std::string_view text = qnum::fuzz::as_text(data, size);
   while (!text.empty() && names.size() < 8) {

@@ -1,6 +1,9 @@
 // Checkpoint metadata JSON (train/checkpoint.hpp): the input replaces the "qnum.meta" string
-// of a valid jsc-tiny checkpoint; loading it into a model and Adam, reading the metadata and
-// restoring its "structure" (passes/structure.hpp) onto a fresh model succeed or are refused.
+// of a valid jsc-tiny checkpoint, serialised and parsed back in memory (safetensors_bytes,
+// parse_safetensors: what read_safetensors does after reading the file); loading it into a
+// model and Adam (load_checkpoint_state, the part of load_checkpoint after the file is read),
+// reading the metadata (embedded_meta, as read_checkpoint_meta) and restoring its "structure"
+// (passes/structure.hpp) onto a fresh model succeed or are refused.
 #include <filesystem>
 
 #include "fuzz_input.hpp"
@@ -10,36 +13,36 @@
 #include "qnum/train/trainer.hpp"
 
 namespace {
-struct Checkpoint {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("qnum-fuzz-ckpt-" + std::to_string(::getpid()));
-  std::map<std::string, qnum::Tensor> tensors;
-  Checkpoint() {
-    auto model = qnum::models::make_jsc_model("jsc-tiny");
-    auto opt = qnum::train::make_optimizer("adam", model->parameters(), 1e-3, 0.0);
-    tensors = qnum::read_safetensors(qnum::train::save_checkpoint(dir, "seed", *model, opt.get(), {})).tensors;
-  }
-  ~Checkpoint() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-};
+// The tensors of a valid checkpoint, written once by save_checkpoint (then only in memory).
+std::map<std::string, qnum::Tensor> checkpoint_tensors() {
+  const auto dir = qnum::fuzz::scratch_dir() / ("qnum-fuzz-ckpt-" + std::to_string(::getpid()));
+  auto model = qnum::models::make_jsc_model("jsc-tiny");
+  auto opt = qnum::train::make_optimizer("adam", model->parameters(), 1e-3, 0.0);
+  auto tensors = qnum::read_safetensors(qnum::train::save_checkpoint(dir, "seed", *model, opt.get(), {})).tensors;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return tensors;
+}
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static Checkpoint ck;
-  const auto path = ck.dir / "fuzz.safetensors";
+  static const auto tensors = checkpoint_tensors();
+  const std::string what = "checkpoint 'fuzz.safetensors'";
+  std::string bytes;
   try {  // metadata that is not UTF-8 cannot be stored in a safetensors (JSON) header
-    qnum::write_safetensors(path, ck.tensors, {{qnum::train::kMetaKey, std::string(qnum::fuzz::as_text(data, size))}});
+    bytes = qnum::safetensors_bytes(tensors, {{qnum::train::kMetaKey, std::string(qnum::fuzz::as_text(data, size))}});
   } catch (const qnum::Error&) {
     return 0;
   }
+  const auto st = qnum::parse_safetensors(bytes, what);
   qnum::fuzz::expect_clean([&] {
     auto model = qnum::models::make_jsc_model("jsc-tiny");
     auto opt = qnum::train::make_optimizer("adam", model->parameters(), 1e-3, 0.0);
-    qnum::train::load_checkpoint(path, *model, opt.get());
+    const auto meta = qnum::train::detail::embedded_meta(st, what).value_or(nlohmann::json::object());
+    qnum::train::load_checkpoint_state(st, meta, what, *model, opt.get());
   });
   qnum::fuzz::expect_clean([&] {
-    const auto meta = qnum::train::read_checkpoint_meta(path);
+    const auto meta = qnum::train::detail::embedded_meta(st, what).value_or(nlohmann::json::object());
     if (meta.contains("structure")) {
       auto model = qnum::models::make_jsc_model("jsc-tiny");
       qnum::passes::restore_structure(*model, meta["structure"]);

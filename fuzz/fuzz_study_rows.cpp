@@ -67,7 +67,7 @@ fs::path template_db(const fs::path& dir) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("qnum-fuzz-study-" + std::to_string(::getpid()));
+    const fs::path d = qnum::fuzz::scratch_dir() / ("qnum-fuzz-study-" + std::to_string(::getpid()));
     fs::remove_all(d);
     fs::create_directories(d);
     return d;

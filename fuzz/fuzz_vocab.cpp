@@ -1,5 +1,6 @@
-// vocab.txt (data/wordpiece.hpp): the input up to the first NUL is the vocabulary, the rest a
-// text to tokenize and encode. Ids stay inside the vocabulary; encodings have the length asked.
+// vocab.txt (data/wordpiece.hpp): the input up to the first NUL is the vocabulary (read from
+// memory by from_text, which from_file calls), the rest a text to tokenize and encode. Ids
+// stay inside the vocabulary; encodings have the length asked.
 #include <cstring>
 
 #include "fuzz_input.hpp"
@@ -9,10 +10,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto* nul = static_cast<const std::uint8_t*>(std::memchr(data, 0, size));
   const std::size_t vocab_size = nul ? static_cast<std::size_t>(nul - data) : size;
   const auto text = nul ? qnum::fuzz::as_text(nul + 1, size - vocab_size - 1) : std::string_view();
-  static qnum::fuzz::InputFile file(".vocab.txt");
-  const auto& path = file.write(data, vocab_size);
   qnum::fuzz::expect_clean([&] {
-    const auto tok = qnum::data::WordPieceTokenizer::from_file(path);
+    const auto tok =
+        qnum::data::WordPieceTokenizer::from_text(qnum::fuzz::as_text(data, vocab_size), {}, "fuzz-vocab.txt");
     for (const auto id : tok.ids(text)) qnum::fuzz::check(id >= 0 && id < tok.vocab_size(), "id inside vocabulary");
     qnum::data::EncodeOptions o;
     o.max_length = 16;

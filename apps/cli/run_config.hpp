@@ -109,8 +109,8 @@ inline constexpr std::string_view kRunConfigKeys =
 namespace detail {
 
 /// "FILE:LINE:COLUMN: " of a node or key.
-inline std::string where(const std::filesystem::path& file, const toml::source_region& r) {
-  return file.string() + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column) + ": ";
+inline std::string where(const std::string& file, const toml::source_region& r) {
+  return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column) + ": ";
 }
 
 inline std::string type_name(const toml::node& v) {
@@ -134,13 +134,12 @@ inline std::string type_name(const toml::node& v) {
 
 }  // namespace detail
 
-/// Reads a run config (see the file comment). qnum::Error for a missing file, TOML syntax
-/// errors, unknown keys and values of the wrong type.
-inline RunOverrides read_run_config(const std::filesystem::path& file) {
+/// A run config's text (see the file comment); `file` names it in errors. qnum::Error for TOML
+/// syntax errors, unknown keys and values of the wrong type.
+inline RunOverrides parse_run_config(std::string_view text, const std::string& file) {
   using qnum::detail::fail;
   using qnum::detail::require;
-  require(std::filesystem::is_regular_file(file), "--config: cannot open '", file.string(), "'");
-  const toml::table table = detail::read_toml_file(file);
+  const toml::table table = detail::parse_toml_text(text, file);
 
   RunOverrides o;
   std::optional<std::string> optimizer_spelling, output_spelling;
@@ -223,6 +222,12 @@ inline RunOverrides read_run_config(const std::filesystem::path& file) {
       fail(at, "unknown key '", key, "' (known keys: ", kRunConfigKeys, ")");
   }
   return o;
+}
+
+/// Reads a run config file (parse_run_config); also a qnum::Error for a missing file.
+inline RunOverrides read_run_config(const std::filesystem::path& file) {
+  qnum::detail::require(std::filesystem::is_regular_file(file), "--config: cannot open '", file.string(), "'");
+  return parse_run_config(read_file(file), file.string());
 }
 
 }  // namespace qnum::cli

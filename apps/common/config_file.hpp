@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include <toml++/toml.h>
 #include <nlohmann/json.hpp>
@@ -18,40 +19,49 @@
 
 namespace qnum::cli::detail {
 
-/// `file` parsed as TOML once the toml++ guard (io/toml_guard.hpp) accepted its text; a syntax
-/// error is one qnum::Error "FILE:LINE:COLUMN: TOML syntax error: ...".
-inline toml::table read_toml_file(const std::filesystem::path& file) {
-  const std::string text = read_file(file);
-  io::check_toml_text(text, file.string());  // toml++ 3.3.0 has UB on some non-ASCII text
+/// TOML text parsed once the toml++ guard (io/toml_guard.hpp) accepted it; `name` (the file)
+/// starts every error: a syntax error is one qnum::Error "NAME:LINE:COLUMN: TOML syntax error: ...".
+inline toml::table parse_toml_text(std::string_view text, const std::string& name) {
+  io::check_toml_text(text, name);  // toml++ 3.3.0 has UB on some non-ASCII text
   try {
-    return toml::parse(text, file.string());
+    return toml::parse(text, name);
   } catch (const toml::parse_error& e) {
     const auto& b = e.source().begin;
-    qnum::detail::fail(file.string(), ":", b.line, ":", b.column,
+    qnum::detail::fail(name, ":", b.line, ":", b.column,
                        ": TOML syntax error: ", qnum::detail::excerpt(e.description(), 200));
   }
 }
 
-/// A config file as JSON: a .json file as it is, anything else read as TOML (tables →
-/// objects, arrays → arrays; integers stay integers).
-inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
-  qnum::detail::require(std::filesystem::is_regular_file(file), "--config: cannot open '", file.string(), "'");
-  if (file.extension() == ".json") {
+/// `file` parsed as TOML (parse_toml_text).
+inline toml::table read_toml_file(const std::filesystem::path& file) {
+  return parse_toml_text(read_file(file), file.string());
+}
+
+/// A config's text as JSON: JSON as it is (`json`), otherwise read as TOML (tables → objects,
+/// arrays → arrays; integers stay integers). `name` (the file) starts every error.
+inline nlohmann::json config_text_as_json(std::string_view text, const std::string& name, bool json) {
+  if (json) {
     try {
-      auto j = nlohmann::json::parse(read_file(file));
-      qnum::detail::require(j.is_object(), file.string(), ": the config must be a JSON object");
+      auto j = nlohmann::json::parse(text);
+      qnum::detail::require(j.is_object(), name, ": the config must be a JSON object");
       return j;
     } catch (const nlohmann::json::exception& e) {  // syntax errors, and numbers out of double's range
-      qnum::detail::fail(file.string(), ": JSON error: ", qnum::detail::excerpt(e.what(), 200));
+      qnum::detail::fail(name, ": JSON error: ", qnum::detail::excerpt(e.what(), 200));
     }
   }
-  const toml::table table = read_toml_file(file);
+  const toml::table table = parse_toml_text(text, name);
   std::ostringstream out;
   out << toml::json_formatter{table};
   auto j = nlohmann::json::parse(out.str(), nullptr, false);
   // Should toml++'s JSON not parse back (it is not nlohmann's), an error rather than an exception.
-  qnum::detail::require(!j.is_discarded(), file.string(), ": a TOML value with no JSON form");
+  qnum::detail::require(!j.is_discarded(), name, ": a TOML value with no JSON form");
   return j;
+}
+
+/// A config file as JSON (config_text_as_json): a .json file as it is, anything else as TOML.
+inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
+  qnum::detail::require(std::filesystem::is_regular_file(file), "--config: cannot open '", file.string(), "'");
+  return config_text_as_json(read_file(file), file.string(), file.extension() == ".json");
 }
 
 inline void require_keys(const nlohmann::json& j, const std::string& where,

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,21 @@ TEST_CASE("jsc: the OpenML ARFF and the one-hot CSV read to the same table") {
   CHECK(t.labels == std::vector<std::int64_t>{4, 2});
   CHECK(t.features.data()[16] == 1.0f);
   std::filesystem::remove(p);
+
+  // From a stream (what the path readers call): the same table; errors name the stream.
+  std::ifstream arff_file(kFixtures / "jsc_small.arff");
+  std::stringstream arff_text;
+  arff_text << arff_file.rdbuf();
+  const auto m = read_jsc_arff(arff_text, "<memory>");
+  CHECK(bits_of(m.features) == bits_of(a.features));
+  CHECK(m.labels == a.labels);
+  std::istringstream bad(csv_header() + "1,2\n");
+  try {
+    (void)read_jsc_csv(bad, "<memory>");
+    FAIL("no error");
+  } catch (const qnum::Error& e) {
+    CHECK(std::string(e.what()) == "<memory>:2: expected 17 fields, got 2");
+  }
 }
 
 TEST_CASE("jsc: malformed files name the line and the problem") {

@@ -53,6 +53,23 @@ TEST_CASE("torch.save state dicts (zip and legacy) equal the safetensors file bi
   CHECK(read_weights_file(kDir / "bert_random.bin").tensors.size() == st.tensors.size() + 1);
 }
 
+TEST_CASE("a torch.save file's bytes in memory read as the file does (parse_torch_state_dict)") {
+  for (const std::string file : {"bert_random.bin", "bert_random_legacy.bin", "views.bin"}) {
+    INFO(file);
+    const auto from_file = read_torch_state_dict(kDir / file);
+    const auto from_bytes = parse_torch_state_dict(read_file(kDir / file), file);
+    REQUIRE(from_bytes.size() == from_file.size());
+    for (const auto& [name, t] : from_file) {
+      REQUIRE(from_bytes.count(name) == 1);
+      check_same_bits(from_bytes.at(name), t, name);
+    }
+  }
+  CHECK(error_of([] { parse_torch_state_dict("", "empty.bin"); }) ==
+        "empty.bin: not a torch.save file (neither a zip nor a pickle)");
+  CHECK(error_of([] { parse_torch_state_dict(std::string("PK\x03\x04junk", 8), "junk.bin"); })
+            .starts_with("archive 'junk.bin': "));
+}
+
 TEST_CASE("views, shared storages and dtypes read as torch reads them") {
   const auto sd = read_torch_state_dict(kDir / "views.bin");
   const auto expected = nlohmann::json::parse(read_file(kDir / "views.json"));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PostgreSQL study storage against a real server started here: initdb in a temp directory
-# (as an unprivileged user when run as root: initdb refuses root), the server listening only
-# on a unix socket in that directory, then the search suite's search.postgres* cases, two
+# (tests/search/postgres_server.sh: as an unprivileged user when run as root, the server
+# listening only on a unix socket in that directory), then the search suite's search.postgres* cases, two
 # `qnum search` workers at once (random and grid), and Optuna loading the qnum study (when
 # python3 has optuna and psycopg2). Stops the server and removes everything on exit.
 # Exit 77 (skipped) when the PostgreSQL server binaries are not installed (Debian: postgresql).
@@ -10,46 +10,10 @@ set -u
 SEARCH_TESTS=${SEARCH_TESTS:?set SEARCH_TESTS to qnum-search-tests}
 QNUM=${QNUM:?set QNUM to the qnum binary}
 
-bindir=""
-has_tools() { [ -x "$1/initdb" ] && [ -x "$1/pg_ctl" ] && [ -x "$1/createdb" ]; }
-for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
-  if has_tools "$d"; then bindir=$d; break; fi
-done
-if [ -z "$bindir" ] && command -v initdb >/dev/null 2>&1; then # elsewhere on PATH (links resolved)
-  d=$(dirname "$(readlink -f "$(command -v initdb)")")
-  has_tools "$d" && bindir=$d
-fi
-if [ -z "$bindir" ]; then
-  echo "PostgreSQL server binaries (initdb, pg_ctl, createdb) not found: skipped (Debian: apt-get install postgresql)"
-  exit 77
-fi
-
-work=$(mktemp -d /tmp/qnum-pg.XXXXXX) # short: a unix socket path must stay under 108 bytes
-as_user=()
-if [ "$(id -u)" -eq 0 ]; then
-  user=nobody
-  id postgres >/dev/null 2>&1 && user=postgres
-  chown "$user" "$work"
-  as_user=(runuser -u "$user" --)
-fi
-stop() {
-  "${as_user[@]}" "$bindir/pg_ctl" -D "$work/data" -m immediate stop >/dev/null 2>&1
-  kill -9 $(jobs -p) 2>/dev/null
-  rm -rf "$work"
-}
-trap stop EXIT
-port=5432 # no TCP listener (listen_addresses ''): the port only names the socket file
-
-if ! "${as_user[@]}" "$bindir/initdb" -D "$work/data" -U qnum --auth=trust -E UTF8 --no-sync >"$work/initdb.log" 2>&1; then
-  cat "$work/initdb.log"; echo "initdb failed"; exit 1
-fi
-if ! "${as_user[@]}" "$bindir/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 60 \
-  -o "-k $work -h '' -p $port -F" start >/dev/null; then
-  cat "$work/server.log"; echo "the PostgreSQL server did not start"; exit 1
-fi
-"${as_user[@]}" "$bindir/createdb" -h "$work" -p $port -U qnum studies || { echo "createdb failed"; exit 1; }
-url="postgresql://qnum@/studies?host=$work&port=$port"
-echo "server: $bindir, socket in $work"
+source "$(dirname "$0")/postgres_server.sh" # $pg_url, $pg_work, ...; stopped on exit
+work=$pg_work
+port=$pg_port
+url=$pg_url
 
 fails=0
 check() { # check NAME CONDITION-COMMAND...
@@ -115,7 +79,7 @@ PY
   "$QNUM" study show --storage "$url" --study-name par --csv par2.csv >/dev/null
   check "optuna: its trial 60 is read by qnum" test "$(csv_col par2.csv number | sort -n | tail -1)" -eq 60
   # and the other way: a database whose tables Optuna created, read and continued by qnum
-  "${as_user[@]}" "$bindir/createdb" -h "$work" -p $port -U qnum fromoptuna
+  "${pg_as_user[@]}" "$pg_bindir/createdb" -h "$work" -p $port -U qnum fromoptuna
   python3 - "postgresql+psycopg2://qnum@/fromoptuna?host=$work&port=$port" >optuna2.txt 2>&1 <<'PY'
 import sys, optuna
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -230,10 +230,8 @@ inline JscTable jsc_table(std::vector<float> x, std::vector<std::int64_t> y, std
 /// Reads a JSC CSV: a header line naming the columns (any order, extra columns ignored),
 /// the 16 features, and a label column (class / jet_type / label / target holding g, q,
 /// w, z, t or 0-4 in that order) or the one-hot columns j_g, j_q, j_w, j_z, j_t.
-inline JscTable read_jsc_csv(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  detail::require(bool(in), "cannot open '", path.string(), "'");
-  const std::string what = path.string();
+/// `in` is read to its end; `what` names it in errors (a path, or "<memory>").
+inline JscTable read_jsc_csv(std::istream& in, const std::string& what) {
   std::string line;
   std::size_t lineno = 0;
   std::optional<detail::JscColumns> cols;
@@ -256,10 +254,7 @@ inline JscTable read_jsc_csv(const std::filesystem::path& path) {
 
 /// Reads a JSC ARFF file as OpenML serves it (dense @data; numeric features, a nominal
 /// class attribute).
-inline JscTable read_jsc_arff(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  detail::require(bool(in), "cannot open '", path.string(), "'");
-  const std::string what = path.string();
+inline JscTable read_jsc_arff(std::istream& in, const std::string& what) {
   std::string line;
   std::size_t lineno = 0;
   std::vector<std::string> names;
@@ -297,6 +292,24 @@ inline JscTable read_jsc_arff(const std::filesystem::path& path) {
   }
   detail::require(cols.has_value(), what, ": no @data section (is this an ARFF file?)");
   return detail::jsc_table(std::move(x), std::move(y), what);
+}
+
+namespace detail {
+inline std::ifstream open_jsc(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  require(bool(in), "cannot open '", path.string(), "'");
+  return in;
+}
+}  // namespace detail
+
+inline JscTable read_jsc_csv(const std::filesystem::path& path) {
+  auto in = detail::open_jsc(path);
+  return read_jsc_csv(in, path.string());
+}
+
+inline JscTable read_jsc_arff(const std::filesystem::path& path) {
+  auto in = detail::open_jsc(path);
+  return read_jsc_arff(in, path.string());
 }
 
 /// Reads a JSC file by extension: .arff, else CSV.

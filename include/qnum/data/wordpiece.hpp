@@ -172,12 +172,20 @@ class WordPieceTokenizer {
     std::error_code ec;
     qnum::detail::require(std::filesystem::is_regular_file(vocab_file, ec), "wordpiece: cannot open vocabulary file '",
                           vocab_file.string(), "'");
-    const std::string text = read_file(vocab_file, kMaxFileBytes);
+    return from_text(read_file(vocab_file, kMaxFileBytes), options, vocab_file.string());
+  }
+
+  /// The vocabulary of a vocab.txt already in memory (as from_file reads it); `source` names it
+  /// in errors.
+  static WordPieceTokenizer from_text(std::string_view text, WordPieceOptions options = {},
+                                      const std::string& source = "<memory>") {
+    qnum::detail::require(text.size() <= kMaxFileBytes, "wordpiece: ", source, " is larger than ", kMaxFileBytes,
+                          " bytes; refused (not a vocabulary?)");
     std::vector<std::string> tokens;
     std::size_t start = 0, line = 0;
     while (start < text.size()) {
-      qnum::detail::require(tokens.size() < kMaxTokens, "wordpiece: ", vocab_file.string(), " has more than ",
-                            kMaxTokens, " lines; refused (not a vocabulary?)");
+      qnum::detail::require(tokens.size() < kMaxTokens, "wordpiece: ", source, " has more than ", kMaxTokens,
+                            " lines; refused (not a vocabulary?)");
       auto nl = text.find('\n', start);
       if (nl == std::string::npos) nl = text.size();
       std::string_view t(text.data() + start, nl - start);
@@ -186,13 +194,13 @@ class WordPieceTokenizer {
       for (std::size_t i = 0; i < t.size();) {
         const auto c = detail::decode_utf8(reinterpret_cast<const unsigned char*>(t.data()) + i,
                                            reinterpret_cast<const unsigned char*>(t.data()) + t.size());
-        qnum::detail::require(c.valid, "wordpiece: ", vocab_file.string(), ":", line, ": invalid UTF-8 in token");
+        qnum::detail::require(c.valid, "wordpiece: ", source, ":", line, ": invalid UTF-8 in token");
         i += c.length;
       }
       tokens.emplace_back(t);
       start = nl + 1;
     }
-    return WordPieceTokenizer(std::move(tokens), options, vocab_file.string());
+    return WordPieceTokenizer(std::move(tokens), options, source);
   }
 
   /// A tokenizer over the given tokens (id = index); `source` names them in errors.

@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "qnum/core/error.hpp"
 
@@ -24,17 +25,18 @@ namespace qnum {
 
 namespace detail {
 
-/// An open libarchive reader over a file; errors name the file.
+/// An open libarchive reader over a file or bytes in memory; errors name the file (or the
+/// name given to the bytes).
 class ArchiveReader {
  public:
   // The handle is freed by its member's destructor, which also runs when the constructor
   // throws (a file libarchive cannot open; fuzz_archive found the leak of the old ~ArchiveReader).
-  explicit ArchiveReader(const std::filesystem::path& path)
-      : path_(path.string()), a_(archive_read_new(), &archive_read_free) {
-    require(a_ != nullptr, "archive: out of memory opening '", path_, "'");
-    archive_read_support_filter_all(a_.get());
-    archive_read_support_format_all(a_.get());
+  explicit ArchiveReader(const std::filesystem::path& path) : ArchiveReader(path.string(), Unopened{}) {
     if (archive_read_open_filename(a_.get(), path_.c_str(), 1 << 16) != ARCHIVE_OK) fail_here("cannot open it");
+  }
+  /// Over `bytes`, which must outlive the reader.
+  ArchiveReader(std::string_view bytes, std::string name) : ArchiveReader(std::move(name), Unopened{}) {
+    if (archive_read_open_memory(a_.get(), bytes.data(), bytes.size()) != ARCHIVE_OK) fail_here("cannot open it");
   }
 
   /// The next entry, or nullptr at the end.
@@ -70,6 +72,13 @@ class ArchiveReader {
   }
 
  private:
+  struct Unopened {};
+  ArchiveReader(std::string name, Unopened) : path_(std::move(name)), a_(archive_read_new(), &archive_read_free) {
+    require(a_ != nullptr, "archive: out of memory opening '", path_, "'");
+    archive_read_support_filter_all(a_.get());
+    archive_read_support_format_all(a_.get());
+  }
+
   std::string path_;
   std::unique_ptr<archive, decltype(&archive_read_free)> a_;
   std::size_t total_ = 0;
@@ -140,14 +149,11 @@ inline std::size_t extract_archive(const std::filesystem::path& path, const std:
   return files;
 }
 
-/// The regular files of the archive at `path` whose names `want` accepts, by name; members
-/// adding up to more than `max_bytes` are refused. (No memory is reserved from the sizes the
-/// headers claim: they are the archive's word, not bytes present.)
-inline std::map<std::string, std::string> read_archive_files(const std::filesystem::path& path,
-                                                             const std::function<bool(std::string_view)>& want,
-                                                             std::size_t max_bytes = kMaxArchiveBytes) {
+namespace detail {
+inline std::map<std::string, std::string> read_members(ArchiveReader& r,
+                                                       const std::function<bool(std::string_view)>& want,
+                                                       std::size_t max_bytes) {
   std::map<std::string, std::string> files;
-  detail::ArchiveReader r(path);
   while (archive_entry* e = r.next()) {
     const std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
     if (archive_entry_filetype(e) != AE_IFREG || !want(name)) continue;
@@ -159,6 +165,25 @@ inline std::map<std::string, std::string> read_archive_files(const std::filesyst
     });
   }
   return files;
+}
+}  // namespace detail
+
+/// The regular files of the archive at `path` whose names `want` accepts, by name; members
+/// adding up to more than `max_bytes` are refused. (No memory is reserved from the sizes the
+/// headers claim: they are the archive's word, not bytes present.)
+inline std::map<std::string, std::string> read_archive_files(const std::filesystem::path& path,
+                                                             const std::function<bool(std::string_view)>& want,
+                                                             std::size_t max_bytes = kMaxArchiveBytes) {
+  detail::ArchiveReader r(path);
+  return detail::read_members(r, want, max_bytes);
+}
+
+/// read_archive_files over an archive's bytes in memory; `name` names them in errors.
+inline std::map<std::string, std::string> read_archive_bytes(std::string_view bytes, std::string name,
+                                                             const std::function<bool(std::string_view)>& want,
+                                                             std::size_t max_bytes = kMaxArchiveBytes) {
+  detail::ArchiveReader r(bytes, std::move(name));
+  return detail::read_members(r, want, max_bytes);
 }
 
 }  // namespace qnum

@@ -493,10 +493,44 @@ inline std::map<std::string, Tensor> parse_legacy_torch_save(std::string_view by
   return materialize_state_dict(root, data, where);
 }
 
+/// Which torch.save layout a file starting with `head` (its first 4 bytes or fewer) has: true
+/// for zip, false for the legacy pickle; a qnum::Error for neither.
+inline bool torch_zip_layout(std::string_view head, const std::string& where) {
+  if (head.substr(0, 4) == std::string_view("PK\x03\x04", 4)) return true;
+  require(!head.empty() && head[0] == '\x80', where, ": not a torch.save file (neither a zip nor a pickle)");
+  return false;
+}
+
+/// The members of a torch.save zip that hold the state dict: <root>/data.pkl and <root>/data/*.
+inline bool torch_zip_member(std::string_view n) {
+  const auto slash = n.find('/');
+  return slash != std::string_view::npos && (n.substr(slash) == "/data.pkl" || n.substr(slash).starts_with("/data/"));
+}
+
+/// The state dict of a torch.save zip's members (torch_zip_member, read by name).
+inline std::map<std::string, Tensor> torch_zip_state_dict(std::map<std::string, std::string> files,
+                                                          const std::string& where) {
+  std::string pkl_name;
+  for (const auto& [name, bytes] : files)
+    if (name.ends_with("/data.pkl") && name.find('/') == name.size() - 9) pkl_name = name;
+  require(!pkl_name.empty(), where, ": zip without <root>/data.pkl (not a torch.save file)");
+  const std::string root = pkl_name.substr(0, pkl_name.size() - 8);  // "<root>/"
+  StateDictUnpickler u(files[pkl_name], where);
+  auto dict = u.load();
+  std::map<std::string, std::string> data;
+  for (const auto& [key, storage] : u.storages()) {
+    auto it = files.find(root + "data/" + key);
+    require(it != files.end(), where, ": storage '", key, "' (", root, "data/", key, ") is missing");
+    data[key] = std::move(it->second);
+  }
+  return materialize_state_dict(dict, data, where);
+}
+
 }  // namespace detail
 
 /// Reads a state dict written by torch.save (zip or legacy layout) as float32 tensors by
-/// name, executing nothing; qnum::Error naming the file and the problem otherwise.
+/// name, executing nothing; qnum::Error naming the file and the problem otherwise. The zip is
+/// streamed through libarchive (only the state dict's members are held in memory).
 inline std::map<std::string, Tensor> read_torch_state_dict(const std::filesystem::path& path) {
   const std::string where = "torch checkpoint '" + path.string() + "'";
   const std::string head = [&] {
@@ -507,28 +541,14 @@ inline std::map<std::string, Tensor> read_torch_state_dict(const std::filesystem
     h.resize(static_cast<std::size_t>(in.gcount()));
     return h;
   }();
-  if (head != std::string("PK\x03\x04", 4)) {
-    detail::require(!head.empty() && head[0] == '\x80', where, ": not a torch.save file (neither a zip nor a pickle)");
-    return detail::parse_legacy_torch_save(read_file(path), where);
-  }
-  auto files = read_archive_files(path, [](std::string_view n) {
-    const auto slash = n.find('/');
-    return slash != std::string_view::npos && (n.substr(slash) == "/data.pkl" || n.substr(slash).starts_with("/data/"));
-  });
-  std::string pkl_name;
-  for (const auto& [name, bytes] : files)
-    if (name.ends_with("/data.pkl") && name.find('/') == name.size() - 9) pkl_name = name;
-  detail::require(!pkl_name.empty(), where, ": zip without <root>/data.pkl (not a torch.save file)");
-  const std::string root = pkl_name.substr(0, pkl_name.size() - 8);  // "<root>/"
-  detail::StateDictUnpickler u(files[pkl_name], where);
-  auto dict = u.load();
-  std::map<std::string, std::string> data;
-  for (const auto& [key, storage] : u.storages()) {
-    auto it = files.find(root + "data/" + key);
-    detail::require(it != files.end(), where, ": storage '", key, "' (", root, "data/", key, ") is missing");
-    data[key] = std::move(it->second);
-  }
-  return detail::materialize_state_dict(dict, data, where);
+  if (!detail::torch_zip_layout(head, where)) return detail::parse_legacy_torch_save(read_file(path), where);
+  return detail::torch_zip_state_dict(read_archive_files(path, detail::torch_zip_member), where);
+}
+
+/// read_torch_state_dict over a torch.save file's bytes in memory; `where` names them in errors.
+inline std::map<std::string, Tensor> parse_torch_state_dict(std::string_view bytes, const std::string& where) {
+  if (!detail::torch_zip_layout(bytes.substr(0, 4), where)) return detail::parse_legacy_torch_save(bytes, where);
+  return detail::torch_zip_state_dict(read_archive_bytes(bytes, where, detail::torch_zip_member), where);
 }
 
 /// Tensors of a weights file by name: safetensors (`.safetensors`) or torch.save

@@ -186,7 +186,12 @@ struct BertConfig {
   static BertConfig from_file(const std::filesystem::path& path) {
     const std::string what = "BERT config '" + path.string() + "'";
     qnum::detail::require(std::filesystem::exists(path), what, " not found");
-    const auto j = nlohmann::json::parse(read_file(path), nullptr, false);
+    return from_json_text(read_file(path), what);
+  }
+
+  /// A config.json's text already in memory (as from_file reads it); `what` names it in errors.
+  static BertConfig from_json_text(std::string_view text, const std::string& what = "config.json") {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
     qnum::detail::require(!j.is_discarded(), what, " is not valid JSON");
     return from_json(j, what);
   }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -105,41 +106,30 @@ inline std::filesystem::path save_checkpoint(const std::filesystem::path& dir, c
   return tensor_path;
 }
 
+namespace detail {
+/// The "qnum.meta" entry of a checkpoint's tensors file as a JSON object; nullopt when absent.
+inline std::optional<nlohmann::json> embedded_meta(const SafetensorsFile& st, const std::string& what) {
+  const auto it = st.metadata.find(kMetaKey);
+  if (it == st.metadata.end()) return std::nullopt;
+  auto meta = nlohmann::json::parse(it->second, nullptr, false);
+  qnum::detail::require(meta.is_object(), what, ": metadata '", kMetaKey, "' is not a JSON object");
+  return meta;
+}
+}  // namespace detail
+
 /// The metadata of a checkpoint (the .safetensors file, its .json or the stem) without
 /// loading it into a model: e.g. its "structure", to rebuild a transformed model first.
 inline nlohmann::json read_checkpoint_meta(const std::filesystem::path& path) {
   const auto file = detail::tensor_file(path);
   const std::string what = "checkpoint '" + file.string() + "'";
   qnum::detail::require(std::filesystem::exists(file), what, " not found");
-  const SafetensorsFile st = read_safetensors(file);
-  if (const auto it = st.metadata.find(kMetaKey); it != st.metadata.end()) {
-    auto meta = nlohmann::json::parse(it->second, nullptr, false);
-    qnum::detail::require(meta.is_object(), what, ": metadata '", kMetaKey, "' is not a JSON object");
-    return meta;
-  }
-  return nlohmann::json::object();
+  return detail::embedded_meta(read_safetensors(file), what).value_or(nlohmann::json::object());
 }
 
-/// Loads a checkpoint written by save_checkpoint into `model` (and `opt`, when not null) and
-/// returns its metadata. `path` is the .safetensors file, the .json file or the stem
-/// ("runs/x/best"). Nothing changes unless everything loads: a tensor that is missing,
-/// unexpected or of another shape (a checkpoint of another model) is a qnum::Error naming
-/// it; so is optimizer state of another optimizer type or for other parameters.
-inline nlohmann::json load_checkpoint(const std::filesystem::path& path, nn::Module& model, nn::Optimizer* opt) {
-  const auto file = detail::tensor_file(path);
-  const std::string what = "checkpoint '" + file.string() + "'";
-  qnum::detail::require(std::filesystem::exists(file), what, " not found");
-  SafetensorsFile st = read_safetensors(file);
-
-  nlohmann::json meta = nlohmann::json::object();
-  if (const auto it = st.metadata.find(kMetaKey); it != st.metadata.end()) {
-    meta = nlohmann::json::parse(it->second, nullptr, false);
-    qnum::detail::require(meta.is_object(), what, ": metadata '", kMetaKey, "' is not a JSON object");
-  } else if (auto json_file = std::filesystem::path(file).replace_extension(".json");
-             std::filesystem::exists(json_file)) {
-    meta = nlohmann::json::parse(read_file(json_file), nullptr, false);
-    qnum::detail::require(meta.is_object(), what, ": '", json_file.string(), "' is not a JSON object");
-  }
+/// Loads checkpoint tensors already read (parse_safetensors) and their metadata `meta` into
+/// `model` (and `opt`, when not null), as load_checkpoint does; `what` names the checkpoint.
+inline void load_checkpoint_state(SafetensorsFile st, const nlohmann::json& meta, const std::string& what,
+                                  nn::Module& model, nn::Optimizer* opt) {
   if (meta.contains("format_version"))
     qnum::detail::require(
         meta["format_version"].is_number_integer() && meta["format_version"].get<int>() <= kCheckpointFormatVersion,
@@ -176,6 +166,28 @@ inline nlohmann::json load_checkpoint(const std::filesystem::path& path, nn::Mod
     detail::restore_dropout_calls(model, calls_before);
     qnum::detail::fail(what, ": ", e.what());
   }
+}
+
+/// Loads a checkpoint written by save_checkpoint into `model` (and `opt`, when not null) and
+/// returns its metadata. `path` is the .safetensors file, the .json file or the stem
+/// ("runs/x/best"). Nothing changes unless everything loads: a tensor that is missing,
+/// unexpected or of another shape (a checkpoint of another model) is a qnum::Error naming
+/// it; so is optimizer state of another optimizer type or for other parameters.
+inline nlohmann::json load_checkpoint(const std::filesystem::path& path, nn::Module& model, nn::Optimizer* opt) {
+  const auto file = detail::tensor_file(path);
+  const std::string what = "checkpoint '" + file.string() + "'";
+  qnum::detail::require(std::filesystem::exists(file), what, " not found");
+  SafetensorsFile st = read_safetensors(file);
+
+  nlohmann::json meta = nlohmann::json::object();
+  if (auto embedded = detail::embedded_meta(st, what)) {
+    meta = std::move(*embedded);
+  } else if (auto json_file = std::filesystem::path(file).replace_extension(".json");
+             std::filesystem::exists(json_file)) {
+    meta = nlohmann::json::parse(read_file(json_file), nullptr, false);
+    qnum::detail::require(meta.is_object(), what, ": '", json_file.string(), "' is not a JSON object");
+  }
+  load_checkpoint_state(std::move(st), meta, what, model, opt);
   return meta;
 }
 
