@@ -1,4 +1,4 @@
-// The NVFP4 kernel (qnum/cuda/nvfp4.hpp) against the CPU's quantize(NVFP4Spec, ...), bit for
+// The NVFP4 kernel (qnum/cuda/quantize/nvfp4.hpp) against the CPU's quantize(NVFP4Spec, ...), bit for
 // bit (any two NaNs count as equal), over ranks 0..3, short last blocks, in place, and inputs
 // with zeros, NaN, Inf, subnormals and magnitudes across the float range.
 #include <doctest/doctest.h>
@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "compare.hpp"
-#include "device_buffer.hpp"
-#include "qnum/cuda/nvfp4.hpp"
+#include "../compare.hpp"
+#include "../device_buffer.hpp"
+#include "qnum/cuda/quantize/nvfp4.hpp"
 #include "qnum/format/format.hpp"
 
 using qnum::cuda::DeviceBuffer;

@@ -1,33 +1,36 @@
-// Block-family kernels (block_fp, block_minifloat, block_log): one warp per block, running
-// the QNUM_HD per-block and per-element definitions the CPU reference uses
-// (include/qnum/format/block*.hpp), so results are bit-identical to the CPU's tensor quantize.
+// What the block families (block_fp, block_minifloat, block_log) share on the device
+// (internal; not installed): one warp per block of any BlockLayout (qnum's exact tiles or
+// MASE's role-dependent ones, partial last tiles included), running the QNUM_HD per-block and
+// per-element definitions the CPU reference uses (include/qnum/format/block*.hpp), so results
+// are bit-identical to the CPU's tensor quantize. Exact: max |x| / NaN / Inf by warp
+// reduction, the shared field from it, then every element (block_fp: a first rounding pass
+// votes on the carry). mase_compat: a pass writes each block's max and the min zero-rule key
+// over the tensor, a second pass quantizes with the fixed-up maxima (scratch allocated with
+// cudaMallocAsync on the call's stream). A family's .cu supplies its exact and mase ops.
 // Compiled with --fmad=false: no contraction the CPU reference lacks.
+#pragma once
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "launch.cuh"
-#include "qnum/cuda/block.hpp"
-#include "qnum/cuda/check.hpp"
+#include <cuda_runtime.h>
 
-namespace qnum::cuda {
+#include "../launch.cuh"
+#include "qnum/core/policy.hpp"
+#include "qnum/core/shape.hpp"
+#include "qnum/format/block.hpp"
+#include "warp.cuh"
 
-using detail::check_launch;
-using detail::grid_for;
-using detail::kThreads;
-using detail::StreamScratch;
-
-namespace {
+namespace qnum::cuda::detail {
 
 namespace qd = qnum::detail;
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xFFFFFFFFu;
 /// Dims a device layout holds after merging runs of tile-1 dims: an exact layout has one such
 /// run in front of at most 3 block_size dims, MASE's layouts have rank <= 3.
-constexpr int kMaxRank = 4;
+inline constexpr int kMaxRank = 4;
 
 // ---- layout on the device -----------------------------------------------------------------
 
@@ -43,7 +46,7 @@ struct DeviceLayout {
 /// (their blocks are single elements along them, numbered in the same C order); a rank-0
 /// tensor is one block of one element. Block numbering only has to be a bijection: stochastic
 /// draws are keyed by flat index and MASE's zero-block rule is a min over all blocks.
-DeviceLayout device_layout(const BlockLayout& L) {
+inline DeviceLayout device_layout(const BlockLayout& L) {
   std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (size, tile)
   for (std::size_t d = 0; d < L.rank(); ++d) {
     if (!dims.empty() && dims.back().second == 1 && L.tile[d] == 1)
@@ -104,10 +107,8 @@ __device__ void for_each_warp_block(const DeviceLayout& L, F&& f) {
     f(b, Tile(L, b));
 }
 
-__device__ int lane_id() { return static_cast<int>(threadIdx.x % kWarp); }
-
 /// The block's scan from the lanes' partial scans (scan_merge is order-free).
-__device__ qd::BlockScan warp_scan(qd::BlockScan s) {
+__device__ inline qd::BlockScan warp_scan(qd::BlockScan s) {
   for (int off = kWarp / 2; off > 0; off /= 2) {
     qd::BlockScan o;
     o.max = __shfl_xor_sync(kFullMask, s.max, off);
@@ -122,54 +123,6 @@ __device__ qd::BlockScan warp_scan(qd::BlockScan s) {
 // An op gives the block's shared state from its scan (prepare; may run a warp-wide pass over
 // the block) and each element's value from that state (value), as the family's
 // *_encode_exact + *_decode_exact do on the CPU. A NaN anywhere makes the block NaN.
-
-struct BlockFPExactOp {
-  qd::BlockFPExact k;
-  Policy p;
-  /// The shared exponent after the carry vote: every lane rounds its elements at e; one carry
-  /// anywhere moves the block one binade up (skipped when no carry could move it).
-  __device__ int prepare(const qd::BlockScan& sc, const DeviceLayout& L, const Tile& t, const float* in) const {
-    const int e = qd::block_fp_exponent_exact(k, sc);
-    if (qd::block_fp_carry_exponent(k, e, true, sc) == e) return e;
-    bool carry = false;
-    for (std::int64_t j = lane_id(); j < t.len; j += kWarp) {
-      const std::int64_t i = t.flat(L, j);
-      (void)qd::block_fp_code_exact(k, e, p, in[i], static_cast<std::uint64_t>(i), carry);
-    }
-    return qd::block_fp_carry_exponent(k, e, __any_sync(kFullMask, carry) != 0, sc);
-  }
-  __device__ float value(int e, float x, std::uint64_t i) const {
-    bool carry = false;  // the final exponent's carry is already resolved (saturates)
-    return qd::block_fp_decode_exact(k.M, e, qd::block_fp_code_exact(k, e, p, x, i, carry));
-  }
-};
-
-struct BlockMinifloatExactOp {
-  qd::BlockMinifloatExact k;
-  Policy p;
-  struct State {
-    int b;
-    qd::FloatGrid g;
-  };
-  __device__ State prepare(const qd::BlockScan& sc, const DeviceLayout&, const Tile&, const float*) const {
-    const int b = qd::block_minifloat_bias_exact(k, sc);
-    return {b, qd::block_minifloat_grid(k, b, p)};
-  }
-  __device__ float value(const State& s, float x, std::uint64_t i) const {
-    return qd::block_minifloat_decode_exact(k, s.b, qd::block_minifloat_element_code(k, s.g, s.b, p, x, i));
-  }
-};
-
-struct BlockLogExactOp {
-  qd::BlockLogExact k;
-  Policy p;
-  __device__ int prepare(const qd::BlockScan& sc, const DeviceLayout&, const Tile&, const float*) const {
-    return qd::block_log_bias_exact(k, sc);
-  }
-  __device__ float value(int b, float x, std::uint64_t i) const {
-    return qd::block_log_decode_exact(k.width, b, qd::block_log_code_exact(k, b, p, x, i));
-  }
-};
 
 /// Exact bundle, one warp per block. Every element is read before it is written by the same
 /// lane (and block_fp's vote synchronises the warp), so `out` may alias `in`.
@@ -197,32 +150,8 @@ __global__ void exact_blocks_kernel(Op op, DeviceLayout L, const float* in, floa
 // pass 2 fixes each max up (mase_zero_rule_apply), derives the block's float32 scale or bias
 // and quantizes the elements (F.fold's +0 where the layout says so).
 
-struct BlockFPMaseOp {
-  qd::BlockFPMase k;
-  __device__ float prepare(float block_max) const { return qd::mase_block_fp_scale(block_max, k.emin, k.emax); }
-  __device__ float value(float scale, float x, bool fold) const {
-    return qd::mase_block_fp_element(x, scale, k.shift, k.kmax, fold);
-  }
-};
-
-struct BlockMinifloatMaseOp {
-  int width, exponent_width;
-  float bias_max;
-  __device__ float prepare(float block_max) const { return qd::mase_block_minifloat_bias(block_max, bias_max); }
-  __device__ float value(float bias, float x, bool fold) const {
-    return qd::mase_fold_add(qd::minifloat_ieee_mase_element(width, exponent_width, bias, x), fold);
-  }
-};
-
-struct BlockLogMaseOp {
-  int width;
-  float top, bias_max;
-  __device__ float prepare(float block_max) const { return qd::mase_block_log_bias(block_max, top, bias_max); }
-  __device__ float value(float bias, float x, bool fold) const {
-    return qd::mase_fold_add(qd::log_mase_element(width, bias, x), fold);
-  }
-};
-
+// A non-template kernel: internal linkage, so each block family's translation unit has its own.
+namespace {
 __global__ void mase_maxima_kernel(DeviceLayout L, const float* in, float* maxima, std::uint32_t* min_key) {
   const int lane = lane_id();
   for_each_warp_block(L, [&](std::int64_t b, const Tile& t) {
@@ -235,6 +164,7 @@ __global__ void mase_maxima_kernel(DeviceLayout L, const float* in, float* maxim
     }
   });
 }
+}  // namespace
 
 /// Pass 2; all reads of `in` by pass 1 precede it on the stream, and each element is read
 /// before it is written by the same lane, so `out` may alias `in`.
@@ -289,38 +219,4 @@ std::optional<DeviceLayout> checked_layout(const Spec& s, const Policy& p, const
   return device_layout(L);
 }
 
-}  // namespace
-
-void quantize(const BlockFPSpec& s, const Policy& p, const float* in, float* out, std::size_t n, const Shape& shape,
-              Role role, cudaStream_t stream) {
-  const auto L = checked_layout(s, p, in, out, n, shape, role);
-  if (!L) return;
-  if (p.is_mase())
-    launch_mase(BlockFPMaseOp{qd::block_fp_mase_params(s)}, *L, in, out, stream);
-  else
-    launch_exact(BlockFPExactOp{qd::block_fp_exact_params(s), p}, *L, in, out, stream);
-}
-
-void quantize(const BlockMinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
-              const Shape& shape, Role role, cudaStream_t stream) {
-  const auto L = checked_layout(s, p, in, out, n, shape, role);
-  if (!L) return;
-  if (p.is_mase())
-    launch_mase(BlockMinifloatMaseOp{s.width, s.exponent_width, static_cast<float>(s.bias_max(true))}, *L, in, out,
-                stream);
-  else
-    launch_exact(BlockMinifloatExactOp{qd::block_minifloat_exact_params(s), p}, *L, in, out, stream);
-}
-
-void quantize(const BlockLogSpec& s, const Policy& p, const float* in, float* out, std::size_t n, const Shape& shape,
-              Role role, cudaStream_t stream) {
-  const auto L = checked_layout(s, p, in, out, n, shape, role);
-  if (!L) return;
-  if (p.is_mase())
-    launch_mase(BlockLogMaseOp{s.width, static_cast<float>(s.top()), static_cast<float>(s.bias_max())}, *L, in, out,
-                stream);
-  else
-    launch_exact(BlockLogExactOp{qd::block_log_exact_params(s), p}, *L, in, out, stream);
-}
-
-}  // namespace qnum::cuda
+}  // namespace qnum::cuda::detail

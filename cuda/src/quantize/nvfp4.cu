@@ -1,11 +1,12 @@
-// NVFP4 kernels (cuda/include/qnum/cuda/nvfp4.hpp): the tensor's max finite |x| (float bits of
+// nvfp4 kernels (qnum/cuda/quantize/nvfp4.hpp): the tensor's max finite |x| (float bits of
 // non-negative values order as unsigned integers, so atomicMax on them is the max, in any
 // order), then one thread per block calling the CPU's QNUM_HD nvfp4_block_values.
+#include "qnum/cuda/quantize/nvfp4.hpp"
+
 #include <cstdint>
 
-#include "launch.cuh"
-#include "qnum/cuda/check.hpp"
-#include "qnum/cuda/nvfp4.hpp"
+#include "../launch.cuh"
+#include "io.cuh"
 
 namespace qnum::cuda {
 
@@ -38,10 +39,7 @@ __global__ void nvfp4_block_kernel(const float* in, float* out, std::size_t rows
 void quantize(const NVFP4Spec& s, const Policy& p, const float* in, float* out, const Shape& shape, Role,
               cudaStream_t stream) {
   s.validate(p);
-  for (auto d : shape) qnum::detail::require(d >= 0, s.name, ": negative dimension in shape ", to_string(shape));
-  const auto n = static_cast<std::size_t>(numel(shape));
-  qnum::detail::require(n == 0 || (in != nullptr && out != nullptr), s.name, ": null device pointer for ", n,
-                        " elements (shape ", to_string(shape), ")");
+  const std::size_t n = detail::check_io(s.name, in, out, shape);
   const auto len = static_cast<std::size_t>(shape.empty() ? 1 : shape.back());
   if (n == 0 || len == 0) return;
   detail::StreamScratch<std::uint32_t> amax(1, stream);
