@@ -25,7 +25,7 @@ using qnum_test::EnvGuard;
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kFixtures = fs::path(QNUM_TEST_SOURCE_DIR) / "dataset" / "fixtures";
+const fs::path kFixtures = fs::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "datasets";
 
 std::string error_of(const std::function<void()>& f) {
   try {

@@ -27,7 +27,7 @@ using namespace qnum::data;
 
 namespace {
 
-const std::filesystem::path kFixtures = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "dataset" / "fixtures";
+const std::filesystem::path kFixtures = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "datasets";
 
 nlohmann::json load_json(const std::filesystem::path& p) { return nlohmann::json::parse(read_file(p)); }
 

@@ -1,4 +1,4 @@
-// JSC dataset: the OpenML ARFF and hls4ml-style CSV layouts (tests/dataset/fixtures, made by
+// JSC dataset: the OpenML ARFF and hls4ml-style CSV layouts (tests/fixtures/datasets, made by
 // make_jsc_fixtures.py), duplicate dropping, standardisation fitted on train only, disjoint
 // seeded splits, jsc-synthetic (determinism, balance, learnable), the data-location rules and
 // their missing-file message, bad rows named by line, and batching.
@@ -25,7 +25,7 @@ using qnum_test::EnvGuard;
 
 namespace {
 
-const std::filesystem::path kFixtures = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "dataset" / "fixtures";
+const std::filesystem::path kFixtures = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "datasets";
 
 std::vector<std::uint32_t> bits_of(const Tensor& t) {
   std::vector<std::uint32_t> b;
