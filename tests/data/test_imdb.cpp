@@ -8,33 +8,25 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "env_guard.hpp"
+#include "error_of.hpp"
 #include "qnum/data/text.hpp"
 
 using namespace qnum;
 using namespace qnum::data;
 
 using qnum_test::EnvGuard;
+using qnum_test::error_of;
 
 namespace {
 
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "datasets";
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 fs::path write_temp(const std::string& name, const std::string& text) {
   const auto p = fs::temp_directory_path() / name;

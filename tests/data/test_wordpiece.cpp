@@ -12,18 +12,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
 #include "qnum/data/imdb.hpp"
 #include "qnum/data/unicode.hpp"
 #include "qnum/data/wordpiece.hpp"
 
 using namespace qnum;
 using namespace qnum::data;
+using qnum_test::error_of;
 
 namespace {
 
@@ -43,15 +44,6 @@ std::string from_hex(const std::string& h) {
   for (std::size_t i = 0; i + 1 < h.size(); i += 2)
     s.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
   return s;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::filesystem::path write_temp(const std::string& name, const std::string& text) {
