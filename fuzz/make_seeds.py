@@ -9,7 +9,7 @@ import tarfile
 import zipfile
 
 root = pathlib.Path(__file__).resolve().parent
-fixtures = root.parent / "tests" / "data" / "torch_state_dict"
+fixtures = root.parent / "tests" / "fixtures" / "torch_state_dict"
 
 
 def seed(harness, name, data):

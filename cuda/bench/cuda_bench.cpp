@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "../tests/device_buffer.hpp"
-#include "qnum/cuda/binary.hpp"
-#include "qnum/cuda/block.hpp"
 #include "qnum/cuda/kernels.hpp"
-#include "qnum/cuda/scaled.hpp"
+#include "qnum/cuda/quantize.hpp"
+#include "qnum/format/mx_packed.hpp"
 
 using qnum::cuda::DeviceBuffer;
 

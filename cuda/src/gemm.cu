@@ -5,6 +5,7 @@
 
 #include "qnum/cuda/check.hpp"
 #include "qnum/cuda/kernels.hpp"
+#include "qnum/format/mx_packed.hpp"
 
 namespace qnum::cuda {
 

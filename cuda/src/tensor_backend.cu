@@ -13,12 +13,9 @@
 #include "launch.cuh"
 #include "nn_rows.cuh"
 #include "qnum/cuda/backend.hpp"
-#include "qnum/cuda/binary.hpp"
-#include "qnum/cuda/block.hpp"
 #include "qnum/cuda/check.hpp"
 #include "qnum/cuda/kernels.hpp"
-#include "qnum/cuda/nvfp4.hpp"
-#include "qnum/cuda/scaled.hpp"
+#include "qnum/cuda/quantize.hpp"
 #include "qnum/format/format.hpp"
 #include "qnum/format/mx_packed.hpp"
 #include "tensor_backend.cuh"
@@ -646,7 +643,7 @@ void CudaBackend::quantize(const Format& f, const float* x, const std::int64_t* 
   cudaStream_t st = stream();
   std::visit(
       [&](const auto& s) {
-        // Each family's device entry point, found by its signature (qnum/cuda/*.hpp).
+        // Each family's device entry point, found by its signature (qnum/cuda/quantize/<family>.hpp).
         if constexpr (requires { qnum::cuda::quantize(s, pol, x, y, n, sh, role, st); })
           qnum::cuda::quantize(s, pol, x, y, n, sh, role, st);  // block families
         else if constexpr (requires { qnum::cuda::quantize(s, pol, x, y, sh, role, st); })

@@ -1,5 +1,6 @@
-// Every CUDA kernel against the CPU reference, bit for bit (the GEMMs, whose fp32 sums run in
-// another order, against a double-precision reference within a stated bound).
+// The CUDA kernels outside the format families (tests/quantize/<family>.cpp): mase-cuda's
+// packed MXINT8 against the CPU bit for bit, the GEMMs (fp32 sums in another order) against a
+// double-precision reference within a stated bound, fused attention, argument checks.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,219 +17,19 @@
 #include "compare.hpp"
 #include "device_buffer.hpp"
 #include "qnum/cuda/kernels.hpp"
+#include "qnum/cuda/quantize/fixed.hpp"
+#include "qnum/cuda/quantize/mx_block.hpp"
+#include "qnum/format/mx_packed.hpp"
 #include "qnum/kernel/attention.hpp"
+#include "quantize/elementwise.hpp"
 
 using qnum::cuda::DeviceBuffer;
 
 using namespace qnum::cuda::test;
-
-namespace {
-
-/// Inputs that reach every branch: all 2^16 bfloat16 bit patterns (every sign, exponent,
-/// NaN, Inf, subnormal), random float32 bit patterns, and normals at scales 2^-20 .. 2^20.
-std::vector<float> test_inputs(std::uint32_t seed, std::size_t random_count = 1 << 16) {
-  std::vector<float> x;
-  for (std::uint32_t b = 0; b < 65536; ++b) x.push_back(from_bits(b << 16));
-  std::mt19937 rng(seed);
-  for (std::size_t i = 0; i < random_count; ++i) x.push_back(from_bits(static_cast<std::uint32_t>(rng())));
-  std::normal_distribution<float> nd;
-  for (std::size_t i = 0; i < random_count; ++i) x.push_back(std::ldexp(nd(rng), static_cast<int>(i % 41) - 20));
-  return x;
-}
-
-template <class Spec>
-void check_elementwise(const Spec& s, const qnum::Policy& p, const std::string& what) {
-  const auto in = test_inputs(17);
-  DeviceBuffer<float> din(in), dout(in.size());
-  std::vector<float> cpu(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) cpu[i] = qnum::quantize(s, p, in[i], 1000 + i);
-  // The whole (aligned) buffer: 4 per thread; 16-byte aligned with a 1-3 element tail; and
-  // misaligned (every element on the one-per-thread path). Element i keeps stochastic index 1000 + i.
-  for (const auto& [offset, cut] : {std::pair<std::size_t, std::size_t>{0, 0}, {4, 7}, {1, 2}}) {
-    const std::size_t n = in.size() - cut;
-    const std::vector<float> poison(in.size(), -12345.0f);
-    dout.upload(poison);
-    qnum::cuda::quantize(s, p, din.get() + offset, dout.get() + offset, n - offset, 1000 + offset);
-    auto got = dout.download();
-    for (std::size_t i = 0; i < offset; ++i) REQUIRE(got[i] == -12345.0f);  // nothing written outside
-    for (std::size_t i = n; i < in.size(); ++i) REQUIRE(got[i] == -12345.0f);
-    require_same_bits({got.begin() + offset, got.begin() + n}, {cpu.begin() + offset, cpu.begin() + n},
-                      {in.begin() + offset, in.begin() + n}, what + " offset " + std::to_string(offset));
-  }
-}
-
-std::vector<qnum::Policy> policies() {
-  auto p = exact_roundings();
-  p.push_back(qnum::mase_compat);
-  return p;
-}
-
-}  // namespace
+using qnum::cuda::test::elementwise::test_inputs;
 
 TEST_CASE("cuda: device count is positive here (the suite skipped otherwise)") {
   CHECK(qnum::cuda::device_count() > 0);
-}
-
-TEST_CASE("cuda: fixed point quantize equals the CPU reference") {
-  for (const qnum::FixedSpec s : {qnum::FixedSpec{8, 4, true}, qnum::FixedSpec{4, 0, false},
-                                  qnum::FixedSpec{16, 10, true}, qnum::FixedSpec{32, 8, true}})
-    for (const auto& p : policies()) {
-      check_elementwise(s, p, "integer " + std::to_string(s.width) + "/" + std::to_string(s.frac_width));
-      if (!p.is_mase()) check_elementwise(s, p.with(qnum::Overflow::wrap), "integer wrap");
-    }
-}
-
-TEST_CASE("cuda: minifloat_ieee (OCP FP8 included) quantize equals the CPU reference") {
-  const qnum::MinifloatSpec specs[] = {qnum::MinifloatSpec::fp8_e4m3(), qnum::MinifloatSpec::fp8_e5m2(),
-                                       qnum::MinifloatSpec{8, 4, std::nullopt, qnum::Specials::none},
-                                       qnum::MinifloatSpec{4, 2, std::nullopt, qnum::Specials::none},
-                                       qnum::MinifloatSpec{16, 5, std::nullopt, qnum::Specials::ieee}};
-  for (const auto& s : specs)
-    for (const auto& p : policies()) {
-      if (p.is_mase() && s.specials != qnum::Specials::none) continue;  // MASE's grid has no specials
-      check_elementwise(s, p, "minifloat E" + std::to_string(s.exponent_width) + " W" + std::to_string(s.width));
-      if (s.specials == qnum::Specials::ieee && !p.is_mase())
-        check_elementwise(s, p.with(qnum::Overflow::infinity), "minifloat overflow=infinity");
-    }
-}
-
-/// The float32-bit fast paths (fixed point and minifloat_ieee under `exact`) against the
-/// reference kernel on every one of the 2^32 float32 inputs, compared on the device.
-template <class Spec>
-void check_fast_path_exhaustively(const Spec& s, const std::string& what, const qnum::Policy& p = qnum::exact) {
-  constexpr std::size_t chunk = std::size_t{1} << 28;
-  DeviceBuffer<float> in(chunk), fast(chunk), ref(chunk);
-  unsigned long long bad = 0;
-  for (std::uint64_t start = 0; start < (std::uint64_t{1} << 32); start += chunk) {
-    qnum::cuda::testing::fill_float_bits(in.get(), chunk, static_cast<std::uint32_t>(start));
-    qnum::cuda::quantize(s, p, in.get(), fast.get(), chunk);
-    qnum::cuda::quantize_reference(s, p, in.get(), ref.get(), chunk);
-    const auto m = qnum::cuda::testing::bit_mismatches(fast.get(), ref.get(), chunk);
-    if (m.count && !bad) {
-      const auto x = static_cast<std::uint32_t>(start + m.first);
-      const float xf = from_bits(x);
-      FAIL_CHECK(what << ": input 0x" << std::hex << x << std::dec << " (" << xf << "): reference "
-                      << qnum::quantize(s, p, xf) << " (CPU)");
-    }
-    bad += m.count;
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of 2^32 inputs differ");
-}
-
-TEST_CASE("cuda: fast exact paths equal the reference on every float32 input") {
-  for (const qnum::FixedSpec s :
-       {qnum::FixedSpec{8, 4, true}, qnum::FixedSpec{4, 0, false}, qnum::FixedSpec{16, 10, true},
-        qnum::FixedSpec{24, 12, true}, qnum::FixedSpec{8, -3, true}, qnum::FixedSpec{24, 0, false},
-        qnum::FixedSpec{1, 0, true}, qnum::FixedSpec{12, 60, true}, qnum::FixedSpec{8, -64, true}})
-    check_fast_path_exhaustively(s, "integer " + std::to_string(s.width) + "/" + std::to_string(s.frac_width) +
-                                        (s.is_signed ? "" : " unsigned"));
-  for (const auto& s :
-       {qnum::MinifloatSpec::fp8_e4m3(), qnum::MinifloatSpec::fp8_e5m2(),
-        qnum::MinifloatSpec{8, 4, std::nullopt, qnum::Specials::none},
-        qnum::MinifloatSpec{4, 2, std::nullopt, qnum::Specials::none},
-        qnum::MinifloatSpec{16, 5, std::nullopt, qnum::Specials::ieee},
-        qnum::MinifloatSpec{16, 8, std::nullopt, qnum::Specials::ieee},
-        qnum::MinifloatSpec{6, 3, std::nullopt, qnum::Specials::fn},
-        qnum::MinifloatSpec{8, 4, -2, qnum::Specials::none}, qnum::MinifloatSpec{8, 5, 30, qnum::Specials::ieee}})
-    check_fast_path_exhaustively(s, "minifloat E" + std::to_string(s.exponent_width) + " W" + std::to_string(s.width) +
-                                        " bias " + std::to_string(s.bias()));
-}
-
-TEST_CASE("cuda: MASE minifloat and log with log2 looked up equal the reference on every float32 input") {
-  // The lookup tables come from the CPU's log2 (glibc); the reference kernel evaluates CUDA's
-  // log2. Equal on all 2^32 inputs also shows the two log2s agree wherever it matters.
-  for (const auto& s : {qnum::MinifloatSpec{8, 4, std::nullopt, qnum::Specials::none},
-                        qnum::MinifloatSpec{8, 3, std::nullopt, qnum::Specials::none},
-                        qnum::MinifloatSpec{6, 2, 5, qnum::Specials::none},
-                        qnum::MinifloatSpec{16, 5, std::nullopt, qnum::Specials::none}})
-    check_fast_path_exhaustively(
-        s, "minifloat mase E" + std::to_string(s.exponent_width) + " W" + std::to_string(s.width), qnum::mase_compat);
-  for (const qnum::LogSpec s : {qnum::LogSpec{8, std::nullopt}, qnum::LogSpec{4, std::nullopt}, qnum::LogSpec{6, 3}})
-    check_fast_path_exhaustively(s, "log mase W" + std::to_string(s.width), qnum::mase_compat);
-}
-
-TEST_CASE("cuda: minifloat_denorm quantize equals the CPU reference") {
-  for (const qnum::MinifloatDenormSpec s :
-       {qnum::MinifloatDenormSpec{8, 4, std::nullopt}, qnum::MinifloatDenormSpec{6, 3, 2},
-        qnum::MinifloatDenormSpec{16, 5, std::nullopt}})
-    for (const auto& p : policies())
-      check_elementwise(s, p, "minifloat_denorm E" + std::to_string(s.exponent_width) + " W" + std::to_string(s.width));
-}
-
-TEST_CASE("cuda: log quantize equals the CPU reference") {
-  for (const qnum::LogSpec s : {qnum::LogSpec{8, std::nullopt}, qnum::LogSpec{4, std::nullopt}, qnum::LogSpec{6, 3}})
-    for (const auto& p : policies()) check_elementwise(s, p, "log W" + std::to_string(s.width));
-}
-
-TEST_CASE("cuda: MX element quantize equals the CPU reference") {
-  for (const auto e : {qnum::MXElement::integer(8), qnum::MXElement::fp(4, 3), qnum::MXElement::fp(5, 2),
-                       qnum::MXElement::fp(2, 1), qnum::MXElement::fp(3, 2)})
-    for (const auto& p : policies())
-      if (!p.is_mase()) check_elementwise(e, p, "mx element " + e.name());
-}
-
-TEST_CASE("cuda: every code of <= 16-bit formats decodes as on the CPU") {
-  for (const auto& s :
-       {qnum::MinifloatSpec::fp8_e4m3(), qnum::MinifloatSpec::fp8_e5m2(),
-        qnum::MinifloatSpec{16, 5, std::nullopt, qnum::Specials::ieee},
-        qnum::MinifloatSpec{16, 8, 128,
-                            qnum::Specials::none}}) {  // bias 128: 8 exponent bits without specials stay in float32
-    const std::uint32_t n = 1u << s.width;
-    DeviceBuffer<float> d(n);
-    qnum::cuda::decode_codes(s, d.get(), n);
-    std::vector<float> cpu(n), codes(n);
-    for (std::uint32_t c = 0; c < n; ++c) cpu[c] = qnum::decode(s, c), codes[c] = static_cast<float>(c);
-    require_same_bits(d.download(), cpu, codes, "minifloat decode W" + std::to_string(s.width));
-  }
-  for (const qnum::MinifloatDenormSpec s :
-       {qnum::MinifloatDenormSpec{8, 4, std::nullopt}, qnum::MinifloatDenormSpec{16, 5, std::nullopt}}) {
-    const std::uint32_t n = 1u << s.width;
-    DeviceBuffer<float> d(n);
-    qnum::cuda::decode_codes(s, d.get(), n);
-    std::vector<float> cpu(n), codes(n);
-    for (std::uint32_t c = 0; c < n; ++c) cpu[c] = qnum::decode(s, c), codes[c] = static_cast<float>(c);
-    require_same_bits(d.download(), cpu, codes, "minifloat_denorm decode W" + std::to_string(s.width));
-  }
-  for (const qnum::FixedSpec s : {qnum::FixedSpec{8, 4, true}, qnum::FixedSpec{16, 3, false}}) {
-    const std::uint32_t n = 1u << s.width;
-    DeviceBuffer<float> d(n);
-    qnum::cuda::decode_codes(s, d.get(), n);
-    std::vector<float> cpu(n), codes(n);
-    for (std::uint32_t c = 0; c < n; ++c) cpu[c] = qnum::decode(s, c), codes[c] = static_cast<float>(c);
-    require_same_bits(d.download(), cpu, codes, "fixed decode W" + std::to_string(s.width));
-  }
-}
-
-TEST_CASE("cuda: OCP MX blocks (MXINT8, MXFP8, MXFP4) equal detail::mx_exact_block") {
-  auto in = test_inputs(5, 1 << 14);
-  in.resize(in.size() - 7);  // a short last block
-  std::mt19937 rng(3);
-  for (auto& v : in)  // keep most blocks finite so scales vary; the bf16 sweep still has NaN/Inf blocks
-    if (!std::isfinite(v) && rng() % 8 != 0) v = 1.5f;
-  for (const auto e :
-       {qnum::MXElement::integer(8), qnum::MXElement::fp(4, 3), qnum::MXElement::fp(5, 2), qnum::MXElement::fp(2, 1)})
-    for (const auto& p : {qnum::exact, qnum::exact.with(qnum::Rounding::stochastic).with_seed(9)})
-      for (const int bs : {32, 16}) {
-        const std::size_t n = in.size(), nb = (n + bs - 1) / bs;
-        DeviceBuffer<float> din(in), dv(n);
-        DeviceBuffer<std::uint8_t> ds(nb);
-        DeviceBuffer<std::uint16_t> dc(n);
-        qnum::cuda::mx_quantize_blocks(e, p, din.get(), n, bs, dv.get(), ds.get(), dc.get());
-        std::vector<float> cv(n);
-        std::vector<std::uint8_t> cs(nb);
-        std::vector<std::uint16_t> cc(n);
-        for (std::size_t b = 0; b < nb; ++b) {
-          const std::size_t start = b * bs, len = std::min<std::size_t>(bs, n - start);
-          std::vector<std::int64_t> idx(len);
-          for (std::size_t i = 0; i < len; ++i) idx[i] = static_cast<std::int64_t>(start + i);
-          cs[b] = qnum::detail::mx_exact_block(e, 8, false, p, std::span<const float>(in.data() + start, len), idx,
-                                               cv.data() + start, cc.data() + start);
-        }
-        const std::string what = "mx block " + e.name() + " bs " + std::to_string(bs);
-        require_same_bits(dv.download(), cv, in, what + " values");
-        CHECK_MESSAGE(ds.download() == cs, what << " scales");
-        CHECK_MESSAGE(dc.download() == cc, what << " codes");
-      }
 }
 
 TEST_CASE("cuda: mase-cuda MXINT8 quantize and dequantize equal the CPU reference for G in 8..512") {

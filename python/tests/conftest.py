@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MASE_REF = Path(os.environ.get("QNUM_MASE_REF_DIR", REPO / "tests" / "data" / "mase_ref"))
+MASE_REF = Path(os.environ.get("QNUM_MASE_REF_DIR", REPO / "tests" / "fixtures" / "mase_ref"))
 
 
 def load_cases():

@@ -1,4 +1,4 @@
-"""Every public MASE reference case (tests/data/mase_ref) through qnum.mase.* with MASE's own
+"""Every public MASE reference case (tests/fixtures/mase_ref) through qnum.mase.* with MASE's own
 call: outputs bit for bit (NaN = NaN); error cases raise; torch: gradients as MASE's."""
 import numpy as np
 import pytest

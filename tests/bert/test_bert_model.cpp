@@ -1,5 +1,5 @@
 // BERT for sequence classification: Hugging Face checkpoint and logits (fixture written by
-// tests/data/bert/make_fixture.py with transformers), parameter names and counts, configs,
+// tests/fixtures/bert/make_fixture.py with transformers), parameter names and counts, configs,
 // padding invariance, fused-kernel attention, gradients, bad input.
 #include <doctest/doctest.h>
 
@@ -30,7 +30,7 @@ using qnum_test::error_of;
 
 namespace {
 
-const std::filesystem::path kFixture = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "data" / "bert";
+const std::filesystem::path kFixture = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "bert";
 
 std::filesystem::path temp_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("qnum-bert-test-" + name);

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# MASE's own example configs (tests/data/mase_configs/, copied unchanged) driving `qnum
+# MASE's own example configs (tests/fixtures/mase_configs/, copied unchanged) driving `qnum
 # train`, `qnum transform` and `qnum search` with what MASE's files leave out given on the
 # command line (--dataset jsc-synthetic, --load, --output-dir), MASE's top-level keys each
 # noted in one line; every search file runs a few trials and its best.json (Pareto front,
 # MASE's metric columns) is checked against trials.csv; `ch` spellings on the command line
 # (noted, or an error naming qnum's spelling); `qnum download` offline. Several seconds.
-# Usage: QNUM=path/to/qnum MASE_CONFIGS=tests/data/mase_configs bash test_mase_files.sh
+# Usage: QNUM=path/to/qnum MASE_CONFIGS=tests/fixtures/mase_configs bash test_mase_files.sh
 set -u
 QNUM=${QNUM:?set QNUM to the qnum binary}
-DIR=${MASE_CONFIGS:?set MASE_CONFIGS to tests/data/mase_configs}
+DIR=${MASE_CONFIGS:?set MASE_CONFIGS to tests/fixtures/mase_configs}
 CFG=$DIR/jsc_toy_by_type.toml
 source "$(dirname "$0")/../labs/lib.sh"
 cd "$tmp" || exit 1

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kFixtures = fs::path(QNUM_TEST_SOURCE_DIR) / "dataset" / "fixtures";
+const fs::path kFixtures = fs::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "datasets";
 const std::string kPayload = "qnum download test payload\n";
 const std::string kPayloadMd5 = "d5113fff62a79451898e07de29becb37";  // md5sum of kPayload
 

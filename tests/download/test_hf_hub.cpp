@@ -1,6 +1,6 @@
 // BERT checkpoints by name from a loopback "hub": the model API's JSON (sha, siblings with
 // blobId/size, LFS sha256/size for the weights) and the files under /<repo>/resolve/<sha>/,
-// made from committed fixtures (tests/data/bert, tests/data/torch_state_dict). Checked:
+// made from committed fixtures (tests/fixtures/bert, tests/fixtures/torch_state_dict). Checked:
 // files land in <cache>/hf/<owner>/<name>/, a second call fetches only the description,
 // a wrong published SHA-256 leaves no weights, offline errors say what to put where, and
 // resolve_pretrained turns folders, stems and names into a weights file.
@@ -23,7 +23,7 @@ using namespace qnum_test;
 
 namespace {
 
-const fs::path kData = fs::path(QNUM_TEST_SOURCE_DIR) / "data";
+const fs::path kData = fs::path(QNUM_TEST_SOURCE_DIR) / "fixtures";
 const std::string kSha = "0123456789abcdef0123456789abcdef01234567";
 
 /// The files of a tiny BERT repository and the hub's description of them.

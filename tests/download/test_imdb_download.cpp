@@ -23,7 +23,7 @@ using namespace qnum_test;
 
 namespace {
 
-const fs::path kAclImdb = fs::path(QNUM_TEST_SOURCE_DIR) / "dataset" / "fixtures" / "aclImdb";
+const fs::path kAclImdb = fs::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "datasets" / "aclImdb";
 
 /// One tar entry: a name and its file contents, or a symlink target when `link` is set.
 struct TarEntry {

@@ -1,5 +1,5 @@
 // The restricted torch.save reader (include/qnum/io/torch_state_dict.hpp) on fixtures that
-// torch wrote (tests/data/torch_state_dict/make_fixture.py): a BERT state dict in the zip and
+// torch wrote (tests/fixtures/torch_state_dict/make_fixture.py): a BERT state dict in the zip and
 // the legacy layout equals the safetensors file it came from bit for bit; views (transposed,
 // offset, shared storage), float16/bfloat16/float64/bool and Parameters read as torch
 // reads them; a pickle that calls os.system is refused, and nothing runs; hand-made pickles
@@ -22,7 +22,7 @@ using namespace qnum_test;
 
 namespace {
 
-const fs::path kDir = fs::path(QNUM_TEST_SOURCE_DIR) / "data" / "torch_state_dict";
+const fs::path kDir = fs::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "torch_state_dict";
 
 void check_same_bits(const Tensor& a, const Tensor& b, const std::string& name) {
   INFO(name);

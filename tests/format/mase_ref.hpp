@@ -1,4 +1,4 @@
-// Loader for MASE reference cases (tests/data/mase_ref, copied from shared/data/mase_ref):
+// Loader for MASE reference cases (tests/fixtures/mase_ref, copied from shared/data/mase_ref):
 // turns a manifest record into the CLI's spec text and role, and compares outputs.
 #pragma once
 
@@ -45,7 +45,7 @@ inline std::string json_value_text(const nlohmann::json& v) {
 
 inline std::filesystem::path mase_ref_dir() {
   if (const char* d = std::getenv("QNUM_MASE_REF_DIR")) return d;
-  return std::filesystem::path(QNUM_TEST_DATA_DIR) / "mase_ref";
+  return std::filesystem::path(QNUM_TEST_FIXTURES_DIR) / "mase_ref";
 }
 
 /// All cases of the manifest (the committed public subset unless QNUM_MASE_REF_DIR points

@@ -1,5 +1,5 @@
 // safetensors reading and writing: round trips, files written by Python's `safetensors`
-// (tests/data/safetensors, made by make_fixtures.py: F32, F16, BF16, metadata), and every
+// (tests/fixtures/safetensors, made by make_fixtures.py: F32, F16, BF16, metadata), and every
 // kind of malformed file rejected with the file name and the reason.
 #include <doctest/doctest.h>
 
@@ -19,7 +19,7 @@ using namespace qnum;
 
 namespace {
 
-const std::filesystem::path kFixtures = std::filesystem::path(QNUM_TEST_DATA_DIR) / "safetensors";
+const std::filesystem::path kFixtures = std::filesystem::path(QNUM_TEST_FIXTURES_DIR) / "safetensors";
 
 /// A file from a header text and a buffer (the header length is the text's size).
 std::string file_bytes(const std::string& header, const std::string& buffer) {

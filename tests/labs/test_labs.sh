@@ -78,7 +78,7 @@ case "$mode" in
     check_csv global "$tmp/global/results.csv" "sparsity,method,accuracy" 1 "3"
     # --dataset jsc reads the real file layout (here the data tests' 50-row ARFF fixture).
     mkdir -p "$tmp/data/jsc"
-    cp "$(dirname "$0")/../dataset/fixtures/jsc_small.arff" "$tmp/data/jsc/hls4ml_lhc_jets_hlf.arff"
+    cp "$(dirname "$0")/../fixtures/datasets/jsc_small.arff" "$tmp/data/jsc/hls4ml_lhc_jets_hlf.arff"
     QNUM_DATA_DIR="$tmp/data" run jsc 0 "$LAB_PRUNE" "${tiny[@]}" --dataset jsc --sparsities 0.5 \
       --finetune-epochs 1 --output-dir "$tmp/jsc"
     check_csv jsc "$tmp/jsc/results.csv" "sparsity,method,accuracy" 2 "3"

@@ -1,4 +1,4 @@
-// MASE's own example configs (tests/data/mase_configs, copied unchanged) against the key
+// MASE's own example configs (tests/fixtures/mase_configs, copied unchanged) against the key
 // table of include/qnum/io/mase_config.hpp: every top-level key they use is known, each
 // command honours its own and notes the rest in one line (accelerator = "gpu" says qnum
 // runs on the CPU), a key MASE does not know is an error naming it, and flags beat the file,
@@ -24,7 +24,7 @@ using qnum_test::error_of;
 
 namespace {
 
-const std::filesystem::path kConfigs = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "data" / "mase_configs";
+const std::filesystem::path kConfigs = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "mase_configs";
 
 nlohmann::json toml_as_json(const std::filesystem::path& file) {
   std::ostringstream out;

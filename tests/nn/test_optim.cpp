@@ -135,9 +135,9 @@ TEST_CASE("Adam and AdamW: bias correction, L2 vs decoupled weight decay") {
 
 namespace {
 
-/// tests/data/torch_optim/<file>: label -> hex floats (make_fixture.py wrote it).
+/// tests/fixtures/torch_optim/<file>: label -> hex floats (make_fixture.py wrote it).
 std::map<std::string, std::vector<float>> read_torch_steps(const std::string& file = "adam_steps.txt") {
-  std::ifstream in(QNUM_TEST_DATA_DIR "/torch_optim/" + file);
+  std::ifstream in(QNUM_TEST_FIXTURES_DIR "/torch_optim/" + file);
   REQUIRE(in.good());
   std::map<std::string, std::vector<float>> rows;
   for (std::string line; std::getline(in, line);) {

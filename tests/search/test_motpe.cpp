@@ -23,7 +23,7 @@ using namespace qnum::search;
 using nlohmann::json;
 
 json fixture() {
-  const auto path = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "search" / "fixtures" / "motpe.json";
+  const auto path = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "search" / "motpe.json";
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), "cannot open ", path.string());
   return json::parse(in);

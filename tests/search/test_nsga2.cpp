@@ -39,7 +39,7 @@ std::vector<double> toy(Trial& t) {
 
 TEST_CASE("nsga2: a seeded qnum NSGA-II study repeats the seeded Optuna study") {
   const auto path =
-      std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "search" / "fixtures" / "tpe" / "nsga2_two_objectives.json";
+      std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "search" / "tpe" / "nsga2_two_objectives.json";
   std::ifstream in(path);
   REQUIRE(in.good());
   const nlohmann::json doc = nlohmann::json::parse(in);

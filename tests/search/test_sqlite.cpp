@@ -147,8 +147,8 @@ TEST_CASE("search.sqlite: the file has Optuna's tables, version rows and encodin
 }
 
 TEST_CASE("search.sqlite: a database written by Optuna 5.0.0 is read") {
-  // tests/search/fixtures/optuna_written.db: made by fixtures/make_optuna_db.py.
-  const fs::path src = fs::path(QNUM_TEST_SOURCE_DIR) / "search" / "fixtures" / "optuna_written.db";
+  // tests/fixtures/search/optuna_written.db: made by fixtures/make_optuna_db.py.
+  const fs::path src = fs::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "search" / "optuna_written.db";
   TempDir dir;
   const auto copy = dir.path / "copy.db";
   fs::copy_file(src, copy);

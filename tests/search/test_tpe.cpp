@@ -28,7 +28,7 @@ using namespace qnum::search;
 using nlohmann::json;
 using qnum_search_test::error_of;
 
-const std::filesystem::path kDir = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "search" / "fixtures" / "tpe";
+const std::filesystem::path kDir = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "search" / "tpe";
 
 json load(const std::string& name) {
   std::ifstream in(kDir / name);

@@ -1,4 +1,4 @@
-// qnum's TPE against Optuna 4.x on recorded studies (tests/search/fixtures/tpe/*.json, made by
+// qnum's TPE against Optuna 4.x on recorded studies (tests/fixtures/search/tpe/*.json, made by
 // make_tpe_fixtures.py): every recorded decision replayed from numpy's own draws must give
 // Optuna's candidates, scores and pick; and a seeded qnum TPE (numpy RandomState twin) must
 // repeat each whole seeded Optuna study, start-up trials included.
@@ -21,7 +21,7 @@ namespace {
 using namespace qnum::search;
 using nlohmann::json;
 
-const std::filesystem::path kDir = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "search" / "fixtures" / "tpe";
+const std::filesystem::path kDir = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "search" / "tpe";
 
 json load(const std::filesystem::path& p) {
   std::ifstream in(p);

@@ -61,7 +61,7 @@ struct BinarySpec {
 // ---- binary ------------------------------------------------------------------------------
 
 // The per-element and per-group definitions (QNUM_HD: the CPU reference below and the CUDA
-// kernels in cuda/src/binary_kernels.cu both call them).
+// kernels in cuda/src/quantize/binary.cu both call them).
 namespace detail {
 
 /// One bipolar element. Deterministic: +1 for x >= 0 (-0 and +0 included), -1 below; NaN:

@@ -216,7 +216,7 @@ namespace detail {
 // ---- MASE float32 primitives ---------------------------------------------------------------
 // torch evaluates every step on float32 tensors; these reproduce those steps one element at
 // a time (no FMA contraction: each op rounds to float like torch's kernels). QNUM_HD: the CUDA
-// kernels (cuda/src/block_kernels.cu) run these very definitions.
+// kernels (cuda/src/quantize/blocks.cuh) run these very definitions.
 
 /// torch.log2 on float32, taken as correctly rounded (spec §0.3).
 QNUM_HD inline float mase_log2(float v) { return static_cast<float>(std::log2(static_cast<double>(v))); }

@@ -79,7 +79,7 @@ struct FloatLanes {
 /// Sum of elem(0..n-1) (float32 values, e.g. |x[k]| computed on the fly) in the order torch's
 /// CPU `sum` uses for an inner (contiguous) reduction, so MASE's per-sample means come out bit
 /// for bit: vectorized cascade over `lanes`-wide registers, scalar tail, then the lanes added
-/// left to right. One thread runs it on the GPU too (cuda/src/binary_kernels.cu).
+/// left to right. One thread runs it on the GPU too (cuda/src/quantize/channels.cuh).
 template <class Elem>
 [[gnu::always_inline]] QNUM_HD inline float torch_sum_f32_of(Elem elem, std::int64_t n, int lanes = kTorchSumLanes) {
   if (n < lanes) return 0.0f + torch_row_sum<float>([&](std::int64_t i) { return elem(i); }, n, 0.0f);

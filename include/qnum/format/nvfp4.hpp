@@ -68,7 +68,7 @@ struct NVFP4Spec {
 };
 
 // ---- E2M1 / E4M3 rounding and the packed block ----------------------------------------------
-// QNUM_HD: the CPU reference and the CUDA kernel (cuda/src/nvfp4_kernels.cu) run these.
+// QNUM_HD: the CPU reference and the CUDA kernel (cuda/src/quantize/nvfp4.cu) run these.
 
 namespace detail {
 

@@ -460,7 +460,7 @@ class ParzenEstimator {
       std::fill(sigmas.begin(), sigmas.end(), sigma);
     } else if (n > 0) {
       // Stable order for ties (numpy's argsort is not stable and its tie order differs by
-      // platform: x86-simd-sort on AVX-512; tests/search/fixtures/make_tpe_fixtures.py).
+      // platform: x86-simd-sort on AVX-512; tests/fixtures/search/make_tpe_fixtures.py).
       std::vector<std::size_t> idx(n);
       std::iota(idx.begin(), idx.end(), std::size_t{0});
       std::stable_sort(idx.begin(), idx.end(), [&](std::size_t i, std::size_t j) { return mus[i] < mus[j]; });

@@ -52,3 +52,43 @@ TEST_CASE("kernel quantize: nvfp4 in vector registers, every E4M3 scale and E2M1
   check_shaped(f, {0.5f, -3.0f, 7.0f}, {3}, qnum::Role::weight, true);
   check_shaped(f, std::vector<float>(48, 0.0f), {3, 16}, qnum::Role::weight, true);
 }
+
+TEST_CASE("kernel quantize: nvfp4 on tensors of >= 1024 blocks (per-call tables), every scale code's bound") {
+  const Format f = fmt("nvfp4");
+  // Tensor max A gives t = A / 2688; a block max m takes scale code c >= k exactly when
+  // m / (6 t) rounds to E4M3 value k or above, so each block here has its max on a float within
+  // 3 ulps of 6 t times the midpoint below E4M3 value k, for every k and several t (t = 1,
+  // a t that is no power of two, and subnormal block maxima), followed by zero blocks up to
+  // at least 1024 blocks so the kernel takes its per-call tables.
+  for (const float A : {2688.0f, 1000.0f, 3.0e-36f}) {
+    const double t = qnum::detail::nvfp4_tensor_scale_of(A);
+    std::vector<float> x(16, 0.0f);
+    x[0] = A;
+    for (int code = 1; code < 0x7F; ++code) {
+      qnum::NVFP4Block lo, hi;
+      lo.scale = static_cast<std::uint8_t>(code - 1);
+      hi.scale = static_cast<std::uint8_t>(code);
+      const auto m = static_cast<float>(6.0 * t * 0.5 * (double{lo.scale_value()} + double{hi.scale_value()}));
+      std::vector<float> maxima;
+      add_with_neighbours(maxima, m, 3);
+      for (float mx : maxima) {
+        x.push_back(mx);
+        for (int j = 1; j < 16; ++j) x.push_back((j % 2 ? -0.37f : 0.81f) * mx);
+      }
+    }
+    x.resize(std::max<std::size_t>(x.size(), 1030 * 16), 0.0f);
+    const auto n = static_cast<std::int64_t>(x.size());
+    check_shaped(f, x, {n}, qnum::Role::weight, true);
+    check_shaped(f, x, {n / 16, 16}, qnum::Role::weight, true);
+    check_in_place(f, x, {n}, qnum::Role::weight);
+  }
+  // random values, specials, huge and tiny ones, tiled past 1024 blocks; rows with a short last block
+  std::vector<float> r = random_inputs(23);
+  const std::vector<float> once = r;
+  while (r.size() < 1100 * 16) r.insert(r.end(), once.begin(), once.end());
+  r.resize(r.size() / 37 * 37);
+  const auto m = static_cast<std::int64_t>(r.size());
+  check_shaped(f, r, {m}, qnum::Role::weight, true);
+  check_shaped(f, r, {m / 37, 37}, qnum::Role::weight, true);
+  check_in_place(f, r, {m / 37, 37}, qnum::Role::activation);
+}

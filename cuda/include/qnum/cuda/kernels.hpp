@@ -1,7 +1,7 @@
-// qnum::cuda: the format references run on device buffers. Every kernel calls the same
-// QNUM_HD scalar definition the CPU uses (include/qnum/format/*), so results are bit-identical
-// to the CPU reference. Pointers are device pointers; calls are asynchronous on `stream`
-// (0: the default stream) and throw qnum::Error on bad arguments or a failed launch.
+// qnum::cuda: the device count, mase-cuda's packed MXINT8, the GEMMs, fused attention and the
+// test helpers. The format families' kernels are in qnum/cuda/quantize.hpp (one header per
+// family). Pointers are device pointers; calls are asynchronous on `stream` (0: the default
+// stream) and throw qnum::Error on bad arguments or a failed launch.
 #pragma once
 
 #include <cstddef>
@@ -9,58 +9,10 @@
 
 #include <cuda_runtime.h>
 
-#include "qnum/format/fixed.hpp"
-#include "qnum/format/log.hpp"
-#include "qnum/format/minifloat.hpp"
-#include "qnum/format/minifloat_denorm.hpp"
-#include "qnum/format/mx_packed.hpp"
-#include "qnum/format/mxfp.hpp"
-#include "qnum/format/mxint.hpp"
-
 namespace qnum::cuda {
 
 /// Number of CUDA devices, 0 when there is none or no driver (never throws).
 int device_count();
-
-// ---- elementwise quantize (grid-stride; element i uses stochastic index first_index + i) ----
-
-void quantize(const FixedSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
-              std::uint64_t first_index = 0, cudaStream_t stream = 0);
-void quantize(const MinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
-              std::uint64_t first_index = 0, cudaStream_t stream = 0);
-void quantize(const MinifloatDenormSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
-              std::uint64_t first_index = 0, cudaStream_t stream = 0);
-void quantize(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
-              std::uint64_t first_index = 0, cudaStream_t stream = 0);
-/// One MX element type alone (values in units of the scale).
-void quantize(const MXElement& e, const Policy& p, const float* in, float* out, std::size_t n,
-              std::uint64_t first_index = 0, cudaStream_t stream = 0);
-
-/// The scalar reference's kernel alone. `quantize` above takes a float32-bit fast path for
-/// fixed point (W <= 24) and minifloat_ieee under the `exact` bundle, and looks MASE's
-/// log2 decisions up from the bits for minifloat_ieee and log under `mase_compat`, each proven
-/// equal to this on every float32 input by qnum-cuda-tests; these entry points keep the
-/// reference reachable for that proof and for benchmarks.
-void quantize_reference(const FixedSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
-                        std::uint64_t first_index = 0, cudaStream_t stream = 0);
-void quantize_reference(const MinifloatSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
-                        std::uint64_t first_index = 0, cudaStream_t stream = 0);
-void quantize_reference(const LogSpec& s, const Policy& p, const float* in, float* out, std::size_t n,
-                        std::uint64_t first_index = 0, cudaStream_t stream = 0);
-
-/// Codes of an elementwise format: decode(s, code) for every code in [0, n) (the exhaustive
-/// decode check of <= 16-bit formats).
-void decode_codes(const MinifloatSpec& s, float* out, std::uint32_t n, cudaStream_t stream = 0);
-void decode_codes(const FixedSpec& s, float* out, std::uint32_t n, cudaStream_t stream = 0);
-void decode_codes(const MinifloatDenormSpec& s, float* out, std::uint32_t n, cudaStream_t stream = 0);
-
-// ---- OCP MX blocks (exact semantics, 8-bit E8M0 scale, no quantile search) ---------------
-
-/// Contiguous blocks of `block_size` values of the flat array (the last block may be short),
-/// one warp per block, as detail::mx_exact_block: values (may be null), one scale byte per
-/// block (may be null) and element codes (may be null).
-void mx_quantize_blocks(const MXElement& e, const Policy& p, const float* in, std::size_t n, int block_size,
-                        float* values, std::uint8_t* scales, std::uint16_t* codes, cudaStream_t stream = 0);
 
 // ---- mase-cuda packed MXINT8 (formats.md §2.14) ----------------------------------------
 

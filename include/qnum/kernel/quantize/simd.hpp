@@ -249,6 +249,27 @@ inline bi<A> gather_i32(const std::int32_t* table, const bi<A>& idx) {
   }
 }
 
+/// table[idx] per lane for an 8-entry table (idx in [0, 8)): one permute on AVX-512 and AVX2
+/// (a gather of 16 lanes costs about as much as the rest of a small block's work).
+template <class A>
+inline bi<A> lookup8_i32(const std::int32_t (&table)[8], const bi<A>& idx) {
+#if XSIMD_WITH_AVX512F && defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, A>) {
+    const __m512i t = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(table)));
+    return bi<A>(_mm512_permutexvar_epi32(static_cast<__m512i>(idx), t));
+  } else
+#endif
+#if XSIMD_WITH_AVX2 && defined(__AVX2__)
+      if constexpr (std::is_base_of_v<xsimd::avx2, A>) {
+    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table));
+    return bi<A>(_mm256_permutevar8x32_epi32(t, static_cast<__m256i>(idx)));
+  } else
+#endif
+  {
+    return gather_i32<A>(table, idx);
+  }
+}
+
 /// The thresholds a kernel needs: the full table, and (when the clamp range [lo, hi] spans at
 /// most 30 binades) the 32 entries from field lo + 126 on, which AVX-512 looks up with one
 /// two-register permute (AVX2: four permutes and two blends) instead of a gather. Fields outside that window are
