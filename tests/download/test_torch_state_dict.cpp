@@ -3,7 +3,7 @@
 // the legacy layout equals the safetensors file it came from bit for bit; views (transposed,
 // offset, shared storage), float16/bfloat16/float64/bool and Parameters read as torch
 // reads them; a pickle that calls os.system is refused, and nothing runs; hand-made pickles
-// with other opcodes or globals are refused by name.
+// with other opcodes or globals, or containers inside themselves, are refused by name.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -114,5 +114,12 @@ TEST_CASE("hand-made pickles: other opcodes and globals are refused by name") {
   CHECK(contains(run("\x80\x02"s + "]."s), "the pickle is not a dict"));
   CHECK(contains(run("\x80\x02"s + "}"s), "pickle ends without STOP"));
   CHECK(run("\x80\x02"s + "}."s).empty());  // an empty state dict is fine
+  // containers put inside themselves through the memo (a shared_ptr cycle, found leaking by
+  // the fuzz_torch_state_dict harness): a list in itself, a dict in itself, two lists in each other
+  const std::string self_list = "]q\x00"s + "h\x00"s + "a."s;
+  const std::string self_dict = "}q\x00"s + "X\x01\x00\x00\x00k"s + "h\x00"s + "s."s;
+  const std::string two_lists = "]q\x00"s + "]q\x01"s + "h\x00"s + "aa."s;
+  for (const auto& pickle : {self_list, self_dict, two_lists})
+    CHECK(contains(run("\x80\x02"s + pickle), "pickle puts a container inside itself"));
   CHECK(contains(error_of([] { read_torch_state_dict(kDir / "views.json"); }), "not a torch.save file"));
 }

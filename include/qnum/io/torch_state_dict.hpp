@@ -26,6 +26,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -183,26 +184,23 @@ class StateDictUnpickler {
         }
         case 'a': {  // APPEND
           auto x = pop(at);
-          expect(top(at), PickleValue::Kind::list, "APPEND", at)->items.push_back(x);
+          insert(expect(top(at), PickleValue::Kind::list, "APPEND", at), {x}, at);
           break;
         }
         case 'e': {  // APPENDS
           auto xs = pop_to_mark(at);
-          auto& l = expect(top(at), PickleValue::Kind::list, "APPENDS", at)->items;
-          l.insert(l.end(), xs.begin(), xs.end());
+          insert(expect(top(at), PickleValue::Kind::list, "APPENDS", at), xs, at);
           break;
         }
         case 's': {  // SETITEM
           auto v = pop(at), k = pop(at);
-          auto& d = expect(top(at), PickleValue::Kind::dict, "SETITEM", at)->items;
-          d.push_back(k), d.push_back(v);
+          insert(expect(top(at), PickleValue::Kind::dict, "SETITEM", at), {k, v}, at);
           break;
         }
         case 'u': {  // SETITEMS
           auto kv = pop_to_mark(at);
           require(kv.size() % 2 == 0, where_, ": SETITEMS with an odd number of items at byte ", at);
-          auto& d = expect(top(at), PickleValue::Kind::dict, "SETITEMS", at)->items;
-          d.insert(d.end(), kv.begin(), kv.end());
+          insert(expect(top(at), PickleValue::Kind::dict, "SETITEMS", at), kv, at);
           break;
         }
         case 'b': {  // BUILD: only an OrderedDict's attributes (_metadata)
@@ -291,6 +289,22 @@ class StateDictUnpickler {
     const auto it = memo_.find(k);
     require(it != memo_.end(), where_, ": pickle memo ", k, " used before it was set, at byte ", at);
     return it->second;
+  }
+  /// Appends xs to container c's items. Refused if c is reachable from one of them: a memo
+  /// GET can hand back a container that is still being filled, and a container inside itself
+  /// is a shared_ptr cycle (leaked) that no state dict has.
+  void insert(const PickleRef& c, const std::vector<PickleRef>& xs, std::size_t at) const {
+    std::vector<const PickleValue*> todo;
+    std::set<const PickleValue*> seen;
+    for (const auto& x : xs) todo.push_back(x.get());
+    while (!todo.empty()) {
+      const PickleValue* v = todo.back();
+      todo.pop_back();
+      require(v != c.get(), where_, ": pickle puts a container inside itself at byte ", at);
+      if (v->items.empty() || !seen.insert(v).second) continue;
+      for (const auto& y : v->items) todo.push_back(y.get());
+    }
+    c->items.insert(c->items.end(), xs.begin(), xs.end());
   }
   PickleRef expect(PickleRef v, PickleValue::Kind k, const char* op, std::size_t at) const {
     require(v->kind == k, where_, ": pickle ", op, " on an unexpected object at byte ", at);
