@@ -30,8 +30,11 @@ launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+# Line tables only (-gline-tables-only): symbolized stack traces in reports, 15% less compile
+# time than full debug info (docs/reliability.md).
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
         -DQNUM_BUILD_FUZZ=ON -DQNUM_BUILD_TESTS=OFF -DQNUM_BUILD_APPS=OFF "${launcher[@]}" > /dev/null
 fi
 # study_rows exists only where SQLite was found: dropped from the default list otherwise.

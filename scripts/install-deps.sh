@@ -25,6 +25,7 @@ packages=(
   python3-dev        # the Python package (python/): headers the extension compiles against
   python3-venv       # scripts/test_python.sh builds and tests the Python package in a venv
   clang-19 libclang-rt-19-dev # second compiler: the sanitizer suite (test.sh --sanitize) and libFuzzer (fuzz.sh)
+  libomp-19-dev      # OpenMP for clang-19 (Debian's libomp-dev is clang 14's): the sanitizer suite runs the threaded code
 )
 
 missing=()

@@ -16,11 +16,16 @@ generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Line tables only (-gline-tables-only): symbolized stack traces in reports, 15% less compile
+# time than full debug info (docs/reliability.md).
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
         -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
         -DQNUM_NATIVE=ON -DQNUM_BUILD_TESTS=ON -DQNUM_BUILD_APPS=ON -DQNUM_BUILD_BENCH=OFF -DQNUM_WITH_CUDA=OFF
 fi
+# QNUM_SANITIZE_LABS=OFF: without the lab programs (apps/labs), so without the labs.* tests.
+[ -n "${QNUM_SANITIZE_LABS:-}" ] && cmake "$build" -DQNUM_BUILD_LABS="$QNUM_SANITIZE_LABS" > /dev/null
 # QNUM_SANITIZE_TARGETS="a b": build only these (then pick their tests with ctest -R/-L).
 targets=()
 [ -n "${QNUM_SANITIZE_TARGETS:-}" ] && read -ra targets <<< "--target $QNUM_SANITIZE_TARGETS"

@@ -27,7 +27,7 @@ namespace train = qnum::train;
 
 namespace {
 
-std::filesystem::path temp_dir(const std::string& name) {
+std::filesystem::path trainer_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("qnum-text-trainer-" + name);
   std::filesystem::remove_all(d);
   return d;
@@ -61,7 +61,7 @@ train::TrainConfig quick_config(const std::string& name) {
   c.warmup_ratio = 0.1;
   c.threads = 1;
   c.progress = false;
-  c.output_dir = temp_dir(name).string();
+  c.output_dir = trainer_dir(name).string();
   return c;
 }
 
@@ -200,7 +200,7 @@ TEST_CASE("trainer on text: 1 epoch + resume 1 more == 2 epochs straight, bit fo
   train::Trainer a(straight, models::bert_forward(straight), cfg);
   const auto ra = a.fit(sub, d.val);
 
-  cfg.output_dir = temp_dir("resume-split").string();
+  cfg.output_dir = trainer_dir("resume-split").string();
   auto first = small_bert(6);
   train::Trainer b(first, models::bert_forward(first), cfg);
   b.on_epoch_end([](const train::EpochRecord&) { return false; });  // "killed" after epoch 1

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "env_guard.hpp"
+#include "data/helpers.hpp"
 #include "error_of.hpp"
 #include "qnum/data/text.hpp"
 
@@ -22,18 +23,12 @@ using namespace qnum::data;
 
 using qnum_test::EnvGuard;
 using qnum_test::error_of;
+using qnum_test::kDatasetFixtures;
+using qnum_test::write_temp;
 
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kFixtures = fs::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "datasets";
-
-fs::path write_temp(const std::string& name, const std::string& text) {
-  const auto p = fs::temp_directory_path() / name;
-  std::ofstream(p, std::ios::binary) << text;
-  return p;
-}
-
 std::vector<std::string> texts(const TextTable& t) {
   std::vector<std::string> v;
   for (const auto& r : t.rows) v.push_back(r.text);
@@ -50,9 +45,9 @@ const std::vector<std::int64_t> kTrainLabels{0, 0, 0, 0, 1, 1, 1, 1};
 }  // namespace
 
 TEST_CASE("imdb: gzip TSV, aclImdb tree and Kaggle CSV read the same reviews") {
-  const auto tsv = read_imdb_tsv(kFixtures / "imdb_small" / "train.tsv.gz");
-  const auto acl = read_aclimdb(kFixtures / "aclImdb", "train");
-  const auto csv = read_imdb_csv(kFixtures / "imdb_small.csv");
+  const auto tsv = read_imdb_tsv(kDatasetFixtures / "imdb_small" / "train.tsv.gz");
+  const auto acl = read_aclimdb(kDatasetFixtures / "aclImdb", "train");
+  const auto csv = read_imdb_csv(kDatasetFixtures / "imdb_small.csv");
   REQUIRE(tsv.size() == 8);
   CHECK(labels(tsv) == kTrainLabels);
   CHECK(texts(tsv) == texts(acl));
@@ -71,7 +66,7 @@ TEST_CASE("imdb: gzip TSV, aclImdb tree and Kaggle CSV read the same reviews") {
   CHECK(csv.rows[4].text == "A masterpiece. Café scenes are naïve but lovely.");
   CHECK(csv.rows[0].label == 0);
   CHECK(csv.rows[4].label == 1);
-  CHECK(read_aclimdb(kFixtures / "aclImdb", "test").size() == 4);
+  CHECK(read_aclimdb(kDatasetFixtures / "aclImdb", "test").size() == 4);
 }
 
 TEST_CASE("imdb: malformed TSV and CSV name the file and line") {
@@ -94,7 +89,7 @@ TEST_CASE("imdb: malformed TSV and CSV name the file and line") {
   const auto t = read_imdb_tsv(two);
   CHECK(texts(t) == std::vector<std::string>{"good\tstill text", "bad"});
   // Corrupt and truncated gzip.
-  const auto gz = read_file(kFixtures / "imdb_small" / "train.tsv.gz");
+  const auto gz = read_file(kDatasetFixtures / "imdb_small" / "train.tsv.gz");
   const auto cut = write_temp("qnum_imdb_cut.tsv.gz", gz.substr(0, gz.size() / 2));
   CHECK(error_of([&] { read_imdb_tsv(cut); }).find("truncated file") != std::string::npos);
   std::string corrupt = gz;
@@ -149,17 +144,17 @@ TEST_CASE("imdb: located under QNUM_DATA_DIR in each layout; a clear message oth
   CHECK(msg.find("text-synthetic") != std::string::npos);
   CHECK(error_of([] { locate_bert_vocab(); }).find("vocab.txt") != std::string::npos);
 
-  fs::copy(kFixtures / "imdb_small.csv", root / "imdb" / "IMDB Dataset.csv");
+  fs::copy(kDatasetFixtures / "imdb_small.csv", root / "imdb" / "IMDB Dataset.csv");
   CHECK(locate_imdb().layout == ImdbFiles::Layout::csv_single);
-  fs::copy(kFixtures / "aclImdb", root / "aclImdb", fs::copy_options::recursive);
+  fs::copy(kDatasetFixtures / "aclImdb", root / "aclImdb", fs::copy_options::recursive);
   CHECK(locate_imdb().layout == ImdbFiles::Layout::aclimdb);
-  fs::copy(kFixtures / "imdb_small" / "train.tsv.gz", root / "imdb" / "train.tsv.gz");
+  fs::copy(kDatasetFixtures / "imdb_small" / "train.tsv.gz", root / "imdb" / "train.tsv.gz");
   CHECK(locate_imdb().layout == ImdbFiles::Layout::aclimdb);  // TSV needs both files
-  fs::copy(kFixtures / "imdb_small" / "test.tsv.gz", root / "imdb" / "test.tsv.gz");
+  fs::copy(kDatasetFixtures / "imdb_small" / "test.tsv.gz", root / "imdb" / "test.tsv.gz");
   CHECK(locate_imdb().layout == ImdbFiles::Layout::tsv);
 
   fs::create_directories(root / "bert");
-  fs::copy(kFixtures / "wordpiece_vocab_small.txt", root / "bert" / "vocab.txt");
+  fs::copy(kDatasetFixtures / "wordpiece_vocab_small.txt", root / "bert" / "vocab.txt");
   ImdbOptions o;
   o.val_fraction = 0.25;
   o.max_length = 16;
@@ -175,8 +170,8 @@ TEST_CASE("imdb: located under QNUM_DATA_DIR in each layout; a clear message oth
 
   // Every layout gives the same token sets (the single CSV is split here instead).
   const auto tok = std::make_shared<const WordPieceTokenizer>(
-      WordPieceTokenizer::from_file(kFixtures / "wordpiece_vocab_small.txt"));
-  ImdbFiles acl{ImdbFiles::Layout::aclimdb, kFixtures / "aclImdb", kFixtures / "aclImdb"};
+      WordPieceTokenizer::from_file(kDatasetFixtures / "wordpiece_vocab_small.txt"));
+  ImdbFiles acl{ImdbFiles::Layout::aclimdb, kDatasetFixtures / "aclImdb", kDatasetFixtures / "aclImdb"};
   auto [atrain, atest] = read_imdb_files(acl);
   const auto sa = prepare_text_splits(atrain, atest, tok, o, "acl");
   CHECK(sa.train.tokens == s.train.tokens);
@@ -194,7 +189,7 @@ TEST_CASE("imdb: validation split is seeded, disjoint and taken from train only"
   for (int i = 0; i < 200; ++i) train.rows.push_back({"review " + std::to_string(i), i % 2, 0, i});
   for (int i = 0; i < 50; ++i) test.rows.push_back({"test " + std::to_string(i), i % 2, 0, i});
   const auto tok = std::make_shared<const WordPieceTokenizer>(
-      WordPieceTokenizer::from_file(kFixtures / "wordpiece_vocab_small.txt"));
+      WordPieceTokenizer::from_file(kDatasetFixtures / "wordpiece_vocab_small.txt"));
   ImdbOptions o;
   o.val_fraction = 0.1;
   const auto a = prepare_text_splits(train, test, tok, o, "t");

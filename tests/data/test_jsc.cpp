@@ -17,16 +17,17 @@
 
 #include "qnum/core/bits.hpp"
 #include "qnum/data/jsc.hpp"
+#include "data/helpers.hpp"
 #include "env_guard.hpp"
 
 using namespace qnum;
 using namespace qnum::data;
 
 using qnum_test::EnvGuard;
+using qnum_test::kDatasetFixtures;
+using qnum_test::write_temp;
 
 namespace {
-
-const std::filesystem::path kFixtures = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "datasets";
 
 std::vector<std::uint32_t> bits_of(const Tensor& t) {
   std::vector<std::uint32_t> b;
@@ -34,13 +35,7 @@ std::vector<std::uint32_t> bits_of(const Tensor& t) {
   return b;
 }
 
-std::string write_temp(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / name;
-  std::ofstream(p, std::ios::binary) << text;
-  return p.string();
-}
-
-std::string error_of(const std::filesystem::path& p) {
+std::string jsc_error_of(const std::filesystem::path& p) {
   try {
     read_jsc_file(p);
   } catch (const Error& e) {
@@ -58,8 +53,8 @@ std::string csv_header() {
 }  // namespace
 
 TEST_CASE("jsc: the OpenML ARFF and the one-hot CSV read to the same table") {
-  const auto a = read_jsc_arff(kFixtures / "jsc_small.arff");
-  const auto c = read_jsc_csv(kFixtures / "jsc_small.csv");
+  const auto a = read_jsc_arff(kDatasetFixtures / "jsc_small.arff");
+  const auto c = read_jsc_csv(kDatasetFixtures / "jsc_small.csv");
   REQUIRE(a.features.shape() == Shape{32, 16});
   CHECK(bits_of(a.features) == bits_of(c.features));
   CHECK(a.labels == c.labels);
@@ -74,7 +69,7 @@ TEST_CASE("jsc: the OpenML ARFF and the one-hot CSV read to the same table") {
   CHECK(r1[2] == 0.23f);
   CHECK(r1[14] == 34.5f);
   CHECK(r1[15] == 8.0f);
-  CHECK(read_jsc_file(kFixtures / "jsc_small.arff").labels == a.labels);
+  CHECK(read_jsc_file(kDatasetFixtures / "jsc_small.arff").labels == a.labels);
 
   // A plain CSV with a `class` column of names (any case) or MASE-order indices.
   const auto p =
@@ -86,7 +81,7 @@ TEST_CASE("jsc: the OpenML ARFF and the one-hot CSV read to the same table") {
   std::filesystem::remove(p);
 
   // From a stream (what the path readers call): the same table; errors name the stream.
-  std::ifstream arff_file(kFixtures / "jsc_small.arff");
+  std::ifstream arff_file(kDatasetFixtures / "jsc_small.arff");
   std::stringstream arff_text;
   arff_text << arff_file.rdbuf();
   const auto m = read_jsc_arff(arff_text, "<memory>");
@@ -104,8 +99,8 @@ TEST_CASE("jsc: the OpenML ARFF and the one-hot CSV read to the same table") {
 TEST_CASE("jsc: malformed files name the line and the problem") {
   const std::string ok = "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,g\n";
   auto check = [&](const std::string& body, const std::string& message) {
-    const auto p = write_temp("qnum_jsc_bad.csv", body);
-    CHECK(error_of(p) == p + message);
+    const auto p = write_temp("qnum_jsc_bad.csv", body).string();
+    CHECK(jsc_error_of(p) == p + message);
     std::filesystem::remove(p);
   };
   check(csv_header() + ok + "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,g\n", ":3: expected 17 fields, got 16");
@@ -129,18 +124,18 @@ TEST_CASE("jsc: malformed files name the line and the problem") {
   std::string arff = "@relation x\n";
   for (auto n : kJscFeatureNames) arff += "@attribute " + std::string(n) + " numeric\n";
   arff += "@attribute class {g,q,t,w,z}\n@data\n";
-  const auto p = write_temp("qnum_jsc_bad.arff", arff + ok + "0,1,2,?,4,5,6,7,8,9,10,11,12,13,14,15,g\n");
-  CHECK(error_of(p) == p + ":21: missing value for j_c1_b2_mmdt");
-  const auto q = write_temp("qnum_jsc_bad2.arff", arff + "{0 1.5, 16 g}\n");
-  CHECK(error_of(q) == q + ":20: sparse ARFF rows are not supported");
-  const auto r = write_temp("qnum_jsc_bad3.arff", "@relation x\n@attribute a numeric\n");
-  CHECK(error_of(r) == r + ": no @data section (is this an ARFF file?)");
+  const auto p = write_temp("qnum_jsc_bad.arff", arff + ok + "0,1,2,?,4,5,6,7,8,9,10,11,12,13,14,15,g\n").string();
+  CHECK(jsc_error_of(p) == p + ":21: missing value for j_c1_b2_mmdt");
+  const auto q = write_temp("qnum_jsc_bad2.arff", arff + "{0 1.5, 16 g}\n").string();
+  CHECK(jsc_error_of(q) == q + ":20: sparse ARFF rows are not supported");
+  const auto r = write_temp("qnum_jsc_bad3.arff", "@relation x\n@attribute a numeric\n").string();
+  CHECK(jsc_error_of(r) == r + ": no @data section (is this an ARFF file?)");
   for (const auto& f : {p, q, r}) std::filesystem::remove(f);
-  CHECK(error_of("/nonexistent/jsc.csv") == "cannot open '/nonexistent/jsc.csv'");
+  CHECK(jsc_error_of("/nonexistent/jsc.csv") == "cannot open '/nonexistent/jsc.csv'");
 }
 
 TEST_CASE("jsc: duplicates dropped, splits disjoint and seeded, standardised on train only") {
-  const auto table = read_jsc_arff(kFixtures / "jsc_small.arff");
+  const auto table = read_jsc_arff(kDatasetFixtures / "jsc_small.arff");
   JscOptions o;
   o.val_fraction = 0.2;
   o.test_fraction = 0.2;
@@ -202,7 +197,7 @@ TEST_CASE("jsc: duplicates dropped, splits disjoint and seeded, standardised on 
                        "jsc: val_fraction 0.5 and test_fraction 0.5 must be >= 0 and sum to less than 1", Error);
 
   JscOptions f;
-  f.file = kFixtures / "jsc_small.csv";
+  f.file = kDatasetFixtures / "jsc_small.csv";
   const auto l = load_jsc(f);
   CHECK(l.source == f.file.string());
   CHECK(l.train.size() + l.val.size() + l.test.size() == 30);
@@ -228,10 +223,10 @@ TEST_CASE("jsc: files are found in QNUM_DATA_DIR, then the cache, else the error
     CHECK_THROWS_WITH_AS(load_jsc(), msg.c_str(), Error);
 
     fs::create_directories(root / "cache" / "qnum" / "jsc");
-    fs::copy_file(kFixtures / "jsc_small.csv", root / "cache" / "qnum" / "jsc" / "hls4ml_lhc_jets_hlf.csv");
+    fs::copy_file(kDatasetFixtures / "jsc_small.csv", root / "cache" / "qnum" / "jsc" / "hls4ml_lhc_jets_hlf.csv");
     CHECK(locate_jsc() == root / "cache" / "qnum" / "jsc" / "hls4ml_lhc_jets_hlf.csv");
     fs::create_directories(root / "data" / "jsc");
-    fs::copy_file(kFixtures / "jsc_small.arff", root / "data" / "jsc" / "hls4ml_lhc_jets_hlf.arff");
+    fs::copy_file(kDatasetFixtures / "jsc_small.arff", root / "data" / "jsc" / "hls4ml_lhc_jets_hlf.arff");
     CHECK(locate_jsc() == root / "data" / "jsc" / "hls4ml_lhc_jets_hlf.arff");  // QNUM_DATA_DIR first
     CHECK(load_jsc().rows_read == 32);
   }

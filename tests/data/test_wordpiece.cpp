@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "data/helpers.hpp"
 #include "error_of.hpp"
 #include "qnum/data/imdb.hpp"
 #include "qnum/data/unicode.hpp"
@@ -25,15 +26,15 @@
 using namespace qnum;
 using namespace qnum::data;
 using qnum_test::error_of;
+using qnum_test::kDatasetFixtures;
+using qnum_test::write_temp;
 
 namespace {
-
-const std::filesystem::path kFixtures = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "datasets";
 
 nlohmann::json load_json(const std::filesystem::path& p) { return nlohmann::json::parse(read_file(p)); }
 
 const WordPieceTokenizer& small_tokenizer() {
-  static const WordPieceTokenizer t = WordPieceTokenizer::from_file(kFixtures / "wordpiece_vocab_small.txt");
+  static const WordPieceTokenizer t = WordPieceTokenizer::from_file(kDatasetFixtures / "wordpiece_vocab_small.txt");
   return t;
 }
 
@@ -44,12 +45,6 @@ std::string from_hex(const std::string& h) {
   for (std::size_t i = 0; i + 1 < h.size(); i += 2)
     s.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
   return s;
-}
-
-std::filesystem::path write_temp(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / name;
-  std::ofstream(p, std::ios::binary) << text;
-  return p;
 }
 
 std::optional<std::filesystem::path> real_data_dir() {
@@ -78,7 +73,7 @@ struct Fnv {
 }  // namespace
 
 TEST_CASE("wordpiece: hand-checked sentences match Hugging Face (small vocab)") {
-  const auto j = load_json(kFixtures / "wordpiece_cases.json");
+  const auto j = load_json(kDatasetFixtures / "wordpiece_cases.json");
   const auto& tok = small_tokenizer();
   REQUIRE(tok.vocab_size() == j["small_vocab_size"].get<std::int64_t>());
   for (const auto& c : j["cases"]) {
@@ -110,7 +105,7 @@ TEST_CASE("wordpiece: what the sentences show, spelled out") {
 }
 
 TEST_CASE("wordpiece: encodings (truncation, padding, pairs, masks) match Hugging Face") {
-  const auto j = load_json(kFixtures / "wordpiece_cases.json");
+  const auto j = load_json(kDatasetFixtures / "wordpiece_cases.json");
   const auto& tok = small_tokenizer();
   for (const auto& c : j["encodes"]) {
     CAPTURE(c["name"].get<std::string>());
@@ -143,7 +138,7 @@ TEST_CASE("wordpiece: encodings (truncation, padding, pairs, masks) match Huggin
 }
 
 TEST_CASE("wordpiece: invalid UTF-8 is replaced by U+FFFD, removed and counted") {
-  const auto j = load_json(kFixtures / "wordpiece_cases.json");
+  const auto j = load_json(kDatasetFixtures / "wordpiece_cases.json");
   const auto& tok = small_tokenizer();
   TextStats total;
   for (const auto& c : j["invalid_utf8"]) {
@@ -242,12 +237,12 @@ TEST_CASE("wordpiece: real vocab matches Hugging Face on the sentences and all 5
   CHECK(tok.sep_id() == 102);
   CHECK(tok.unk_id() == 100);
   CHECK(tok.pad_id() == 0);
-  const auto cases = load_json(kFixtures / "wordpiece_cases.json");
+  const auto cases = load_json(kDatasetFixtures / "wordpiece_cases.json");
   for (const auto& c : cases["cases"]) {
     CAPTURE(c["name"].get<std::string>());
     CHECK(widen(tok.ids(c["text"].get<std::string>())) == c["ids_full"].get<std::vector<std::int64_t>>());
   }
-  const auto ref = load_json(kFixtures / "wordpiece_imdb_hf.json");
+  const auto ref = load_json(kDatasetFixtures / "wordpiece_imdb_hf.json");
   for (const std::string split : {"train", "test"}) {
     if (!std::filesystem::is_regular_file(*dir / "imdb" / (split + ".tsv.gz"))) continue;
     CAPTURE(split);

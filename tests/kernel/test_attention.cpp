@@ -14,6 +14,9 @@
 
 #include "qnum/kernel/attention.hpp"
 #include "qnum/kernel/softmax.hpp"
+#include "kernel/helpers.hpp"
+
+using qnum_test::randn;
 
 namespace {
 
@@ -24,14 +27,6 @@ struct ThreadGuard {
   int saved = qnum::detail::thread_setting();
   ~ThreadGuard() { qnum::detail::thread_setting() = saved; }
 };
-
-std::vector<float> randn(std::size_t n, std::uint32_t seed, float sd = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> dist(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(g);
-  return v;
-}
 
 /// Distance in representable floats between two finite floats of the same sign.
 std::int64_t ulp_distance(float a, float b) {

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "qnum/kernel/gemm.hpp"
+#include "kernel/helpers.hpp"
+
+using qnum_test::randn;
 
 namespace {
 
@@ -24,14 +27,6 @@ const std::vector<Shape3> kShapes = {
     {15, 33, 1},     {29, 65, 17},   {141, 97, 513},   // K = 1; one past tile edges
     {141, 128, 600}, {30, 256, 300}, {17, 288, 70},    // B [K,N] in place, and just past
     {270, 40, 300}};  // TN: A [K,M] rows past kBInPlaceMaxN (copied to a k-major strip)
-
-std::vector<float> randn(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
 
 std::vector<std::int8_t> rand_s8(std::size_t n, std::uint32_t seed) {
   std::mt19937 g(seed);

@@ -41,7 +41,7 @@ std::vector<std::pair<std::string, Distribution>> space() {
 
 // Floats within 1e-12 relative (numpy's vectorised math differs from libm in the last bits);
 // integers and categorical indices exactly.
-bool same_value(const Distribution& d, double a, double b) {
+bool motpe_same_value(const Distribution& d, double a, double b) {
   if (!std::holds_alternative<FloatDistribution>(d)) return a == b;
   return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(b));
 }
@@ -113,10 +113,10 @@ TEST_CASE("motpe: a seeded multi-objective TPE study repeats Optuna's trial for 
       t.values = want["values"].get<std::vector<double>>();
       for (const auto& [name, d] : sp) {
         const double got = static_cast<std::int64_t>(hist.size()) < o.n_startup_trials
-                               ? detail::optuna_random_internal(startup_rng, d)
+                               ? qnum::search::detail::optuna_random_internal(startup_rng, d)
                                : tpe_sample(hist, {{name, d}}, directions, o, tpe_rng).picked.at(name);
         const double optuna = to_internal(d, param_value_from_json(want["params"][name]));
-        if (!same_value(d, got, optuna) && ++mismatches <= 3)
+        if (!motpe_same_value(d, got, optuna) && ++mismatches <= 3)
           MESSAGE("trial ", t.number, " ", name, ": qnum ", got, " optuna ", optuna);
         t.params[name] = optuna;
         t.distributions.insert_or_assign(name, d);

@@ -27,7 +27,7 @@ namespace {
 using namespace qnum::search;
 using qnum_search_test::error_of;
 
-std::vector<double> toy(Trial& t) {
+std::vector<double> toy_two_objectives(Trial& t) {
   const double x = t.suggest_float("x", -5.0, 5.0);
   const double n = double(t.suggest_int("n", 0, 8));
   const std::string c = t.suggest_categorical("c", std::vector<std::string>{"a", "b", "c"});
@@ -47,7 +47,7 @@ TEST_CASE("nsga2: a seeded qnum NSGA-II study repeats the seeded Optuna study") 
   o.population_size = doc["population_size"];
   Study study(std::make_shared<InMemoryStorage>(), "nsga2", {StudyDirection::minimize, StudyDirection::minimize},
               std::make_shared<NSGAIISampler>(doc["seed"].get<std::uint64_t>(), o));
-  study.optimize(toy, static_cast<std::int64_t>(doc["trials"].size()));
+  study.optimize(toy_two_objectives, static_cast<std::int64_t>(doc["trials"].size()));
   const auto trials = study.trials();
   REQUIRE(trials.size() == doc["trials"].size());
   int mismatches = 0;

@@ -28,6 +28,7 @@
 #include "search/kill_worker.hpp"
 
 using namespace qnum::search;
+using qnum_search_test::toy_objective;
 using qnum_search_test::error_of;
 
 namespace {
@@ -39,12 +40,6 @@ std::string pg_url() {
 }
 // Study names unique to this process: one database serves every case and rerun.
 std::string unique(const std::string& name) { return name + "-" + std::to_string(::getpid()); }
-
-double toy(Trial& t) {
-  const double x = t.suggest_float("x", -1.0, 1.0);
-  const auto k = t.suggest_int("k", 1, 4);
-  return x * x + double(k);
-}
 
 }  // namespace
 
@@ -110,7 +105,7 @@ TEST_CASE("search.postgres: finished trials are read once and shared; running on
   if (url.empty()) return;
   auto storage = open_storage(url);
   Study s(storage, unique("shared"), {StudyDirection::minimize}, std::make_shared<RandomSampler>(4));
-  s.optimize(toy, 3);
+  s.optimize(toy_objective, 3);
   Trial running = s.ask();
   running.suggest_float("x", -1.0, 1.0);
   const auto a = s.get_trials_shared();
@@ -183,7 +178,7 @@ TEST_CASE("search.postgres: four processes on one study get distinct trial numbe
       try {
         // Every worker creates-or-loads the study at once: creation races are part of the test.
         Study s(open_storage(url), name, {StudyDirection::minimize}, std::make_shared<RandomSampler>(100 + w));
-        s.optimize(toy, 15);
+        s.optimize(toy_objective, 15);
         Study g(open_storage(url), grid_name, {StudyDirection::minimize}, std::make_shared<GridSampler>(space));
         g.optimize([](Trial& t) { return double(t.suggest_int("a", 0, 4) * 10 + t.suggest_int("b", 0, 3)); }, 20);
       } catch (const std::exception& e) {
@@ -227,12 +222,12 @@ TEST_CASE("search.postgres: a SIGKILLed worker's trial becomes FAIL on resume; c
   // Killed in trial 3's objective, after its parameters and heartbeats.
   auto storage = qnum_search_test::kill_worker_in_trial([&] { return open_storage(url); }, name,
                                                         std::make_shared<RandomSampler>(1),
-                                                        qnum_search_test::hang_in_trial(3, toy), 3, 2);
+                                                        qnum_search_test::hang_in_trial(3, toy_objective), 3, 2);
 
   Study resumed(storage, name, {StudyDirection::minimize}, std::make_shared<RandomSampler>(2));
   resumed.enable_heartbeat(0.05, 0.2);
   CHECK(resumed.fail_stale_trials() == std::vector<std::int64_t>{3});
-  resumed.optimize(toy, 2);
+  resumed.optimize(toy_objective, 2);
   const auto trials = resumed.trials();
   REQUIRE(trials.size() == 6);
   for (int i = 0; i < 3; ++i) CHECK(trials[static_cast<std::size_t>(i)].state == TrialState::complete);

@@ -11,24 +11,21 @@
 #include <string>
 #include <vector>
 
+#include "search/helpers.hpp"
 #include "qnum/search/in_memory_storage.hpp"
 #include "qnum/search/random_sampler.hpp"
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
 
 using namespace qnum::search;
+using qnum_search_test::toy_objective;
 namespace fs = std::filesystem;
 
 namespace {
 
-double toy(Trial& t) {
-  const double x = t.suggest_float("x", -1.0, 1.0);
-  return x * x + double(t.suggest_int("k", 1, 4));
-}
-
 void check_shared_reads(const std::shared_ptr<Storage>& storage, const std::shared_ptr<Storage>& other) {
   Study s(storage, "shared", {StudyDirection::minimize}, std::make_shared<RandomSampler>(4));
-  s.optimize(toy, 3);
+  s.optimize(toy_objective, 3);
   Trial running = s.ask();
   running.suggest_float("x", -1.0, 1.0);
   const auto a = s.get_trials_shared();

@@ -28,6 +28,7 @@
 #include "search/kill_worker.hpp"
 
 using namespace qnum::search;
+using qnum_search_test::toy_objective;
 using qnum_search_test::error_of;
 using qnum_search_test::hang_in_trial;
 using qnum_search_test::kill_worker_in_trial;
@@ -57,12 +58,6 @@ struct TempDir {
 std::string file_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-double toy(Trial& t) {
-  const double x = t.suggest_float("x", -1.0, 1.0);
-  const auto k = t.suggest_int("k", 1, 4);
-  return x * x + double(k);
 }
 
 }  // namespace
@@ -129,7 +124,7 @@ TEST_CASE("search.sqlite: the file has Optuna's tables, version rows and encodin
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.string().c_str(), &db) == SQLITE_OK);
   auto one = [&](const char* sql) {
-    detail::Stmt q(db, sql);
+    qnum::search::detail::Stmt q(db, sql);
     REQUIRE(q.step());
     return q.text(0);
   };
@@ -243,7 +238,7 @@ TEST_CASE("search.sqlite: three processes on one study get distinct trial number
       int rc = 0;
       try {
         Study s(open_storage(url), "par", {StudyDirection::minimize}, std::make_shared<RandomSampler>(100 + w));
-        s.optimize(toy, 15);
+        s.optimize(toy_objective, 15);
       } catch (...) {
         rc = 3;
       }
@@ -275,12 +270,12 @@ TEST_CASE("search.sqlite: a SIGKILLed worker's trial becomes FAIL on resume; com
   { Study init(open_storage(url), "kill", {StudyDirection::minimize}); }
   // Killed in trial 3's objective, after its parameters and heartbeats.
   auto storage = kill_worker_in_trial([&] { return open_storage(url, false); }, "kill",
-                                      std::make_shared<RandomSampler>(1), hang_in_trial(3, toy), 3, 2);
+                                      std::make_shared<RandomSampler>(1), hang_in_trial(3, toy_objective), 3, 2);
 
   Study resumed(storage, "kill", {StudyDirection::minimize}, std::make_shared<RandomSampler>(2));
   resumed.enable_heartbeat(0.05, 0.2);
   CHECK(resumed.fail_stale_trials() == std::vector<std::int64_t>{3});
-  resumed.optimize(toy, 2);
+  resumed.optimize(toy_objective, 2);
   const auto trials = resumed.trials();
   REQUIRE(trials.size() == 6);
   for (int i = 0; i < 3; ++i) CHECK(trials[static_cast<std::size_t>(i)].state == TrialState::complete);
@@ -330,17 +325,17 @@ TEST_CASE("search.sqlite: a worker killed before its first heartbeat thread beat
     {
       Study init(open_storage(url), "kill", {StudyDirection::minimize});
       if (enqueued) {
-        init.optimize(toy, 4);
+        init.optimize(toy_objective, 4);
         init.enqueue_trial({{"x", ParamValue(0.5)}, {"k", ParamValue(std::int64_t{2})}});
       }
     }
     auto storage = kill_worker_in_trial([&] { return open_storage(url, false); }, "kill",
-                                        std::make_shared<StuckBeforeTrial>(1, stuck), toy, stuck, 0);
+                                        std::make_shared<StuckBeforeTrial>(1, stuck), toy_objective, stuck, 0);
 
     Study resumed(storage, "kill", {StudyDirection::minimize}, std::make_shared<RandomSampler>(2));
     resumed.enable_heartbeat(0.05, 0.2);
     CHECK(resumed.fail_stale_trials() == std::vector<std::int64_t>{stuck});
-    resumed.optimize(toy, 1);
+    resumed.optimize(toy_objective, 1);
     const auto trials = resumed.trials();
     REQUIRE(trials.size() == static_cast<std::size_t>(stuck + 2));
     CHECK(trials[static_cast<std::size_t>(stuck)].state == TrialState::fail);
@@ -381,7 +376,7 @@ TEST_CASE("search.sqlite: bad URLs, files and directions give clear errors and c
   const auto db = dir.path / "d.db";
   {
     Study s(open_storage("sqlite:///" + db.string()), "dir", {StudyDirection::minimize});
-    s.optimize(toy, 3);
+    s.optimize(toy_objective, 3);
   }
   const auto before = file_bytes(db);
   const auto msg =

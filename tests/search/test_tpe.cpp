@@ -25,14 +25,14 @@
 namespace {
 
 using namespace qnum::search;
+using qnum_search_test::kTpeFixtures;
 using nlohmann::json;
 using qnum_search_test::error_of;
 
-const std::filesystem::path kDir = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "search" / "tpe";
 
 json load(const std::string& name) {
-  std::ifstream in(kDir / name);
-  REQUIRE_MESSAGE(in.good(), "cannot open ", (kDir / name).string());
+  std::ifstream in(kTpeFixtures / name);
+  REQUIRE_MESSAGE(in.good(), "cannot open ", (kTpeFixtures / name).string());
   return json::parse(in);
 }
 

@@ -14,14 +14,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "search/helpers.hpp"
 #include "qnum/search/tpe.hpp"
 
 namespace {
 
 using namespace qnum::search;
+using qnum_search_test::kTpeFixtures;
 using nlohmann::json;
 
-const std::filesystem::path kDir = std::filesystem::path(QNUM_TEST_SOURCE_DIR) / "fixtures" / "search" / "tpe";
 
 json load(const std::filesystem::path& p) {
   std::ifstream in(p);
@@ -31,7 +32,7 @@ json load(const std::filesystem::path& p) {
 
 std::vector<std::filesystem::path> cases() {
   std::vector<std::filesystem::path> out;
-  for (const auto& e : std::filesystem::directory_iterator(kDir))
+  for (const auto& e : std::filesystem::directory_iterator(kTpeFixtures))
     if (e.path().extension() == ".json" && e.path().filename() != "random_state.json" &&
         e.path().filename() != "numerics.json" && e.path().filename().string().rfind("nsga2", 0) != 0)
       out.push_back(e.path());
@@ -122,7 +123,7 @@ bool same_value(const Distribution& d, double a, double b) {
 }  // namespace
 
 TEST_CASE("tpe: numpy RandomState twin gives numpy's random_sample stream") {
-  const json doc = load(kDir / "random_state.json");
+  const json doc = load(kTpeFixtures / "random_state.json");
   for (const auto& [seed, expected] : doc["every_100th_of_1300"].items()) {
     NumpyRandomState rs(static_cast<std::uint32_t>(std::stoull(seed)));
     std::vector<double> got;
@@ -200,7 +201,7 @@ TEST_CASE("tpe: a seeded qnum TPE repeats each seeded Optuna study") {
       for (const auto& [name, d] : c.space) {
         if (got.count(name)) continue;
         if (finished < c.options.n_startup_trials)
-          got[name] = detail::optuna_random_internal(startup_rng, d);
+          got[name] = qnum::search::detail::optuna_random_internal(startup_rng, d);
         else
           got[name] = tpe_sample(hist, {{name, d}}, c.direction, c.options, tpe_rng).picked.at(name);
       }

@@ -23,7 +23,7 @@ using qnum_test::TempDir;
 
 namespace {
 
-train::TrainConfig config(const std::string& model, const TempDir& dir, int epochs) {
+train::TrainConfig checkpoint_config(const std::string& model, const TempDir& dir, int epochs) {
   train::TrainConfig c;
   c.model = model;
   c.dataset = "jsc-synthetic";
@@ -124,7 +124,7 @@ TEST_CASE("checkpoint: another model's checkpoint is an error naming the tensor;
 TEST_CASE("train: a NaN loss stops the run and keeps the last good checkpoint") {
   const auto& d = small_jsc();
   TempDir dir("nan");
-  auto cfg = config("jsc-tiny", dir, 4);
+  auto cfg = checkpoint_config("jsc-tiny", dir, 4);
   cfg.optimizer = "sgd";  // its weight decay (MASE's 5e-4) times lr 1e30 overflows at once
   {
     train::Trainer t(qnum::models::make_jsc_model("jsc-tiny", 1), cfg);
@@ -157,7 +157,7 @@ TEST_CASE("train: a NaN loss stops the run and keeps the last good checkpoint") 
   TempDir fresh_dir("nan-fresh");
   auto bad = d.train.subset(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   bad.features.data()[5 * 16 + 3] = std::numeric_limits<float>::quiet_NaN();
-  auto fresh_cfg = config("jsc-tiny", fresh_dir, 2);
+  auto fresh_cfg = checkpoint_config("jsc-tiny", fresh_dir, 2);
   fresh_cfg.batch_size = 4;
   train::Trainer f(std::make_shared<nn::Linear>(16, 5, true, 1), fresh_cfg);
   CHECK_THROWS_WITH_AS(f.fit(bad, d.val), doctest::Contains("loss became NaN at epoch 1 batch "), qnum::Error);

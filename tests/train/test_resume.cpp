@@ -22,7 +22,7 @@ using qnum_test::TempDir;
 
 namespace {
 
-train::TrainConfig config(const std::string& model, const TempDir& dir, int epochs) {
+train::TrainConfig resume_config(const std::string& model, const TempDir& dir, int epochs) {
   train::TrainConfig c;
   c.model = model;
   c.dataset = "jsc-synthetic";
@@ -55,7 +55,7 @@ TEST_CASE("train: same seed, same bits at 1 and 2 threads") {
   for (int threads : {1, 2}) {
     TempDir dir("threads");
     auto model = qnum::models::make_jsc_model("jsc-mlp:16-64-32-5", 5);
-    auto c = config("jsc-mlp:16-64-32-5", dir, 2);
+    auto c = resume_config("jsc-mlp:16-64-32-5", dir, 2);
     c.threads = threads;
     train::Trainer t(model, c);
     records[threads - 1] = t.fit(d.train, d.val);
@@ -84,7 +84,7 @@ TEST_CASE("train: 2 epochs + resume 2 more == 4 epochs straight, bit for bit") {
     CAPTURE(k.model);
     CAPTURE(k.optimizer);
     TempDir straight_dir("straight"), resumed_dir("resumed");
-    auto straight_cfg = config(k.model, straight_dir, 4);
+    auto straight_cfg = resume_config(k.model, straight_dir, 4);
     straight_cfg.optimizer = k.optimizer;
     straight_cfg.schedule = k.schedule;
     auto straight = qnum::models::make_jsc_model(k.model, 2);
@@ -133,10 +133,10 @@ TEST_CASE("train: resume without a checkpoint, or of another model name, is an e
   const auto& d = small_jsc();
   TempDir dir("resume-missing");
   auto model = qnum::models::make_jsc_model("jsc-tiny", 1);
-  train::Trainer t(model, config("jsc-tiny", dir, 1));
+  train::Trainer t(model, resume_config("jsc-tiny", dir, 1));
   CHECK_THROWS_WITH_AS(t.fit(d.train, d.val, true), doctest::Contains("cannot resume: no checkpoint"), qnum::Error);
   t.fit(d.train, d.val);
-  auto cfg = config("jsc-tiny-renamed", dir, 2);
+  auto cfg = resume_config("jsc-tiny-renamed", dir, 2);
   train::Trainer other(qnum::models::make_jsc_model("jsc-tiny", 1), cfg);
   CHECK_THROWS_WITH_AS(other.fit(d.train, d.val, true), doctest::Contains("trained as model 'jsc-tiny'"), qnum::Error);
 }

@@ -219,7 +219,7 @@ class Module {
         append(mismatched, name + " (undefined tensor)");
       } else if (it->second.shape() != t.shape()) {
         append(mismatched,
-               name + " (checkpoint " + to_string(it->second.shape()) + ", model " + to_string(t.shape()) + ")");
+               name + " (checkpoint " + qnum::to_string(it->second.shape()) + ", model " + qnum::to_string(t.shape()) + ")");
       }
     }
     for (auto& [name, t] : state)

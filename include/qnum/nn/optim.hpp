@@ -117,8 +117,8 @@ class Optimizer {
         used.insert(it->first);
         qnum::detail::require(it->second.defined() && it->second.shape() == params_[i].shape(), type_name(),
                               ".load_state_dict: '", it->first, "' has shape ",
-                              it->second.defined() ? to_string(it->second.shape()) : "(undefined)", ", parameter ", i,
-                              " has ", to_string(params_[i].shape()));
+                              it->second.defined() ? qnum::to_string(it->second.shape()) : "(undefined)", ", parameter ", i,
+                              " has ", qnum::to_string(params_[i].shape()));
         s.buffers[b] = it->second.to_vector();
         ++found;
       }

@@ -49,7 +49,7 @@ class MXInt8PackedLinear : public Module {
   /// y[..., out] = x[..., in]·Wᵀ + bias, W dequantized from the packed bytes (file comment).
   Tensor forward(const Tensor& x) override {
     qnum::detail::require(x.rank() >= 1 && x.shape().back() == in_features, "MXInt8PackedLinear: input ",
-                          to_string(x.shape()), " does not end in in_features ", in_features);
+                          qnum::to_string(x.shape()), " does not end in in_features ", in_features);
     return device_.is_cpu() ? forward_cpu(x) : forward_device(x);
   }
 
@@ -76,7 +76,7 @@ class MXInt8PackedLinear : public Module {
             "packing keeps only its weight and bias");
     const Tensor& w = lin.weight;
     require(w.defined() && w.shape() == Shape{lin.out_features, lin.in_features}, "MXInt8PackedLinear: weight shape ",
-            w.defined() ? to_string(w.shape()) : "(undefined)", " is not [", lin.out_features, ", ", lin.in_features,
+            w.defined() ? qnum::to_string(w.shape()) : "(undefined)", " is not [", lin.out_features, ", ", lin.in_features,
             "]");
     return host_values(w);
   }
