@@ -45,6 +45,9 @@ fi
 cmake --build "$build" --parallel "${QNUM_JOBS:-2}" --target "${names[@]/#/fuzz_}"
 
 mkdir -p "$build/findings"
+source "$root/scripts/sanitizer-env.sh"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-${sanitizer_symbolizer#:}}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-${sanitizer_symbolizer#:}}
 failed=()
 printf '%-16s %12s %8s %10s  %s\n' harness executions exec/s "corpus" result
 for name in "${names[@]}"; do

@@ -142,4 +142,14 @@ TEST_CASE("scaled_dot_product_attention: bad shapes, masks and probabilities are
   // Empty sequences: an empty result, no crash.
   const Tensor e = sdpa(Tensor::zeros({2, 0, 8}), Tensor::zeros({2, 0, 8}), Tensor::zeros({2, 0, 8}), {}, 2, 0.0f);
   CHECK(e.shape() == Shape{2, 0, 8});
+  // No keys: each query's weighted sum is over nothing, so the result and the gradients are zeros.
+  Tensor q1 = Tensor::randn({2, 3, 8}, 5).set_requires_grad(true), k0 = Tensor::zeros({2, 0, 8}, true),
+         v0 = Tensor::zeros({2, 0, 8}, true);
+  const Tensor none = sdpa(q1, k0, v0, {}, 2, 0.0f);
+  REQUIRE(none.shape() == Shape{2, 3, 8});
+  for (float x : none.values()) CHECK(x == 0.0f);
+  none.backward(Tensor::randn({2, 3, 8}, 6));
+  REQUIRE(q1.grad().size() == 48);
+  for (float x : q1.grad()) CHECK(x == 0.0f);
+  CHECK(k0.grad().empty());
 }

@@ -461,7 +461,7 @@ Tensor on_fixed8_grid(Shape shape, int frac, std::uint32_t seed, bool grad) {
   return Tensor(std::move(shape), v, grad);
 }
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 }  // namespace
 

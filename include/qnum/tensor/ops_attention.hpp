@@ -128,6 +128,20 @@ inline Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, con
   const std::int64_t D = HD / heads, block = Tq * T;
   const detail::HeadLayout lq{Tq, HD, D}, lk{T, HD, D};  // q (and the output); k and v
   const bool with_grad = autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  if (Tq == 0 || T == 0) {
+    // No queries or no keys: the result and every gradient are zeros (a sum over no keys is 0),
+    // and the head pointers below could be null plus an offset.
+    auto zeros = [](std::int64_t n) { return FloatBuffer(static_cast<std::size_t>(n), 0.0f); };
+    if (!with_grad) return autograd::make_result(op, q.shape(), zeros(B * Tq * HD), {q, k, v}, nullptr);
+    return autograd::make_result(op, q.shape(), zeros(B * Tq * HD), {q, k, v},
+                                 [B, Tq, T, HD, zeros](std::span<const float>) {
+                                   std::vector<FloatBuffer> r;
+                                   r.push_back(zeros(B * Tq * HD));
+                                   r.push_back(zeros(B * T * HD));
+                                   r.push_back(zeros(B * T * HD));
+                                   return r;
+                                 });
+  }
   const bool drop = p > 0.0f;
   const float keep_scale = drop ? static_cast<float>(1.0 / (1.0 - static_cast<double>(p))) : 1.0f;
   const auto scores = static_cast<std::size_t>(B * heads * block);
