@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (fuzz/, clang + ASan + UBSan) and runs each for SECONDS
-# (default 60) on its seed corpus and dictionary, one after another.
+# (default 60) on its seed corpus and dictionary, as many at once as there are cores.
 # Usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harness names: fuzz/fuzz_<name>.cpp)
 # Inputs that crash, leak, time out or break an invariant land in $build/findings/ and make
 # the script fail. The corpus grows in $build/corpus/<name> across runs (seeds: fuzz/corpus/).
 # Environment: QNUM_FUZZ_BUILD_DIR (default build-fuzz), QNUM_FUZZ_CXX (default: the newest
-# clang++-19..16 found), QNUM_JOBS (build jobs, default 2), QNUM_FUZZ_JOBS (fuzz processes
-# per harness, default 1).
+# clang++-19..16 found), QNUM_JOBS (build jobs, default 2), QNUM_FUZZ_PARALLEL (harnesses run
+# at once, default one per core), QNUM_FUZZ_JOBS (fuzz processes per harness, default 1).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
@@ -48,24 +48,43 @@ mkdir -p "$build/findings"
 source "$root/scripts/sanitizer-env.sh"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-${sanitizer_symbolizer#:}}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-${sanitizer_symbolizer#:}}
-failed=()
-printf '%-16s %12s %8s %10s  %s\n' harness executions exec/s "corpus" result
-for name in "${names[@]}"; do
-  [ -n "${dict[$name]:-}" ] || { echo "fuzz.sh: unknown harness '$name'" >&2; exit 2; }
-  corpus=$build/corpus/$name
+# One harness: its run, then one table row in findings/<name>.row (exit status 1 on findings).
+fuzz_one() {
+  local name=$1 corpus=$build/corpus/$1 log=$build/findings/$1.log rc=0
   mkdir -p "$corpus"
-  args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
-        -artifact_prefix="$build/findings/$name-")
+  local args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
+              -artifact_prefix="$build/findings/$name-")
   [ "${dict[$name]}" = - ] || args+=(-dict="$root/fuzz/dict/${dict[$name]}.dict")
   [ "${QNUM_FUZZ_JOBS:-1}" -gt 1 ] && args+=(-fork="${QNUM_FUZZ_JOBS}" -ignore_crashes=0)
-  log=$build/findings/$name.log
-  rc=0
   "$build/fuzz/fuzz_$name" "${args[@]}" "$corpus" "$root/fuzz/corpus/$name" > "$log" 2>&1 || rc=$?
+  local execs speed files result
   execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   speed=$(grep -ao 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   files=$(find "$corpus" -type f | wc -l)
-  if [ "$rc" -eq 0 ]; then result=clean; else result="FAILED (exit $rc; see $log)"; failed+=("$name"); fi
-  printf '%-16s %12s %8s %10s  %s\n' "$name" "${execs:-?}" "${speed:-?}" "$files" "$result"
+  if [ "$rc" -eq 0 ]; then result=clean; else result="FAILED (exit $rc; see $log)"; fi
+  printf '%-16s %12s %8s %10s  %s\n' "$name" "${execs:-?}" "${speed:-?}" "$files" "$result" > "$build/findings/$name.row"
+  [ "$rc" -eq 0 ]
+}
+for name in "${names[@]}"; do
+  [ -n "${dict[$name]:-}" ] || { echo "fuzz.sh: unknown harness '$name'" >&2; exit 2; }
+  rm -f "$build/findings/$name.row"
+done
+# QNUM_FUZZ_PARALLEL harnesses at a time (default: one per core), each on one core.
+parallel=${QNUM_FUZZ_PARALLEL:-$(nproc)}
+running=0
+for name in "${names[@]}"; do
+  if [ "$running" -ge "$parallel" ]; then wait -n || true; running=$((running - 1)); fi
+  fuzz_one "$name" &
+  running=$((running + 1))
+done
+wait || true
+failed=()
+printf '%-16s %12s %8s %10s  %s\n' harness executions exec/s "corpus" result
+for name in "${names[@]}"; do
+  row=$build/findings/$name.row
+  [ -f "$row" ] || printf '%-16s  FAILED (no result; see %s)\n' "$name" "$build/findings/$name.log" > "$row"
+  cat "$row"
+  grep -q ' clean$' "$row" || failed+=("$name")
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz.sh: findings in ${failed[*]}:" >&2

@@ -42,8 +42,7 @@ echo
 # The labs in order on one model, each step from the last one's checkpoint: train, LoRA,
 # PTQ/QAT, pruning, NAS, compression, both Lab 3 searches, test + predict (--budget quick:
 # small settings for the offline set; the same command with --dataset imdb runs the real lab).
-QNUM_TARGETS="lab0-lora lab1-ptq-qat lab1-prune lab2-nas lab2-compression lab3-mixed-precision lab3-format-search" \
-  bash "$root/scripts/build.sh"
+QNUM_TARGETS=qnum-labs bash "$root/scripts/build.sh"
 bash "$root/apps/labs/chain.sh" --model bert:1-64-2-128 --dataset text-synthetic --budget quick \
   --output-dir "$runs/chain" --bin "$(dirname "$qnum")"
 rm -rf "$runs"

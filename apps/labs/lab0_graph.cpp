@@ -23,13 +23,14 @@
 #include <string>
 #include <vector>
 
+#include "labs.hpp"
 #include "common/bert_commands.hpp"
 #include "lab_common.hpp"
 #include "qnum/passes/dropout.hpp"
 #include "qnum/passes/report.hpp"
 #include "qnum/passes/trace.hpp"
 
-namespace {
+namespace qnum::labs::lab0_graph {
 
 namespace passes = qnum::passes;
 using qnum::Tensor;
@@ -61,9 +62,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"MASE lab 0 on BERT: the op graph with and without attention mask and labels; dropout count and removal",
                "lab0-graph"};
   std::string model_name = "bert-tiny", dataset = "text-synthetic", load, output_dir;
@@ -193,3 +193,5 @@ int main(int argc, char** argv) {
                                                                          : "(not drawn: gnuplot missing)");
   });
 }
+
+}  // namespace qnum::labs::lab0_graph

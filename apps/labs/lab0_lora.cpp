@@ -20,10 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "labs.hpp"
 #include "lab_text.hpp"
 #include "qnum/passes/lora.hpp"
 
-namespace {
+namespace qnum::labs::lab0_lora {
 
 using qnum::labs::LabBase;
 using qnum::labs::TextLab;
@@ -44,9 +45,8 @@ double fused_logit_gap(const TextLab& lab, const std::shared_ptr<TextLab::Model>
   return gap;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"MASE lab 0 on BERT: full fine-tuning vs LoRA adapters, trainable parameters, fusing", "lab0-lora"};
   qnum::labs::CommonOptions common;
   common.model = "bert-tiny";
@@ -171,3 +171,5 @@ int main(int argc, char** argv) {
                                                                          : "(not drawn: gnuplot missing)");
   });
 }
+
+}  // namespace qnum::labs::lab0_lora

@@ -17,10 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "labs.hpp"
 #include "lab_text.hpp"
 #include "qnum/passes/prune.hpp"
 
-namespace {
+namespace qnum::labs::lab1_prune {
 
 using qnum::labs::LabBase;
 namespace passes = qnum::passes;
@@ -58,9 +59,8 @@ std::string plot_script(const LabBase& lab, const std::vector<std::string>& meth
          LabBase::fmt(lab.fp32_accuracy(), 6) + "\n" + plot;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"MASE lab 1: accuracy after pruning and fine-tuning, random vs l1-norm, over sparsities", "lab1-prune"};
   qnum::labs::CommonOptions common;
   std::vector<double> sparsities{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
@@ -154,3 +154,5 @@ int main(int argc, char** argv) {
     });
   });
 }
+
+}  // namespace qnum::labs::lab1_prune

@@ -20,10 +20,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "labs.hpp"
 #include "lab_text.hpp"
 #include "qnum/passes/quantize.hpp"
 
-namespace {
+namespace qnum::labs::lab1_ptq_qat {
 
 using qnum::labs::LabBase;
 
@@ -72,9 +73,8 @@ std::string plot_script(const LabBase& lab, const std::vector<int>& widths, int 
          "     fp32 with lines dt 2 lc rgb \"gray40\" title sprintf(\"fp32 %.4f\", fp32)\n";
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"MASE lab 1: PTQ vs QAT accuracy over fixed-point widths on every Linear layer", "lab1-ptq-qat"};
   qnum::labs::CommonOptions common;
   std::vector<int> widths{4, 6, 8, 12, 16, 20, 24, 32};
@@ -147,3 +147,5 @@ int main(int argc, char** argv) {
     });
   });
 }
+
+}  // namespace qnum::labs::lab1_ptq_qat

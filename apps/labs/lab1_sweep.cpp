@@ -20,11 +20,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "labs.hpp"
 #include "lab_common.hpp"
 #include "qnum/models/registry.hpp"
 #include "qnum/train/trainer.hpp"
 
-namespace {
+namespace qnum::labs::lab1_sweep {
 
 using qnum::labs::LabBase;
 
@@ -80,9 +81,8 @@ std::vector<std::string> as_text(const std::vector<T>& v) {
   return out;
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"MASE lab 1: accuracy vs batch size, epochs and learning rate of a feature-table model, one plot each",
                "lab1-sweep"};
   qnum::labs::CommonOptions common;
@@ -165,3 +165,5 @@ int main(int argc, char** argv) {
     }
   });
 }
+
+}  // namespace qnum::labs::lab1_sweep

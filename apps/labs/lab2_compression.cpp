@@ -25,9 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "labs.hpp"
 #include "lab2_common.hpp"
 
-namespace {
+namespace qnum::labs::lab2_compression {
 
 /// MASE tutorial 3's integer config (8/4 on data_in, weight, bias of every Linear) and
 /// {0.5, l1-norm, local} weight pruning.
@@ -109,9 +110,8 @@ void compress_loaded(const CLI::App& app, const qnum::labs::CommonOptions& commo
               best.test);
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{
       "MASE lab 2: compression-aware NAS-BERT search (no compression / compressed / compressed + "
       "post-training), best accuracy so far vs trials; with --load, the same three on one trained model",
@@ -164,3 +164,5 @@ int main(int argc, char** argv) {
                                 ": no compression vs compressed vs compressed + post-training");
   });
 }
+
+}  // namespace qnum::labs::lab2_compression

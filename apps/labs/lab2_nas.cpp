@@ -22,9 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "labs.hpp"
 #include "lab2_common.hpp"
 
-int main(int argc, char** argv) {
+namespace qnum::labs::lab2_nas {
+
+int run(int argc, char** argv) {
   CLI::App app{"MASE lab 2: NAS-BERT search on a text dataset, best accuracy so far vs trials per sampler", "lab2-nas"};
   qnum::labs::CommonOptions common;
   qnum::labs::TextOptions text;
@@ -43,3 +46,5 @@ int main(int argc, char** argv) {
                             "NAS-BERT on " + lab.lab().options().dataset + ": grid vs random vs TPE");
   });
 }
+
+}  // namespace qnum::labs::lab2_nas

@@ -18,9 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "labs.hpp"
 #include "lab3_common.hpp"
 
-int main(int argc, char** argv) {
+namespace qnum::labs::lab3_format_search {
+
+int run(int argc, char** argv) {
   CLI::App app{"MASE lab 3 task 2: per-layer format search, one curve per format family plus mixed",
                "lab3-format-search"};
   qnum::labs::CommonOptions common;
@@ -74,3 +77,5 @@ int main(int argc, char** argv) {
     });
   });
 }
+
+}  // namespace qnum::labs::lab3_format_search

@@ -16,9 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "labs.hpp"
 #include "lab3_common.hpp"
 
-int main(int argc, char** argv) {
+namespace qnum::labs::lab3_mixed_precision {
+
+int run(int argc, char** argv) {
   CLI::App app{"MASE lab 3 task 1: search per-layer integer width/frac width, best accuracy so far vs trials",
                "lab3-mixed-precision"};
   qnum::labs::CommonOptions common;
@@ -72,3 +75,5 @@ int main(int argc, char** argv) {
     });
   });
 }
+
+}  // namespace qnum::labs::lab3_mixed_precision

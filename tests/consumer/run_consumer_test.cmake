@@ -1,7 +1,7 @@
-# Builds and installs qnum into a scratch prefix, then builds consumers of qnum::qnum (header
-# only) and qnum::kernels (compiled) with find_package(qnum).
+# Installs this build of qnum (BUILD_DIR: the library, qnum::kernels, the programs) into a
+# scratch prefix, then builds consumers of qnum::qnum (header only) and qnum::kernels
+# (compiled) with find_package(qnum), and runs an installed lab through its link.
 file(REMOVE_RECURSE ${WORK_DIR})
-set(build ${WORK_DIR}/qnum-build)
 set(prefix ${WORK_DIR}/prefix)
 set(consumer ${WORK_DIR}/consumer-build)
 function(run)
@@ -10,10 +10,13 @@ function(run)
     message(FATAL_ERROR "command failed (${rc}): ${ARGV}\n${out}\n${err}")
   endif()
 endfunction()
-run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${build} -G ${GENERATOR} -DQNUM_BUILD_TESTS=OFF
-    -DQNUM_BUILD_APPS=OFF -DQNUM_BUILD_BENCH=OFF -DQNUM_WITH_CUDA=OFF -DCMAKE_INSTALL_PREFIX=${prefix})
-run(${CMAKE_COMMAND} --build ${build})  # the compiled part: qnum::kernels
-run(${CMAKE_COMMAND} --install ${build})
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+if(EXISTS ${prefix}/bin/qnum-labs)
+  if(NOT IS_SYMLINK ${prefix}/bin/lab1-prune)
+    message(FATAL_ERROR "qnum-labs is installed but ${prefix}/bin/lab1-prune is not a link to it")
+  endif()
+  run(${prefix}/bin/lab1-prune --help)
+endif()
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${consumer} -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix})
 run(${CMAKE_COMMAND} --build ${consumer})
 run(${consumer}/qnum_consumer)
