@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The main job: install missing packages, build the `qnum` program only (the test command
-# builds the rest), list the formats, quantize a generated tensor in several formats (exact
-# and MASE-compatible) printing the error table, train a small JSC model, quantize + prune
-# another with `qnum transform`, and take a small BERT through train, resume, test and
-# predict on the offline text set, with the same commands; then build the lab programs and take
-# one small BERT through every lab in order (apps/labs/chain.sh, a minute on the offline set).
+# The main job: install missing packages, build the `qnum` program only (the command line and
+# the labs; the test command builds the rest), list the formats, quantize a generated tensor in
+# several formats (exact and MASE-compatible) printing the error table, train a small JSC
+# model, quantize + prune another with `qnum transform`, and take a small BERT through train,
+# resume, test and predict on the offline text set, with the same commands; then take one
+# small BERT through every lab in order (apps/labs/chain.sh, a minute on the offline set).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install-deps.sh"
@@ -42,7 +42,6 @@ echo
 # The labs in order on one model, each step from the last one's checkpoint: train, LoRA,
 # PTQ/QAT, pruning, NAS, compression, both Lab 3 searches, test + predict (--budget quick:
 # small settings for the offline set; the same command with --dataset imdb runs the real lab).
-QNUM_TARGETS=qnum-labs bash "$root/scripts/build.sh"
 bash "$root/apps/labs/chain.sh" --model bert:1-64-2-128 --dataset text-synthetic --budget quick \
   --output-dir "$runs/chain" --bin "$(dirname "$qnum")"
 rm -rf "$runs"

@@ -1,7 +1,7 @@
 // The `qnum` command line: list and describe formats, quantize .npy tensors, show the
 // quantization error of several formats on a generated tensor, benchmark kernels, and train,
 // test and predict with any registered model (train_command.hpp, test_command.hpp,
-// predict_command.hpp; models/registry.hpp).
+// predict_command.hpp; models/registry.hpp), and run MASE's labs (apps/labs/labs.hpp).
 //
 // Errors in user input (specs, files, options) print one line `qnum: error: ...` and exit 2.
 #include <CLI/CLI.hpp>
@@ -15,6 +15,7 @@
 
 #include "bench_command.hpp"
 #include "common/user_models.hpp"
+#include "labs/labs.hpp"
 #include "download_command.hpp"
 #include "format_commands.hpp"
 #include "mase_flags.hpp"
@@ -37,8 +38,12 @@ void run_parsed(const Commands&... commands) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The labs (apps/labs/labs.hpp) parse their own options: `qnum lab <lab> ...` or a lab's link.
+  if (const auto status = qnum::labs::run_if_lab(argc, argv)) return *status;
+
   CLI::App app{"qnum: custom number formats for deep learning"};
   app.require_subcommand(1);
+  app.add_subcommand("lab", "run one of MASE's labs: qnum lab <lab> [options] (qnum lab --help lists them)");
   // Each command registers its options on construction; CLI11 keeps pointers to them.
   const qnum::cli::FormatsCommand formats(app);
   const qnum::cli::QuantizeCommand quantize(app);

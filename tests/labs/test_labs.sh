@@ -144,19 +144,21 @@ case "$mode" in
     expect_error bert_len "--max-length must be >= 2" "$LAB_PTQ_QAT" --model bert-tiny --max-length 1
     expect_error bert_data "unknown text dataset 'jsc-synthetic'|jsc-synthetic" "$LAB_PTQ_QAT" --model bert-tiny \
       --dataset jsc-synthetic
-    # The multi-call program the labs are links to (apps/labs/main.cpp): called by its own
-    # name it lists the labs, runs one named as its first argument, refuses an unknown one.
-    labs_program=$(dirname "$LAB_PTQ_QAT")/qnum-labs
-    run labs_list 0 "$labs_program" --help
+    # The labs are links to qnum (apps/labs/labs.hpp): `qnum lab --help` lists them, `qnum lab
+    # <lab>` runs one, `qnum lab` alone lists them on stderr, an unknown lab is refused.
+    qnum_program=$(dirname "$LAB_PTQ_QAT")/qnum
+    run labs_list 0 "$qnum_program" lab --help
     for lab in lab0-graph lab0-lora lab1-ptq-qat lab1-prune lab1-sweep lab2-nas lab2-compression \
       lab3-mixed-precision lab3-format-search; do
-      grep -q "^  $lab " "$tmp/labs_list.out" || fail "qnum-labs --help does not list $lab"
+      grep -q "^  $lab " "$tmp/labs_list.out" || fail "qnum lab --help does not list $lab"
     done
-    run labs_none 2 "$labs_program"
-    grep -q "lab1-prune" "$tmp/labs_none.err" || fail "qnum-labs without arguments: no list on stderr"
-    run labs_named 0 "$labs_program" lab1-prune --help
-    grep -q "sparsities" "$tmp/labs_named.out" || fail "qnum-labs lab1-prune --help: not lab1-prune's help"
-    expect_error labs_unknown "unknown lab 'lab9-x'" "$labs_program" lab9-x
+    run labs_none 2 "$qnum_program" lab
+    grep -q "lab1-prune" "$tmp/labs_none.err" || fail "qnum lab without a lab: no list on stderr"
+    run labs_named 0 "$qnum_program" lab lab1-prune --help
+    grep -q "sparsities" "$tmp/labs_named.out" || fail "qnum lab lab1-prune --help: not lab1-prune's help"
+    run qnum_help 0 "$qnum_program" --help
+    grep -q "^  lab " "$tmp/qnum_help.out" || fail "qnum --help does not list the lab command"
+    expect_error labs_unknown "unknown lab 'lab9-x'" "$qnum_program" lab lab9-x
     ;;
   *)
     echo "unknown mode '$mode'"
