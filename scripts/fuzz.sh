@@ -6,7 +6,9 @@
 # the script fail. The corpus grows in $build/corpus/<name> across runs (seeds: fuzz/corpus/).
 # Environment: QNUM_FUZZ_BUILD_DIR (default build-fuzz), QNUM_FUZZ_CXX (default: the newest
 # clang++-19..16 found), QNUM_JOBS (build jobs, default 2), QNUM_FUZZ_PARALLEL (harnesses run
-# at once, default one per core), QNUM_FUZZ_JOBS (fuzz processes per harness, default 1).
+# at once, default one per core), QNUM_FUZZ_JOBS (fuzz processes per harness, default 1),
+# QNUM_FUZZ_RUNS (stop a harness after this many executions, within SECONDS; the off-CI
+# campaign: QNUM_FUZZ_RUNS=10000000 scripts/fuzz.sh 7200 <name>).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
@@ -54,6 +56,7 @@ fuzz_one() {
   mkdir -p "$corpus"
   local args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
               -artifact_prefix="$build/findings/$name-")
+  [ -z "${QNUM_FUZZ_RUNS:-}" ] || args+=(-runs="$QNUM_FUZZ_RUNS")
   [ "${dict[$name]}" = - ] || args+=(-dict="$root/fuzz/dict/${dict[$name]}.dict")
   [ "${QNUM_FUZZ_JOBS:-1}" -gt 1 ] && args+=(-fork="${QNUM_FUZZ_JOBS}" -ignore_crashes=0)
   "$build/fuzz/fuzz_$name" "${args[@]}" "$corpus" "$root/fuzz/corpus/$name" > "$log" 2>&1 || rc=$?
