@@ -3,7 +3,8 @@
 // the legacy layout equals the safetensors file it came from bit for bit; views (transposed,
 // offset, shared storage), float16/bfloat16/float64/bool and Parameters read as torch
 // reads them; a pickle that calls os.system is refused, and nothing runs; hand-made pickles
-// with other opcodes or globals, or containers inside themselves, are refused by name.
+// with other opcodes or globals, containers inside themselves or nested deeper than a state
+// dict could be, are refused by name.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -121,5 +122,16 @@ TEST_CASE("hand-made pickles: other opcodes and globals are refused by name") {
   const std::string two_lists = "]q\x00"s + "]q\x01"s + "h\x00"s + "aa."s;
   for (const auto& pickle : {self_list, self_dict, two_lists})
     CHECK(contains(run("\x80\x02"s + pickle), "pickle puts a container inside itself"));
+  // a list filled after it was placed in a tuple (torch.save fills each container first)
+  CHECK(contains(run("\x80\x02"s + "]q\x00\x85h\x00K\x01"s + "a."s), "fills one already placed in another"));
+  // nesting: one level per TUPLE1 byte (fuzz_torch_state_dict: 56 KB of them overflowed the
+  // stack when the values were destroyed); 100 levels read on, 101 or a million are refused
+  auto nested = [](std::size_t levels) { return "\x80\x02]"s + std::string(levels, '\x85') + "."s; };
+  CHECK(contains(run(nested(100)), "the pickle is not a dict"));
+  CHECK(contains(run(nested(101)), "pickle nests containers more than 100 deep at byte 103"));
+  CHECK(contains(run(nested(1'000'000)), "pickle nests containers more than 100 deep"));
+  // lists appended into lists: refused at the same depth, without walking what they hold
+  CHECK(contains(run("\x80\x02"s + std::string(200'000, ']') + std::string(199'999, 'a') + "."s),
+                 "pickle nests containers more than 100 deep"));
   CHECK(contains(error_of([] { read_torch_state_dict(kDir / "views.json"); }), "not a torch.save file"));
 }

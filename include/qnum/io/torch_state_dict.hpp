@@ -26,7 +26,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +40,12 @@ namespace qnum {
 
 namespace detail {
 
+/// How deep containers may nest in a pickle. A state dict nests a few levels (a checkpoint's
+/// dict of dicts of tensors); the bound keeps the recursive destruction of a hostile pickle's
+/// values on the stack (TUPLE1 nests one level per byte: a 56 KB pickle found by
+/// fuzz_torch_state_dict overflowed it).
+inline constexpr int kMaxPickleDepth = 100;
+
 /// A value on the restricted unpickler's stack.
 struct PickleValue {
   enum class Kind { none, boolean, integer, real, string, tuple, list, dict, global, storage, tensor, mark };
@@ -53,6 +58,8 @@ struct PickleValue {
   std::string key;
   std::int64_t offset = 0;
   std::vector<std::int64_t> sizes, strides;
+  int depth = 0;        // levels of containers below: 0 for a scalar or an empty container
+  bool sealed = false;  // placed in a container: its contents may no longer change
 };
 using PickleRef = std::shared_ptr<PickleValue>;
 
@@ -172,14 +179,14 @@ class StateDictUnpickler {
           push(memo(le<std::uint32_t>(take(4)), at));
           break;  // LONG_BINGET
         case 't':
-          push(tuple(pop_to_mark(at)));
+          push(tuple(pop_to_mark(at), at));
           break;
         case 0x85:
         case 0x86:
         case 0x87: {  // TUPLE1..3
           std::vector<PickleRef> xs(op - 0x84u);
           for (auto it = xs.rbegin(); it != xs.rend(); ++it) *it = pop(at);
-          push(tuple(std::move(xs)));
+          push(tuple(std::move(xs), at));
           break;
         }
         case 'a': {  // APPEND
@@ -290,28 +297,36 @@ class StateDictUnpickler {
     require(it != memo_.end(), where_, ": pickle memo ", k, " used before it was set, at byte ", at);
     return it->second;
   }
-  /// Appends xs to container c's items. Refused if c is reachable from one of them: a memo
-  /// GET can hand back a container that is still being filled, and a container inside itself
-  /// is a shared_ptr cycle (leaked) that no state dict has.
+  /// Appends xs to container c's items. A value placed in a container is sealed, and filling a
+  /// sealed container is refused: torch.save fills each container before placing it, and a
+  /// memo GET that hands back a container already placed is how a pickle puts a container
+  /// inside itself (a shared_ptr cycle, leaked). So nothing above c changes when c does, and
+  /// depths stay exact; the check costs O(|xs|), not a walk of what xs holds.
   void insert(const PickleRef& c, const std::vector<PickleRef>& xs, std::size_t at) const {
-    std::vector<const PickleValue*> todo;
-    std::set<const PickleValue*> seen;
-    for (const auto& x : xs) todo.push_back(x.get());
-    while (!todo.empty()) {
-      const PickleValue* v = todo.back();
-      todo.pop_back();
-      require(v != c.get(), where_, ": pickle puts a container inside itself at byte ", at);
-      if (v->items.empty() || !seen.insert(v).second) continue;
-      for (const auto& y : v->items) todo.push_back(y.get());
-    }
+    const int depth = nest(xs, at);
+    require(!c->sealed, where_, ": pickle puts a container inside itself, or fills one already placed in another, ",
+            "at byte ", at);
+    c->depth = std::max(c->depth, depth);
     c->items.insert(c->items.end(), xs.begin(), xs.end());
+  }
+  /// Seals xs and returns the depth of a container holding them, within kMaxPickleDepth.
+  int nest(const std::vector<PickleRef>& xs, std::size_t at) const {
+    int depth = 0;
+    for (const auto& x : xs) {
+      x->sealed = true;
+      depth = std::max(depth, x->depth + 1);
+    }
+    require(depth <= kMaxPickleDepth, where_, ": pickle nests containers more than ", kMaxPickleDepth,
+            " deep at byte ", at, " (a state dict nests a few)");
+    return depth;
   }
   PickleRef expect(PickleRef v, PickleValue::Kind k, const char* op, std::size_t at) const {
     require(v->kind == k, where_, ": pickle ", op, " on an unexpected object at byte ", at);
     return v;
   }
-  static PickleRef tuple(std::vector<PickleRef> xs) {
+  PickleRef tuple(std::vector<PickleRef> xs, std::size_t at) const {
     auto v = pickle_value(PickleValue::Kind::tuple);
+    v->depth = nest(xs, at);
     v->items = std::move(xs);
     return v;
   }
