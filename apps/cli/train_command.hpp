@@ -24,6 +24,7 @@
 #include "common/datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "qnum/io/json.hpp"
 #include "qnum/models/jsc.hpp"
 #include "qnum/train/train.hpp"
 #include "run_config.hpp"
@@ -102,7 +103,8 @@ class TrainCommand {
                             (dir / "last.safetensors").string(), "' (run without --resume first)");
       const auto meta_file = dir / "last.json";
       if (std::filesystem::exists(meta_file)) {
-        const auto meta = nlohmann::json::parse(read_file(meta_file), nullptr, false);
+        const auto meta =
+            io::parse_json(read_file(meta_file), "train: cannot resume: '" + meta_file.string() + "'", false);
         qnum::detail::require(meta.is_object(), "train: cannot resume: '", meta_file.string(), "' is not JSON");
         const std::string saved = meta.value("model", std::string());
         qnum::detail::require(saved.empty() || saved == c.model, "train: cannot resume from '", meta_file.string(),

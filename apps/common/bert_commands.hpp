@@ -19,6 +19,7 @@
 #include "qnum/data/hf_hub.hpp"
 #include "qnum/data/text.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "qnum/io/json.hpp"
 #include "qnum/models/bert.hpp"
 #include "qnum/passes/lora.hpp"
 #include "qnum/passes/quantize.hpp"
@@ -58,7 +59,7 @@ inline models::BertConfig bert_run_config(const std::string& model, const std::s
 inline nlohmann::json read_quantize_config(const std::string& path) {
   nlohmann::json j;
   if (std::filesystem::path(path).extension() == ".json") {
-    j = nlohmann::json::parse(read_file(path), nullptr, false);
+    j = io::parse_json(read_file(path), "--quantize: '" + path + "'", false);
     qnum::detail::require(!j.is_discarded(), "--quantize: '", path, "' is not valid JSON");
   } else {
     j = toml_file_as_json(path);

@@ -15,6 +15,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/core/excerpt.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "qnum/io/json.hpp"
 #include "qnum/io/toml_guard.hpp"
 
 namespace qnum::cli::detail {
@@ -42,7 +43,7 @@ inline toml::table read_toml_file(const std::filesystem::path& file) {
 inline nlohmann::json config_text_as_json(std::string_view text, const std::string& name, bool json) {
   if (json) {
     try {
-      auto j = nlohmann::json::parse(text);
+      auto j = io::parse_json(text, name);
       qnum::detail::require(j.is_object(), name, ": the config must be a JSON object");
       return j;
     } catch (const nlohmann::json::exception& e) {  // syntax errors, and numbers out of double's range
@@ -52,7 +53,7 @@ inline nlohmann::json config_text_as_json(std::string_view text, const std::stri
   const toml::table table = parse_toml_text(text, name);
   std::ostringstream out;
   out << toml::json_formatter{table};
-  auto j = nlohmann::json::parse(out.str(), nullptr, false);
+  auto j = io::parse_json(out.str(), name, false);
   // Should toml++'s JSON not parse back (it is not nlohmann's), an error rather than an exception.
   qnum::detail::require(!j.is_discarded(), name, ": a TOML value with no JSON form");
   return j;

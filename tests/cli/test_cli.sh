@@ -97,6 +97,12 @@ printf '99e998999999999' > "$work/overflow.json"
 expect_error "JSON number overflow" "$QNUM" transform --config "$work/overflow.json"
 printf '{"data_i\\n_}": 1}' > "$work/keynewline.json"
 expect_error "JSON key with an escaped newline" "$QNUM" transform --config "$work/keynewline.json"
+# fuzz_pass_config: JSON nested a million deep parsed, then overflowed the stack where it was
+# copied; nesting past 128 levels is refused as it is read (io/json.hpp).
+{ printf '{"model": "jsc-tiny", "passes": {"quantize": '; head -c 1000000 /dev/zero | tr '\0' '['
+  head -c 1000000 /dev/zero | tr '\0' ']'; printf '}}'; } > "$work/deep.json"
+expect_error "JSON nested a million deep" "$QNUM" transform --config "$work/deep.json"
+grep -q "deep.json: JSON nests deeper than 128 levels" "$work/stderr" && ok || bad "deep JSON message: $(cat "$work/stderr")"
 echo "hello, world" > "$work/text.npy"
 expect_error "not npy" "$QNUM" quantize --format integer "$work/text.npy" "$work/out.npy"
 expect_error "missing input" "$QNUM" quantize --format integer "$work/nope.npy" "$work/out.npy"

@@ -1,7 +1,8 @@
 // Hostile sizes: shapes whose element count leaves int64, headers that announce more data than
 // the bytes present, gzip output past its cap, and text files with a 1 GB line, a huge size
 // or too many rows are refused by name before allocating (the .npy cases are in
-// test_npy.cpp). Large files are sparse: they take neither disk nor memory.
+// test_npy.cpp), and JSON nested deeper than 128 levels is refused. Large files are sparse: they take neither disk nor
+// memory.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "qnum/data/wordpiece.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/gzip.hpp"
+#include "qnum/io/json.hpp"
 #include "qnum/io/safetensors.hpp"
 
 using namespace qnum;
@@ -84,6 +86,34 @@ TEST_CASE("safetensors: huge shapes and offsets are checked against the bytes pr
       "f: tensor 'w': data_offsets [0, 4000000000] run past the data buffer (0 bytes)", Error);
   std::string huge_len(8, '\xff');
   CHECK_THROWS_AS(parse_safetensors(huge_len + "{}", "f"), Error);
+}
+
+TEST_CASE("JSON nested deeper than 128 levels is refused before anything copies it") {
+  // fuzz_pass_config: a config nested a million deep parsed (nlohmann parses without
+  // recursion), then overflowed the stack where it was copied.
+  auto nested = [](int levels, char open, const std::string& inner, char close) {
+    std::string s;
+    for (int i = 0; i < levels; ++i) s += open == '{' ? std::string("{\"k\":") : std::string(1, open);
+    s += inner;
+    return s + std::string(static_cast<std::size_t>(levels), close);
+  };
+  CHECK(io::parse_json(nested(128, '[', "1", ']'), "j").is_array());
+  CHECK(io::parse_json(nested(128, '{', "1", '}'), "j").is_object());
+  CHECK_THROWS_WITH_AS(io::parse_json(nested(129, '[', "1", ']'), "j"), "j: JSON nests deeper than 128 levels", Error);
+  CHECK_THROWS_WITH_AS(io::parse_json(nested(129, '{', "1", '}'), "j", false), "j: JSON nests deeper than 128 levels",
+                       Error);
+  CHECK_THROWS_WITH_AS(io::parse_json(std::string(1'000'000, '['), "j", false), "j: JSON nests deeper than 128 levels",
+                       Error);
+  CHECK(io::parse_json("[", "j", false).is_discarded());  // other errors as nlohmann reports them
+  int keys = 0;                                           // a caller's parser callback still sees every event
+  io::parse_json(R"({"a":{"b":1},"c":2})", "j", true, [&](int, nlohmann::json::parse_event_t e, nlohmann::json&) {
+    keys += e == nlohmann::json::parse_event_t::key;
+    return true;
+  });
+  CHECK(keys == 3);
+  CHECK_THROWS_WITH_AS(
+      parse_safetensors(safetensors_with_header("{\"__metadata__\":" + nested(200, '[', "1", ']') + "}"), "f"),
+      "f: header: JSON nests deeper than 128 levels", Error);
 }
 
 TEST_CASE("gzip: output beyond the limit is refused, not allocated") {

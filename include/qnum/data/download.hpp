@@ -35,6 +35,7 @@
 #include "qnum/data/jsc.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/digest.hpp"
+#include "qnum/io/json.hpp"
 
 extern char** environ;
 
@@ -312,7 +313,7 @@ inline std::filesystem::path download_jsc(const JscDownloadOptions& o = {}, cons
     nlohmann::json desc;
     try {
       fetch(o.description_url, desc_path);
-      desc = nlohmann::json::parse(read_file(desc_path));
+      desc = io::parse_json(read_file(desc_path), "the data description at " + o.description_url);
     } catch (const nlohmann::json::exception& e) {
       std::filesystem::remove(desc_path, ec);
       qnum::detail::fail("the data description at ", o.description_url, " is not JSON (", e.what(), ")");

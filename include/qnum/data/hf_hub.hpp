@@ -23,6 +23,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/data/download.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "qnum/io/json.hpp"
 
 namespace qnum::data {
 
@@ -147,7 +148,7 @@ inline std::filesystem::path download_hf_model(const std::string& name, const Hu
     nlohmann::json info;
     try {
       fetch ? fetch(info_url, info_path) : curl_fetch(info_url, info_path);
-      info = nlohmann::json::parse(read_file(info_path), nullptr, false);
+      info = io::parse_json(read_file(info_path), "the hub's answer at " + info_url, false);
     } catch (...) {
       fs::remove(info_path, ec);
       throw;

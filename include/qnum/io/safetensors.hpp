@@ -24,6 +24,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/core/shape.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "qnum/io/json.hpp"
 #include "qnum/tensor/tensor.hpp"
 
 namespace qnum {
@@ -101,12 +102,13 @@ inline SafetensorsFile parse_safetensors(std::string_view bytes, std::string_vie
   std::string duplicate;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(header, [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
-      if (depth == 1 && ev == nlohmann::json::parse_event_t::key && !seen.insert(v.get<std::string>()).second &&
-          duplicate.empty())
-        duplicate = v.get<std::string>();
-      return true;
-    });
+    j = io::parse_json(header, std::string(what) + ": header", true,
+                       [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+                         if (depth == 1 && ev == nlohmann::json::parse_event_t::key &&
+                             !seen.insert(v.get<std::string>()).second && duplicate.empty())
+                           duplicate = v.get<std::string>();
+                         return true;
+                       });
   } catch (const nlohmann::json::exception& e) {
     detail::fail(what, ": header is not valid JSON (", e.what(), ")");
   }

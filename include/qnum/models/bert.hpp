@@ -48,6 +48,7 @@
 
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "qnum/io/json.hpp"
 #include "qnum/io/safetensors.hpp"
 #include "qnum/io/torch_state_dict.hpp"
 #include "qnum/kernel/attention.hpp"
@@ -191,7 +192,7 @@ struct BertConfig {
 
   /// A config.json's text already in memory (as from_file reads it); `what` names it in errors.
   static BertConfig from_json_text(std::string_view text, const std::string& what = "config.json") {
-    const auto j = nlohmann::json::parse(text, nullptr, false);
+    const auto j = io::parse_json(text, what, false);
     qnum::detail::require(!j.is_discarded(), what, " is not valid JSON");
     return from_json(j, what);
   }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qnum/core/error.hpp"
+#include "qnum/io/json.hpp"
 
 namespace qnum::search {
 
@@ -209,7 +210,7 @@ inline nlohmann::json python_json_loads(std::string_view text) {
   }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(fixed);
+    j = io::parse_json(fixed, "search: JSON '" + std::string(text.substr(0, 200)) + "'");
   } catch (const nlohmann::json::exception& e) {
     qnum::detail::fail("search: invalid JSON '", std::string(text.substr(0, 200)), "': ", e.what());
   }

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qnum/core/error.hpp"
+#include "qnum/io/json.hpp"
 #include "qnum/search/distributions.hpp"
 #include "qnum/search/frozen_trial.hpp"
 #include "qnum/search/multi_objective.hpp"
@@ -527,7 +528,7 @@ class TPESampler final : public Sampler {
       text += it->get<std::string>();
     }
     if (text.empty()) return {};
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json j = io::parse_json(text, "search: a trial's relative parameters", /*allow_exceptions=*/false);
     if (!j.is_object()) return {};  // a partly written record, as Optuna: fall back to params
     std::map<std::string, double> out;
     for (const auto& [name, d] : space)

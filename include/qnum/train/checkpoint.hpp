@@ -24,6 +24,7 @@
 
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "qnum/io/json.hpp"
 #include "qnum/io/safetensors.hpp"
 #include "qnum/nn/nn.hpp"
 
@@ -111,7 +112,7 @@ namespace detail {
 inline std::optional<nlohmann::json> embedded_meta(const SafetensorsFile& st, const std::string& what) {
   const auto it = st.metadata.find(kMetaKey);
   if (it == st.metadata.end()) return std::nullopt;
-  auto meta = nlohmann::json::parse(it->second, nullptr, false);
+  auto meta = io::parse_json(it->second, what + ": metadata", false);
   qnum::detail::require(meta.is_object(), what, ": metadata '", kMetaKey, "' is not a JSON object");
   return meta;
 }
@@ -184,7 +185,7 @@ inline nlohmann::json load_checkpoint(const std::filesystem::path& path, nn::Mod
     meta = std::move(*embedded);
   } else if (auto json_file = std::filesystem::path(file).replace_extension(".json");
              std::filesystem::exists(json_file)) {
-    meta = nlohmann::json::parse(read_file(json_file), nullptr, false);
+    meta = io::parse_json(read_file(json_file), "'" + json_file.string() + "'", false);
     qnum::detail::require(meta.is_object(), what, ": '", json_file.string(), "' is not a JSON object");
   }
   load_checkpoint_state(std::move(st), meta, what, model, opt);
