@@ -15,6 +15,7 @@
 
 #include "qnum/core/heap.hpp"
 #include "qnum/format/format.hpp"
+#include "qnum/io/json.hpp"
 #include "qnum/kernel/dispatch.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/passes/quant_config.hpp"
@@ -168,7 +169,7 @@ nb::list key_list(const std::vector<qnum::KeyDoc>& keys) {
 nb::dict resolve_quant_config(const std::string& config_json, const std::string& where) {
   nlohmann::json cfg;
   try {
-    cfg = nlohmann::json::parse(config_json);
+    cfg = qnum::io::parse_json(config_json, where);
   } catch (const nlohmann::json::exception& e) {
     throw qnum::Error(where + ": the config is not JSON-like: " + e.what());
   }
