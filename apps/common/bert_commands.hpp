@@ -19,7 +19,6 @@
 #include "qnum/data/hf_hub.hpp"
 #include "qnum/data/text.hpp"
 #include "qnum/io/atomic_file.hpp"
-#include "qnum/io/json.hpp"
 #include "qnum/models/bert.hpp"
 #include "qnum/passes/lora.hpp"
 #include "qnum/passes/quantize.hpp"
@@ -55,15 +54,10 @@ inline models::BertConfig bert_run_config(const std::string& model, const std::s
   return c;
 }
 
-/// A quantize config file (TOML or JSON; a [passes.quantize] table or the config itself).
+/// A quantize config file (TOML or JSON, read as the --config files are; a [passes.quantize]
+/// table or the config itself).
 inline nlohmann::json read_quantize_config(const std::string& path) {
-  nlohmann::json j;
-  if (std::filesystem::path(path).extension() == ".json") {
-    j = io::parse_json(read_file(path), "--quantize: '" + path + "'", false);
-    qnum::detail::require(!j.is_discarded(), "--quantize: '", path, "' is not valid JSON");
-  } else {
-    j = toml_file_as_json(path);
-  }
+  const nlohmann::json j = toml_file_as_json(path);
   if (j.contains("passes") && j["passes"].contains("quantize")) return j["passes"]["quantize"];
   if (j.contains("quantize")) return j["quantize"];
   return j;

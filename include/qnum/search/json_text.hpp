@@ -210,7 +210,7 @@ inline nlohmann::json python_json_loads(std::string_view text) {
   }
   nlohmann::json j;
   try {
-    j = io::parse_json(fixed, "search: JSON '" + std::string(text.substr(0, 200)) + "'");
+    j = io::parse_json(fixed, "search: a stored JSON value");
   } catch (const nlohmann::json::exception& e) {
     qnum::detail::fail("search: invalid JSON '", std::string(text.substr(0, 200)), "': ", e.what());
   }
