@@ -102,7 +102,12 @@ expect_error "JSON key with an escaped newline" "$QNUM" transform --config "$wor
 { printf '{"model": "jsc-tiny", "passes": {"quantize": '; head -c 1000000 /dev/zero | tr '\0' '['
   head -c 1000000 /dev/zero | tr '\0' ']'; printf '}}'; } > "$work/deep.json"
 expect_error "JSON nested a million deep" "$QNUM" transform --config "$work/deep.json"
-grep -q "deep.json: JSON nests deeper than 128 levels" "$work/stderr" && ok || bad "deep JSON message: $(cat "$work/stderr")"
+grep -q "deep.json: nests deeper than 128 levels" "$work/stderr" && ok || bad "deep JSON message: $(cat "$work/stderr")"
+# TOML nested 200 deep: toml++ reads it (its own bound is 256), the same bound refuses it.
+{ printf 'model = "jsc-tiny"\nx = '; printf '[%.0s' {1..200}; printf '1'; printf ']%.0s' {1..200}; echo; } \
+  > "$work/deep.toml"
+expect_error "TOML nested 200 deep" "$QNUM" transform --config "$work/deep.toml"
+grep -q "deep.toml: nests deeper than 128 levels" "$work/stderr" && ok || bad "deep TOML message: $(cat "$work/stderr")"
 echo "hello, world" > "$work/text.npy"
 expect_error "not npy" "$QNUM" quantize --format integer "$work/text.npy" "$work/out.npy"
 expect_error "missing input" "$QNUM" quantize --format integer "$work/nope.npy" "$work/out.npy"

@@ -99,10 +99,10 @@ TEST_CASE("JSON nested deeper than 128 levels is refused before anything copies 
   };
   CHECK(io::parse_json(nested(128, '[', "1", ']'), "j").is_array());
   CHECK(io::parse_json(nested(128, '{', "1", '}'), "j").is_object());
-  CHECK_THROWS_WITH_AS(io::parse_json(nested(129, '[', "1", ']'), "j"), "j: JSON nests deeper than 128 levels", Error);
-  CHECK_THROWS_WITH_AS(io::parse_json(nested(129, '{', "1", '}'), "j", false), "j: JSON nests deeper than 128 levels",
+  CHECK_THROWS_WITH_AS(io::parse_json(nested(129, '[', "1", ']'), "j"), "j: nests deeper than 128 levels", Error);
+  CHECK_THROWS_WITH_AS(io::parse_json(nested(129, '{', "1", '}'), "j", false), "j: nests deeper than 128 levels",
                        Error);
-  CHECK_THROWS_WITH_AS(io::parse_json(std::string(1'000'000, '['), "j", false), "j: JSON nests deeper than 128 levels",
+  CHECK_THROWS_WITH_AS(io::parse_json(std::string(1'000'000, '['), "j", false), "j: nests deeper than 128 levels",
                        Error);
   CHECK(io::parse_json("[", "j", false).is_discarded());  // other errors as nlohmann reports them
   int keys = 0;                                           // a caller's parser callback still sees every event
@@ -113,7 +113,7 @@ TEST_CASE("JSON nested deeper than 128 levels is refused before anything copies 
   CHECK(keys == 3);
   CHECK_THROWS_WITH_AS(
       parse_safetensors(safetensors_with_header("{\"__metadata__\":" + nested(200, '[', "1", ']') + "}"), "f"),
-      "f: header: JSON nests deeper than 128 levels", Error);
+      "f: header: nests deeper than 128 levels", Error);
 }
 
 TEST_CASE("gzip: output beyond the limit is refused, not allocated") {

@@ -20,7 +20,7 @@ namespace qnum::io {
 inline constexpr int kMaxJsonDepth = 128;
 
 /// nlohmann::json::parse(text, callback, allow_exceptions), refusing nesting deeper than
-/// kMaxJsonDepth with a qnum::Error "WHERE: JSON nests deeper than 128 levels" (whatever
+/// kMaxJsonDepth with a qnum::Error "WHERE: nests deeper than 128 levels" (whatever
 /// allow_exceptions says: no caller can use such a value). `callback`, when given, is
 /// nlohmann's parser callback, called for every event as without the bound. The check costs
 /// ~0.7 µs per small document (docs/reliability.md, finding 15).
@@ -32,7 +32,7 @@ inline nlohmann::json parse_json(std::string_view text, std::string_view where, 
       [&](int depth, Event event, nlohmann::json& value) {
         // depth: the containers around this event, so an opening one at kMaxJsonDepth is one too many
         if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth)
-          qnum::detail::fail(where, ": JSON nests deeper than ", kMaxJsonDepth, " levels");
+          qnum::detail::fail(where, ": nests deeper than ", kMaxJsonDepth, " levels");
         return callback ? callback(depth, event, value) : true;
       },
       allow_exceptions);
