@@ -6,6 +6,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
@@ -18,7 +20,11 @@
 #include "qnum/io/json.hpp"
 #include "qnum/kernel/dispatch.hpp"
 #include "qnum/kernel/threading.hpp"
+#include "qnum/passes/cost.hpp"
+#include "qnum/passes/lora.hpp"
+#include "qnum/passes/prune.hpp"
 #include "qnum/passes/quant_config.hpp"
+#include "qnum/passes/quantize.hpp"
 #include "qnum/tensor/ops_quant.hpp"
 
 namespace nb = nanobind;
@@ -164,16 +170,15 @@ nb::list key_list(const std::vector<qnum::KeyDoc>& keys) {
   return l;
 }
 
-// A MASE quantize config (JSON text of the Python dict) resolved by the quantize pass's own
-// rules: {"data_in": Format | None, "weight": ..., "bias": ..., "data_out": ..., "data_in_role": 0 | 1}.
-nb::dict resolve_quant_config(const std::string& config_json, const std::string& where) {
-  nlohmann::json cfg;
+nlohmann::json json_of(const std::string& text, const std::string& where) {
   try {
-    cfg = qnum::io::parse_json(config_json, where);
+    return qnum::io::parse_json(text, where);
   } catch (const nlohmann::json::exception& e) {
     throw qnum::Error(where + ": the config is not JSON-like: " + e.what());
   }
-  const auto q = qnum::passes::resolve_quant_config(cfg, {"data_in", "weight", "bias", "data_out"}, where);
+}
+
+nb::dict quant_config_dict(const std::optional<qnum::nn::QuantConfig>& q) {
   nb::dict d;
   auto put = [&](const char* name, const std::optional<qnum::Format>& f) {
     d[name] = f ? nb::cast(*f) : nb::none();
@@ -183,7 +188,130 @@ nb::dict resolve_quant_config(const std::string& config_json, const std::string&
   put("bias", q ? q->bias : std::nullopt);
   put("data_out", q ? q->data_out : std::nullopt);
   d["data_in_role"] = static_cast<int>(q ? q->data_in_role : qnum::Role::activation);
+  d["text"] = q ? q->to_string() : std::string("float");
   return d;
+}
+
+// A MASE quantize config (JSON text of the Python dict) resolved by the quantize pass's own
+// rules: {"data_in": Format | None, "weight": ..., "bias": ..., "data_out": ..., "data_in_role": 0 | 1}.
+nb::dict resolve_quant_config(const std::string& config_json, const std::string& where) {
+  const auto cfg = json_of(config_json, where);
+  return quant_config_dict(qnum::passes::resolve_quant_config(cfg, {"data_in", "weight", "bias", "data_out"}, where));
+}
+
+using LayerTuple = std::tuple<std::string, std::string, std::vector<std::string>>;  // path, op, operands
+
+// The quantize pass's matcher (passes::match_quantize_config) over a model's layers as the
+// Python side lists them: for each layer (entry key, resolved config dict or None, MASE's
+// class name), and the warnings.
+nb::tuple match_quantize(const std::string& config_json, const std::vector<LayerTuple>& layers) {
+  const auto cfg = json_of(config_json, "quantize_transform_pass");
+  std::vector<qnum::passes::QuantizableLayer> in;
+  for (const auto& [path, op, operands] : layers) in.push_back({path, op, operands});
+  const auto match = qnum::passes::match_quantize_config(cfg, in);
+  nb::list out;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const auto& c = match.choices[i];
+    const std::string type =
+        c.config ? qnum::passes::mase_class_name(in[i].op, qnum::passes::main_family(*c.config)) : std::string();
+    out.append(nb::make_tuple(c.key, c.config ? nb::object(quant_config_dict(c.config)) : nb::none(), type));
+  }
+  return nb::make_tuple(out, match.warnings);
+}
+
+// MASE's summary table over rows (original type, op, changed).
+std::string quantize_summary(const std::vector<std::tuple<std::string, std::string, bool>>& rows) {
+  qnum::passes::QuantizeReport report;
+  for (const auto& [type, op, changed] : rows) report.rows.push_back({"", op, type, type, changed, ""});
+  return qnum::passes::summary_table(qnum::passes::summarize_quantization(report));
+}
+
+nb::dict prune_side(const qnum::passes::PruneSpec& s) {
+  nb::dict d;
+  d["sparsity"] = s.sparsity;
+  d["method"] = s.method == qnum::passes::PruneMethod::random ? "random" : "l1-norm";
+  d["scope"] = s.scope == qnum::passes::PruneScope::local ? "local" : "global";
+  d["text"] = s.to_string();
+  return d;
+}
+
+qnum::passes::PruneSpec prune_spec_of(double sparsity, const std::string& method, const std::string& scope) {
+  nlohmann::json j{{"sparsity", sparsity}, {"method", method}, {"scope", scope}};
+  return qnum::passes::detail::parse_prune_side(j, "side");
+}
+
+// MASE's prune config checked by the C++ pass's parser: {"weight": {...}, "activation": {...}, "seed": n}.
+nb::dict parse_prune_config(const std::string& config_json) {
+  const auto c = qnum::passes::parse_prune_config(json_of(config_json, "prune_transform_pass"));
+  nb::dict d;
+  d["weight"] = prune_side(c.weight);
+  d["activation"] = prune_side(c.activation);
+  d["seed"] = c.seed;
+  return d;
+}
+
+// The pass's weight selection (passes::select_weight_prune): per layer the flat indices to zero.
+std::vector<std::vector<std::size_t>> select_weight_prune(double sparsity, const std::string& method,
+                                                          const std::string& scope, std::uint64_t seed,
+                                                          const std::vector<InArray<float>>& weights) {
+  const auto spec = prune_spec_of(sparsity, method, scope);
+  std::vector<std::span<const float>> w;
+  for (const auto& a : weights) w.push_back(values(a));
+  nb::gil_scoped_release unlocked;
+  return qnum::passes::select_weight_prune(spec, seed, w);
+}
+
+void activation_prune_mask_into(double sparsity, const std::string& method, const std::string& scope,
+                                std::uint64_t seed, std::uint64_t call, float threshold, const InArray<float>& x,
+                                std::size_t samples, const OutArray<float>& mask) {
+  const auto spec = prune_spec_of(sparsity, method, scope);
+  require_size(mask.size(), static_cast<std::int64_t>(x.size()), "the mask");
+  if (samples == 0 || x.size() % samples != 0) throw qnum::Error("activation prune: samples must divide the size");
+  nb::gil_scoped_release unlocked;
+  const auto m = qnum::passes::activation_prune_mask(spec, seed, call, threshold, values(x), samples);
+  std::copy(m.begin(), m.end(), mask.data());
+}
+
+float activation_prune_threshold(double sparsity, const InArray<float>& magnitudes) {
+  std::vector<float> seen(magnitudes.data(), magnitudes.data() + magnitudes.size());
+  return qnum::passes::activation_prune_threshold(sparsity, seen);
+}
+
+nb::dict parse_lora_config(const std::string& config_json) {
+  const auto c = qnum::passes::parse_lora_config(json_of(config_json, "insert_lora_adapter_transform_pass"));
+  nb::dict d;
+  d["rank"] = c.rank;
+  d["alpha"] = c.alpha > 0.0 ? c.alpha : static_cast<double>(c.rank);
+  d["scaling"] = (c.alpha > 0.0 ? c.alpha : static_cast<double>(c.rank)) / static_cast<double>(c.rank);
+  d["dropout"] = c.dropout;
+  d["target"] = c.target;
+  d["trainable"] = c.trainable;
+  d["seed"] = c.seed;
+  return d;
+}
+
+// The cost model's rule for an op with weights (passes::weighted_op_cost); rows are
+// (node, op, macs, bias_adds, bits_weight, bits_data_in, adapter_macs) and come back as
+// dicts, with the C++ report's text table.
+nb::tuple weighted_costs(const std::vector<std::tuple<std::string, std::string, double, double, double, double, double>>& rows) {
+  qnum::passes::CostReport report;
+  for (const auto& [node, op, macs, bias, bw, bin, lora] : rows)
+    report.rows.push_back(qnum::passes::weighted_op_cost(node, op, macs, bias, bw, bin, lora));
+  nb::list out;
+  for (const auto& r : report.rows) {
+    nb::dict d;
+    d["node"] = r.node;
+    d["op"] = r.op;
+    d["macs"] = r.macs;
+    d["flops_forward"] = r.flops_forward;
+    d["flops_backward"] = r.flops_backward;
+    d["bitops_forward"] = r.bitops_forward;
+    d["bitops_backward"] = r.bitops_backward;
+    d["bits_weight"] = r.bits_weight;
+    d["bits_data_in"] = r.bits_data_in;
+    out.append(d);
+  }
+  return nb::make_tuple(out, report.table());
 }
 
 nb::dict formats() {
@@ -246,6 +374,18 @@ NB_MODULE(_core, m) {
 
   m.def("formats", &formats);
   m.def("resolve_quant_config", &resolve_quant_config);
+  m.def("match_quantize", &match_quantize);
+  m.def("quantize_summary", &quantize_summary);
+  m.def("parse_prune_config", &parse_prune_config);
+  m.def("select_weight_prune", &select_weight_prune);
+  m.def("activation_prune_mask_into", &activation_prune_mask_into);
+  m.def("activation_prune_threshold", &activation_prune_threshold);
+  m.def("parse_lora_config", &parse_lora_config);
+  m.def("weighted_costs", &weighted_costs);
+  m.def("derive_seed", &qnum::nn::detail::derive_seed);
+  m.def("matmul_right_groups_along_k", [](const qnum::Format& f, std::int64_t rank) {
+    return qnum::nn::Matmul::right_groups_along_k(f, rank);
+  });
   m.def("set_num_threads", &qnum::set_num_threads, nb::arg("n"));
   m.def("num_threads", &qnum::num_threads);
   m.def("retain_freed_memory", &qnum::retain_freed_memory);

@@ -267,14 +267,19 @@ class Matmul : public Module, public Quantizable {
   using Module::forward;
   Tensor forward(const Tensor& a, const Tensor& b) { return quantize_out(matmul(quantize_in(a), quantize_right(b))); }
 
+  /// Whether right operands of rank `rank` on format `f` are grouped along K (quantized
+  /// transposed): block and MX formats in exact mode; the rule qnum.torch's matmuls follow too.
+  static bool right_groups_along_k(const Format& f, std::int64_t rank) {
+    const std::string_view fam = f.family();
+    const bool blocked = fam.starts_with("block") || fam.starts_with("mx");
+    return blocked && f.policy.semantics != mase_compat.semantics && rank >= 2;
+  }
+
  private:
   Tensor quantize_right(const Tensor& b) const {
     const auto& f = quant().weight;
     if (!f) return b;
-    const std::string_view fam = f->family();
-    const bool blocked = fam.starts_with("block") || fam.starts_with("mx");
-    if (!blocked || f->policy.semantics == mase_compat.semantics || b.rank() < 2)
-      return fake_quantize(b, *f, Role::activation);
+    if (!right_groups_along_k(*f, b.rank())) return fake_quantize(b, *f, Role::activation);
     const int r = static_cast<int>(b.rank());
     return transpose(fake_quantize(transpose(b, r - 2, r - 1), *f, Role::activation), r - 2, r - 1);
   }

@@ -79,6 +79,30 @@ inline bool is_free(const std::string& op) {
 
 }  // namespace detail
 
+/// The cost of a node with weights (linear, and convolutions by their MACs): `macs`
+/// multiply-accumulates, `bias_adds` output elements given a bias (0 without), the weight's
+/// and input's bits, and `adapter_macs` of float32 LoRA products (r·(in + out) per row).
+inline CostRow weighted_op_cost(const std::string& node, const std::string& op, double macs, double bias_adds,
+                                double bits_weight, double bits_data_in, double adapter_macs = 0.0) {
+  CostRow r{node, op};
+  r.macs = static_cast<std::int64_t>(macs);
+  r.flops_forward = 2.0 * r.macs + bias_adds;
+  r.flops_backward = 4.0 * r.macs + bias_adds;
+  r.bits_weight = bits_weight;
+  r.bits_data_in = bits_data_in;
+  r.bitops_forward = r.macs * bits_weight * bits_data_in;
+  r.bitops_backward = r.macs * 32.0 * bits_weight + r.macs * 32.0 * bits_data_in;
+  if (adapter_macs > 0.0) {
+    const double m = adapter_macs;
+    r.macs += static_cast<std::int64_t>(m);
+    r.flops_forward += 2.0 * m;
+    r.flops_backward += 4.0 * m;
+    r.bitops_forward += m * 32.0 * 32.0;
+    r.bitops_backward += 2.0 * m * 32.0 * 32.0;
+  }
+  return r;
+}
+
 /// The cost of every node of `t` (see the header).
 inline CostReport cost(const Trace& t) {
   CostReport report;
@@ -88,23 +112,12 @@ inline CostReport cost(const Trace& t) {
     const double out = static_cast<double>(detail::numel_of(n.out_shape));
     if (auto* lin = dynamic_cast<nn::Linear*>(n.module)) {
       const double in = n.in_shapes.empty() ? 0.0 : static_cast<double>(detail::numel_of(n.in_shapes[0]));
-      r.macs = static_cast<std::int64_t>(static_cast<double>(lin->weight.numel()) * (in / lin->in_features));
-      const bool bias = lin->bias.defined();
-      r.flops_forward = 2.0 * r.macs + (bias ? out : 0.0);
-      r.flops_backward = 4.0 * r.macs + (bias ? out : 0.0);
-      r.bits_weight = nn::operand_bits(lin->quant().weight);
-      r.bits_data_in = nn::operand_bits(lin->quant().data_in);
-      r.bitops_forward = r.macs * r.bits_weight * r.bits_data_in;
-      r.bitops_backward = r.macs * 32.0 * r.bits_weight + r.macs * 32.0 * r.bits_data_in;
-      if (lin->lora_A) {  // the adapter's two products: r·(in + out) MACs per row, float32
-        const double rows = in / lin->in_features;
-        const double m = rows * static_cast<double>(lin->lora_A->weight.numel() + lin->lora_B->weight.numel());
-        r.macs += static_cast<std::int64_t>(m);
-        r.flops_forward += 2.0 * m;
-        r.flops_backward += 4.0 * m;
-        r.bitops_forward += m * 32.0 * 32.0;
-        r.bitops_backward += 2.0 * m * 32.0 * 32.0;
-      }
+      const double rows = in / static_cast<double>(lin->in_features);
+      const double lora = lin->lora_A ? static_cast<double>(lin->lora_A->weight.numel() + lin->lora_B->weight.numel())
+                                      : 0.0;
+      r = weighted_op_cost(n.name, n.op, static_cast<double>(lin->weight.numel()) * rows,
+                           lin->bias.defined() ? out : 0.0, nn::operand_bits(lin->quant().weight),
+                           nn::operand_bits(lin->quant().data_in), rows * lora);
     } else if (n.op == "matmul" || n.op == "bmm") {
       if (n.in_shapes.size() == 2 && !n.in_shapes[0].empty()) {
         const double k = static_cast<double>(n.in_shapes[0].back());

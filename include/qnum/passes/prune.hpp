@@ -153,6 +153,84 @@ inline PruneConfig parse_prune_config(const nlohmann::json& j) {
   return c;
 }
 
+/// The weight entries a prune pass drops: for each layer (its flat weight values, in
+/// module order) the flat indices to zero, exactly round(s·n) per layer (local) or over all
+/// layers together (global); l1-norm takes the smallest |w| (ties: lower flat index first,
+/// layers in order), random a uniformly random subset seeded by (seed, layer) or (seed,
+/// 2^20) for global. The one selection rule of qnum's prune pass, the Python binding's too.
+inline std::vector<std::vector<std::size_t>> select_weight_prune(const PruneSpec& w, std::uint64_t seed,
+                                                                 const std::vector<std::span<const float>>& weights) {
+  std::vector<std::vector<std::size_t>> drop(weights.size());
+  if (!w.active()) return drop;
+  if (w.scope == PruneScope::local) {
+    for (std::size_t l = 0; l < weights.size(); ++l) {
+      const std::size_t n = weights[l].size(), k = detail::count_for(w.sparsity, n);
+      if (w.method == PruneMethod::l1_norm) {
+        drop[l] = detail::smallest_k(weights[l], k);
+      } else {
+        std::mt19937_64 rng(nn::detail::derive_seed(seed, l));
+        drop[l] = detail::random_k(n, k, rng);
+      }
+    }
+    return drop;
+  }
+  std::vector<float> all;
+  std::vector<std::size_t> offset{0};
+  for (const auto& v : weights) {
+    all.insert(all.end(), v.begin(), v.end());
+    offset.push_back(all.size());
+  }
+  const std::size_t k = detail::count_for(w.sparsity, all.size());
+  std::vector<std::size_t> flat;
+  if (w.method == PruneMethod::l1_norm) {
+    flat = detail::smallest_k(all, k);
+  } else {
+    std::mt19937_64 rng(nn::detail::derive_seed(seed, 1u << 20));
+    flat = detail::random_k(all.size(), k, rng);
+  }
+  for (auto i : flat) {
+    const std::size_t l =
+        static_cast<std::size_t>(std::upper_bound(offset.begin(), offset.end(), i) - offset.begin()) - 1;
+    drop[l].push_back(i - offset[l]);
+  }
+  return drop;
+}
+
+/// The drop mask of activation pruning for one layer input `v` of `samples` slices (see
+/// the header): 1 keeps, 0 prunes. `call` numbers the layer's forward calls (random draws).
+inline std::vector<float> activation_prune_mask(const PruneSpec& spec, std::uint64_t seed, std::uint64_t call,
+                                                float global_threshold, std::span<const float> v,
+                                                std::size_t samples) {
+  std::vector<float> mask(v.size(), 1.0f);
+  if (spec.scope == PruneScope::global && spec.method == PruneMethod::l1_norm) {
+    for (std::size_t i = 0; i < v.size(); ++i) mask[i] = std::fabs(v[i]) > global_threshold ? 1.0f : 0.0f;
+    return mask;
+  }
+  const std::size_t m = v.size() / samples;
+  const std::size_t k = detail::count_for(spec.sparsity, m);
+  for (std::size_t s = 0; s < samples; ++s) {
+    std::vector<std::size_t> drop;
+    if (spec.method == PruneMethod::l1_norm) {
+      drop = detail::smallest_k(v.subspan(s * m, m), k);
+    } else {
+      std::mt19937_64 rng(nn::detail::derive_seed(nn::detail::derive_seed(seed, call), s));
+      drop = detail::random_k(m, k, rng);
+    }
+    for (auto i : drop) mask[s * m + i] = 0.0f;
+  }
+  return mask;
+}
+
+/// The global l1-norm activation threshold: about round(s·n) of the calibration magnitudes
+/// `seen` (|x| of every Linear input) lie at or below it (`seen` is reordered).
+inline float activation_prune_threshold(double sparsity, std::vector<float>& seen) {
+  qnum::detail::require(!seen.empty(), "prune: the calibration batches reached no Linear layer");
+  const std::size_t k = std::min(detail::count_for(sparsity, seen.size()), seen.size() - 1);
+  std::nth_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(k), seen.end());
+  // Keep |x| > t with t the k-th smallest: about k of the calibration values are pruned.
+  return k == 0 ? 0.0f : *std::max_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(k));
+}
+
 /// Activation pruning of one layer's input (see the header for the exact rule).
 class ActivationPruner : public nn::InputTransform {
  public:
@@ -161,25 +239,8 @@ class ActivationPruner : public nn::InputTransform {
 
   Tensor apply(const Tensor& x, bool /*training*/) override {
     if (!spec_.active() || x.numel() == 0) return x;
-    const auto v = x.values();
-    std::vector<float> mask(v.size(), 1.0f);
-    if (spec_.scope == PruneScope::global && spec_.method == PruneMethod::l1_norm) {
-      for (std::size_t i = 0; i < v.size(); ++i) mask[i] = std::fabs(v[i]) > threshold_ ? 1.0f : 0.0f;
-    } else {
-      const std::size_t samples = x.rank() >= 2 ? static_cast<std::size_t>(x.shape()[0]) : 1;
-      const std::size_t m = v.size() / samples;
-      const std::size_t k = detail::count_for(spec_.sparsity, m);
-      for (std::size_t s = 0; s < samples; ++s) {
-        std::vector<std::size_t> drop;
-        if (spec_.method == PruneMethod::l1_norm) {
-          drop = detail::smallest_k(v.subspan(s * m, m), k);
-        } else {
-          std::mt19937_64 rng(nn::detail::derive_seed(nn::detail::derive_seed(seed_, calls_), s));
-          drop = detail::random_k(m, k, rng);
-        }
-        for (auto i : drop) mask[s * m + i] = 0.0f;
-      }
-    }
+    const std::size_t samples = x.rank() >= 2 ? static_cast<std::size_t>(x.shape()[0]) : 1;
+    auto mask = activation_prune_mask(spec_, seed_, calls_, threshold_, x.values(), samples);
     ++calls_;
     return mul(x, Tensor(x.shape(), std::move(mask)));
   }
@@ -248,41 +309,11 @@ inline PruneReport prune(nn::Module& model, const PruneConfig& config, const std
                         "prune: the model has no Linear layer to prune");
   const PruneSpec& w = config.weight;
   if (w.active()) {
-    // Scores of every candidate entry: (layer, flat index), from the live (masked) weights.
-    std::vector<std::vector<std::size_t>> drop(layers.size());
-    if (w.scope == PruneScope::local) {
-      for (std::size_t l = 0; l < layers.size(); ++l) {
-        const Tensor we = layers[l].second->effective_weight();
-        const std::size_t n = static_cast<std::size_t>(we.numel()), k = detail::count_for(w.sparsity, n);
-        if (w.method == PruneMethod::l1_norm) {
-          drop[l] = detail::smallest_k(we.values(), k);
-        } else {
-          std::mt19937_64 rng(nn::detail::derive_seed(config.seed, l));
-          drop[l] = detail::random_k(n, k, rng);
-        }
-      }
-    } else {
-      std::vector<float> all;
-      std::vector<std::size_t> offset{0};
-      for (auto& [path, lin] : layers) {
-        const Tensor we = lin->effective_weight();
-        all.insert(all.end(), we.values().begin(), we.values().end());
-        offset.push_back(all.size());
-      }
-      const std::size_t k = detail::count_for(w.sparsity, all.size());
-      std::vector<std::size_t> flat;
-      if (w.method == PruneMethod::l1_norm) {
-        flat = detail::smallest_k(all, k);
-      } else {
-        std::mt19937_64 rng(nn::detail::derive_seed(config.seed, 1u << 20));
-        flat = detail::random_k(all.size(), k, rng);
-      }
-      for (auto i : flat) {
-        const std::size_t l =
-            static_cast<std::size_t>(std::upper_bound(offset.begin(), offset.end(), i) - offset.begin()) - 1;
-        drop[l].push_back(i - offset[l]);
-      }
-    }
+    std::vector<Tensor> live;  // the live (masked) weights the scores come from
+    std::vector<std::span<const float>> weights;
+    for (auto& [path, lin] : layers) live.push_back(lin->effective_weight());
+    for (const auto& t : live) weights.push_back(t.values());
+    const auto drop = select_weight_prune(w, config.seed, weights);
     for (std::size_t l = 0; l < layers.size(); ++l) {
       nn::Linear& lin = *layers[l].second;
       std::vector<float> mask = lin.weight_mask.defined()
@@ -320,11 +351,7 @@ inline PruneReport prune(nn::Module& model, const PruneConfig& config, const std
       slot = nullptr;
       model.train(was_training);
     }
-    qnum::detail::require(!seen.empty(), "prune: the calibration batches reached no Linear layer");
-    const std::size_t k = std::min(detail::count_for(a.sparsity, seen.size()), seen.size() - 1);
-    std::nth_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(k), seen.end());
-    // Keep |x| > t with t the k-th smallest: about k of the calibration values are pruned.
-    threshold = k == 0 ? 0.0f : *std::max_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(k));
+    threshold = activation_prune_threshold(a.sparsity, seen);
   }
 
   PruneReport report;

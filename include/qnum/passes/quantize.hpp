@@ -60,13 +60,14 @@ inline std::string node_name(const std::string& path) {
   return s;
 }
 
-/// MASE's ops that its quantize pass can transform (QUANTIZEABLE_OP plus softmax).
+/// MASE's ops that its quantize pass can transform (QUANTIZEABLE_OP plus softmax), and
+/// qnum's `embedding` (an Embedding's weight table: qnum.torch's pass quantizes it).
 inline const std::vector<std::string>& mase_quantizable_ops() {
   static const std::vector<std::string> ops{
       "add",      "bmm",  "conv1d", "conv2d",       "convtranspose2d", "matmul",     "mul",
       "linear",   "relu", "sub",    "batch_norm2d", "layer_norm",      "group_norm", "instance_norm2d",
       "rms_norm", "selu", "tanh",   "gelu",         "softsign",        "softplus",   "grouped_query_attention",
-      "softmax"};
+      "softmax",  "embedding"};
   return ops;
 }
 
@@ -74,7 +75,8 @@ inline const std::vector<std::string>& mase_quantizable_ops() {
 inline std::string mase_class_name(const std::string& op, const std::string& family) {
   static const std::map<std::string, std::string> ops{
       {"linear", "Linear"},        {"relu", "ReLU"},     {"gelu", "GELU"},      {"tanh", "Tanh"},
-      {"layer_norm", "LayerNorm"}, {"matmul", "Matmul"}, {"softmax", "Softmax"}};
+      {"layer_norm", "LayerNorm"}, {"matmul", "Matmul"}, {"softmax", "Softmax"}, {"bmm", "BMM"},
+      {"conv1d", "Conv1d"},        {"conv2d", "Conv2d"}, {"embedding", "Embedding"}, {"rms_norm", "RMSNorm"}};
   static const std::map<std::string, std::string> families{{"integer", "Integer"},
                                                            {"minifloat_ieee", "MinifloatIEEE"},
                                                            {"minifloat_denorm", "MinifloatDenorm"},
@@ -134,9 +136,30 @@ inline bool name_matches(const std::string& key, const std::string& path) {
 
 }  // namespace detail
 
-/// Applies quantize config `config` (see the header) to `model` in place and reports every
-/// leaf layer. Nothing is changed unless the whole config is valid for the whole model.
-inline QuantizeReport quantize(nn::Module& model, const nlohmann::json& config) {
+/// A quantizable layer as the matcher sees it: any model's, qnum's or (through the Python
+/// binding) PyTorch's.
+struct QuantizableLayer {
+  std::string path;                   ///< module path ("" for the root)
+  std::string op;                     ///< MASE op name ("linear", "conv2d", ...)
+  std::vector<std::string> operands;  ///< the operands it can quantize ("data_in", "weight", ...)
+};
+
+/// What the config gives each layer (in the order given): the entry that matched it
+/// ("default" or none) and the resolved QuantConfig (nullopt: left alone).
+struct QuantizeChoice {
+  std::string key;
+  std::optional<nn::QuantConfig> config;
+};
+
+struct QuantizeMatch {
+  std::vector<QuantizeChoice> choices;
+  std::vector<std::string> warnings;
+};
+
+/// The quantize pass's rules (see the header) applied to a list of layers: which entry
+/// matches each one and the config it resolves to. Errors (unknown op, bad regex, a layer
+/// matched twice, a bad format) are thrown before anything is returned.
+inline QuantizeMatch match_quantize_config(const nlohmann::json& config, const std::vector<QuantizableLayer>& layers) {
   using qnum::detail::fail;
   using qnum::detail::require;
   require(config.is_object(), "quantize config must be a table/object, got ", config.dump());
@@ -176,27 +199,18 @@ inline QuantizeReport quantize(nn::Module& model, const nlohmann::json& config) 
       }
     }
 
-  // Resolve every layer first; install only when all are valid.
-  QuantizeReport report;
-  std::vector<std::pair<nn::Quantizable*, std::optional<nn::QuantConfig>>> plan;
+  QuantizeMatch out;
   std::vector<bool> used(entries.size(), false);
   std::vector<std::string> layer_names;
-  for (auto& [path, m] : model.named_modules()) {
-    if (!m->children().empty() && m->op_name().empty()) continue;  // containers
-    auto* q = dynamic_cast<nn::Quantizable*>(m);
-    QuantizeRow row{path, m->op_name(), m->type_name(), m->type_name(), false, "float"};
-    if (!q) {
-      report.rows.push_back(row);
-      continue;
-    }
-    if (q->is_quantized()) row.original_type = mase_class_name(row.op, main_family(q->quant()));
+  for (const auto& layer : layers) {
+    const std::string& path = layer.path;
     layer_names.push_back(path);
     const nlohmann::json* chosen = fallback;
-    std::string chosen_key = "default";
+    std::string chosen_key = fallback ? "default" : "";
     bool matched = false;
     for (std::size_t i = 0; i < entries.size(); ++i) {
       bool hit = false;
-      if (by == "type") hit = entries[i].first == row.op;
+      if (by == "type") hit = entries[i].first == layer.op;
       if (by == "name") hit = detail::name_matches(entries[i].first, path);
       if (!patterns.empty())
         hit = std::regex_match(path, patterns[i]) || std::regex_match(node_name(path), patterns[i]);
@@ -211,23 +225,50 @@ inline QuantizeReport quantize(nn::Module& model, const nlohmann::json& config) 
     }
     std::optional<nn::QuantConfig> qc;
     if (chosen)
-      qc = resolve_quant_config(*chosen, q->quant_operands(),
+      qc = resolve_quant_config(*chosen, layer.operands,
                                 "quantize config '" + chosen_key + "' for layer '" + path + "'");
-    plan.emplace_back(q, qc);
-    if (qc) {
-      row.changed = true;
-      row.new_type = mase_class_name(row.op, main_family(*qc));
-      row.config = qc->to_string();
-    }
-    report.rows.push_back(row);
+    out.choices.push_back({chosen_key, qc});
   }
   if (by != "type")
     for (std::size_t i = 0; i < entries.size(); ++i)
       if (!used[i])
-        report.warnings.push_back("quantize config: '" + entries[i].first +
-                                  "' matches no quantizable layer (layers: " + detail::join(layer_names) + ")");
-  for (auto& [q, qc] : plan)
-    if (qc) q->set_quant(*qc);
+        out.warnings.push_back("quantize config: '" + entries[i].first +
+                               "' matches no quantizable layer (layers: " + detail::join(layer_names) + ")");
+  return out;
+}
+
+/// Applies quantize config `config` (see the header) to `model` in place and reports every
+/// leaf layer. Nothing is changed unless the whole config is valid for the whole model.
+inline QuantizeReport quantize(nn::Module& model, const nlohmann::json& config) {
+  QuantizeReport report;
+  std::vector<nn::Quantizable*> targets;
+  std::vector<QuantizableLayer> layers;
+  std::vector<std::size_t> row_of;  // report row of each quantizable layer
+  for (auto& [path, m] : model.named_modules()) {
+    if (!m->children().empty() && m->op_name().empty()) continue;  // containers
+    auto* q = dynamic_cast<nn::Quantizable*>(m);
+    QuantizeRow row{path, m->op_name(), m->type_name(), m->type_name(), false, "float"};
+    if (q) {
+      if (q->is_quantized()) row.original_type = mase_class_name(row.op, main_family(q->quant()));
+      targets.push_back(q);
+      layers.push_back({path, row.op, q->quant_operands()});
+      row_of.push_back(report.rows.size());
+    }
+    report.rows.push_back(row);
+  }
+  // Resolve every layer first; install only when all are valid.
+  QuantizeMatch match = match_quantize_config(config, layers);
+  report.warnings = std::move(match.warnings);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto& qc = match.choices[i].config;
+    if (!qc) continue;
+    auto& row = report.rows[row_of[i]];
+    row.changed = true;
+    row.new_type = mase_class_name(row.op, main_family(*qc));
+    row.config = qc->to_string();
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    if (const auto& qc = match.choices[i].config) targets[i]->set_quant(*qc);
   return report;
 }
 
