@@ -48,12 +48,8 @@ def check_tensor(x, what="x"):
         raise TypeError(f"qnum.torch: {what} has dtype {x.dtype}; qnum quantizes float32, bfloat16 and float16 "
                         f"tensors (convert with x.float())")
     if x.device.type not in ("cpu", "meta"):
-        if x.device.type == "cuda" and not hasattr(_core, "cuda_quantize_into"):
-            raise TypeError(f"qnum.torch: {what} is on {x.device}, and this qnum package was built without CUDA "
-                            f"(rebuild where nvcc is installed: QNUM_PYTHON_CUDA=1 pip install ./python); "
-                            f"or move the tensor with .cpu()")
-        if x.device.type != "cuda":
-            raise TypeError(f"qnum.torch: {what} is on device {x.device}; qnum runs on CPU (and CUDA) tensors")
+        raise TypeError(f"qnum.torch: {what} is on device {x.device}; this qnum package quantizes CPU tensors "
+                        f"(its CUDA kernels are not built into the Python package yet): move it with .cpu()")
 
 
 def _quantize(x, spec, role):
@@ -67,48 +63,58 @@ def _quantize(x, spec, role):
         raise ValueError(f"qnum.torch.fake_quantize: format '{spec}' changes the tensor's shape; "
                          f"only shape-preserving formats can be fake-quantized")
     out = torch.empty(src.shape, dtype=torch.float32, device=src.device)
-    if src.device.type == "cuda":
-        _core.cuda_quantize_into(f, src.data_ptr(), out.data_ptr(), list(src.shape), role,
-                                 torch.cuda.current_stream(src.device).cuda_stream)
-    elif src.numel():
+    if src.numel():
         f.quantize_into(src.numpy(), out.numpy(), role)
     return out if x.dtype == torch.float32 else out.to(x.dtype)
 
 
-@torch.library.custom_op("qnum::quantize", mutates_args=())
-def quantize_op(x: torch.Tensor, spec: str, role: int) -> torch.Tensor:
-    """The values of `x` on format `spec` (canonical text); no gradient of its own."""
-    check_tensor(x)
-    return _quantize(x, spec, role)
+def _load_cpp_op():
+    """Loads libqnum_torch_ops.so (the C++ operator, built where torch was importable at build
+    time); False where it is absent or was built against another torch."""
+    import os
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "libqnum_torch_ops.so")
+    if not os.path.exists(path) or os.environ.get("QNUM_TORCH_OPS") == "python":
+        return False
+    try:
+        torch.ops.load_library(path)
+    except OSError as e:
+        import warnings
+        warnings.warn(f"qnum.torch: {path} does not load with this torch ({e}); using the Python operator "
+                      f"(rebuild qnum: pip install --no-build-isolation ./python)", stacklevel=3)
+        return False
+    return True
 
 
-@quantize_op.register_fake
-def _(x, spec, role):
-    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+CPP_OP = _load_cpp_op()
 
+if CPP_OP:
+    quantize_op = torch.ops.qnum.quantize.default
+else:
+    @torch.library.custom_op("qnum::quantize", mutates_args=())
+    def quantize_op(x: torch.Tensor, spec: str, role: int) -> torch.Tensor:
+        """The values of `x` on format `spec` (canonical text); no gradient of its own."""
+        check_tensor(x)
+        return _quantize(x, spec, role)
 
-def _ste(spec):
-    """(clipped?, lo, hi): the format's straight-through rule (describe()["ste_range"])."""
-    return format_of(spec)._ste_info()
+    @quantize_op.register_fake
+    def _(x, spec, role):
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
+    def _setup_context(ctx, inputs, output):
+        x, spec, role = inputs
+        clipped, (lo, hi) = format_of(spec)._ste_info()
+        ctx.clipped, ctx.lo, ctx.hi = clipped, lo, hi
+        if clipped:
+            ctx.save_for_backward(x)
 
-def _setup_context(ctx, inputs, output):
-    x, spec, role = inputs
-    clipped, (lo, hi) = _ste(spec)
-    ctx.clipped, ctx.lo, ctx.hi = clipped, lo, hi
-    if clipped:
-        ctx.save_for_backward(x)
+    def _backward(ctx, g):
+        if not ctx.clipped:
+            return g, None, None
+        (x,) = ctx.saved_tensors
+        keep = (x >= ctx.lo) & (x <= ctx.hi)  # False for NaN
+        return torch.where(keep, g, torch.zeros_like(g)), None, None
 
-
-def _backward(ctx, g):
-    if not ctx.clipped:
-        return g, None, None
-    (x,) = ctx.saved_tensors
-    keep = (x >= ctx.lo) & (x <= ctx.hi)  # False for NaN
-    return torch.where(keep, g, torch.zeros_like(g)), None, None
-
-
-quantize_op.register_autograd(_backward, setup_context=_setup_context)
+    quantize_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def fake_quantize(x, fmt, role="activation"):
