@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Python package's tests (python/tests, pytest): builds qnum for Python into a venv and runs
 # the suite. Called by scripts/test.sh. Skips (exit 0) without Python >= 3.9 with venv support.
-# NumPy tests always run; the torch tests run where torch is importable in the venv
-# (QNUM_PYTHON_TORCH=1 installs it from PyPI first). QNUM_PYTHON_VENV picks the venv folder.
+# The venv gets the test clients from PyPI: torch, transformers, torchvision, optuna and
+# matplotlib (the torch suite, the Python labs; ~6 GB, a few minutes the first time, then
+# pip's cache). QNUM_PYTHON_TORCH=0 leaves them out (NumPy tests only; refused in CI, where
+# every claim's test must run). QNUM_PYTHON_VENV picks the venv folder.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
@@ -19,7 +21,15 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 vpy="$venv/bin/python"
 "$vpy" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" "nanobind>=2.0" numpy pytest
-if [ "${QNUM_PYTHON_TORCH:-0}" = 1 ]; then "$vpy" -m pip install -q --disable-pip-version-check torch; fi
+if [ "${QNUM_PYTHON_TORCH:-1}" = 1 ]; then
+  start=$(date +%s)
+  # Before the package build: with torch importable, qnum's C++ torch operator is built too.
+  "$vpy" -m pip install -q --disable-pip-version-check torch torchvision transformers optuna matplotlib
+  echo "python tests: torch, torchvision, transformers, optuna, matplotlib installed in $(($(date +%s) - start)) s"
+elif [ "${CI:-}" = true ]; then
+  echo "python tests: QNUM_PYTHON_TORCH=0 in CI would skip the torch suite: refusing"
+  exit 1
+fi
 # ccache (scripts/build.sh's launcher, used by python/CMakeLists.txt too) keyed on paths
 # relative to the checkout, so another clone on the same machine hits the same cache.
 export CCACHE_BASEDIR="$root"
