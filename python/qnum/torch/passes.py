@@ -59,6 +59,11 @@ class QuantizeInfo:
     __repr__ = __str__
 
 
+def _snake(name):
+    """An op name for a module qnum does not quantize, as MASE's table shows one (Dropout -> dropout)."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
 def _leaves(model):
     """(name, module) of every module that computes something itself: no children, or a kind
     qnum quantizes (a Linear subclass with children, say)."""
@@ -103,7 +108,7 @@ def quantize_transform_pass(model, pass_args, inplace=False):
             layers.append((f"<{op} calls>", op, ["data_in", "weight", "data_out"]))
     choices, warns = _core.match_quantize(config_json, layers)  # raises before anything changes
 
-    rows = [{"name": n, "op": "", "original_type": type(m).__name__, "new_type": type(m).__name__,
+    rows = [{"name": n, "op": _snake(type(m).__name__), "original_type": type(m).__name__, "new_type": type(m).__name__,
              "changed": False, "config": "float"} for n, m in leaves]
     plan = []
     for k, (name, op, operands) in enumerate(layers[:len(where)]):
