@@ -30,6 +30,10 @@ targets=()
 [ -n "${QNUM_SANITIZE_TARGETS:-}" ] && read -ra targets <<< "--target $QNUM_SANITIZE_TARGETS"
 cmake --build "$build" --parallel "${QNUM_JOBS:-$(nproc)}" "${targets[@]}"
 
+# The Optuna tests' python: the test venv where scripts/python_env.sh made it.
+if [ -z "${QNUM_PYTHON:-}" ] && [ -x "$root/build/python-venv/bin/python" ]; then
+  export QNUM_PYTHON="$root/build/python-venv/bin/python"
+fi
 cd "$build"
 source "$root/scripts/sanitizer-env.sh"
 sym=$sanitizer_symbolizer

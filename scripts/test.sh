@@ -7,6 +7,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${1:-}" = --sanitize ]; then shift; exec bash "$root/scripts/test-sanitize.sh" "$@"; fi
 bash "$root/scripts/install-deps.sh"
+# The Python test clients first (scripts/python_env.sh): CTest's Optuna tests run with that
+# python (QNUM_PYTHON), then the package's pytest suite uses the same venv.
+if [ "${QNUM_SKIP_PYTHON:-0}" != 1 ]; then
+  set +e
+  QNUM_PYTHON=$(bash "$root/scripts/python_env.sh")
+  rc=$?
+  set -e
+  if [ "$rc" -eq 0 ]; then export QNUM_PYTHON; elif [ "$rc" -ne 3 ]; then exit "$rc"; fi
+fi
 # Only what CTest runs (qnum-test-programs: the test programs, qnum, the labs), not the
 # benchmarks a plain scripts/build.sh also builds.
 QNUM_TARGETS=qnum-test-programs bash "$root/scripts/build.sh" -DQNUM_BUILD_TESTS=ON -DQNUM_BUILD_APPS=ON
