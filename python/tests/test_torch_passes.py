@@ -318,6 +318,13 @@ def test_compiled_model_equals_eager():
         assert_same_bits(got, exp, what)
 
 
+def test_compiled_function_with_a_spec_it_has_not_seen():
+    x = torch.randn(4, 64, requires_grad=True)
+    spec = "block_fp:width=6,exponent_width=8,block_size=16"  # first parsed inside the compiled trace
+    y = torch.compile(lambda t: qt.fake_quantize(t, spec), fullgraph=True, backend="aot_eager")(x)
+    assert_same_bits(y.detach(), qt.fake_quantize(x, spec).detach(), spec)
+
+
 def test_inductor_compiled_bert_equals_eager_forward():
     q, _ = qt.quantize_transform_pass(tiny_bert(), by_type(linear=INT8))
     ids = tokens()
@@ -486,3 +493,44 @@ def test_summarize_bits_and_costs():
     assert dense["macs"] == macs and dense["flops_forward"] == 2 * macs + 64 * ids.numel()
     assert dense["bitops_forward"] == macs * 8 * 8
     assert "total" in s["table"]
+
+
+# ---- the operator: C++ (libqnum_torch_ops.so) and its Python fallback agree --------------------
+
+_FALLBACK_SCRIPT = r"""
+import sys, torch, qnum.torch as qt
+from qnum.torch import _ops
+assert not _ops.CPP_OP, "QNUM_TORCH_OPS=python must select the Python operator"
+torch.manual_seed(0)
+x = torch.randn(4, 64, requires_grad=True)
+outs = []
+for spec in ("integer:width=8,frac_width=4,ste=clipped", "mxint8", "nvfp4"):
+    y = qt.fake_quantize(x, spec)
+    (g,) = torch.autograd.grad(y.square().sum(), x)
+    yc = torch.compile(lambda t: qt.fake_quantize(t, spec), fullgraph=True, backend="aot_eager")(x)
+    assert torch.equal(y, yc)
+    outs += [y.detach(), g, qt.fake_quantize(x.detach().bfloat16(), spec).float()]
+torch.save(outs, sys.argv[1])
+"""
+
+
+def test_python_fallback_operator_equals_the_cpp_one(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from qnum.torch import _ops
+    if not _ops.CPP_OP:
+        pytest.skip("qnum was built without torch: only the Python operator is present")
+    out = tmp_path / "fallback.pt"
+    env = dict(os.environ, QNUM_TORCH_OPS="python")
+    subprocess.run([sys.executable, "-c", _FALLBACK_SCRIPT, str(out)], check=True, env=env, cwd=tmp_path)
+    want = torch.load(out)
+    torch.manual_seed(0)
+    x = torch.randn(4, 64, requires_grad=True)
+    got = []
+    for spec in ("integer:width=8,frac_width=4,ste=clipped", "mxint8", "nvfp4"):
+        y = qt.fake_quantize(x, spec)
+        (g,) = torch.autograd.grad(y.square().sum(), x)
+        got += [y.detach(), g, qt.fake_quantize(x.detach().bfloat16(), spec).float()]
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert_same_bits(a, b, f"tensor {i}")

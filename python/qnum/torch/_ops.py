@@ -30,15 +30,26 @@ def format_of(spec):
 def spec_text(fmt):
     """Canonical text of a qnum.Format or spec text (it names the mode: mase_compat too)."""
     if isinstance(fmt, str):
-        text = _ALIASES.get(fmt)
-        if text is None:
-            text = _ALIASES[fmt] = str(Format(fmt))
-    elif isinstance(fmt, Format):
+        return _canonical(fmt)
+    if isinstance(fmt, Format):
         text = str(fmt)
     else:
         raise TypeError(f"qnum.torch: format is a {type(fmt).__name__}; expected a qnum.Format or its text")
-    _FORMATS.setdefault(text, fmt if isinstance(fmt, Format) else Format(text))
+    if text not in _FORMATS:
+        _FORMATS[text] = fmt if isinstance(fmt, Format) else Format(text)
     return text
+
+
+@torch._dynamo.assume_constant_result
+def _canonical(text):
+    """The canonical text of a spec text, parsed once (under torch.compile: at trace time, the
+    result a constant, no guard on the caches)."""
+    canonical = _ALIASES.get(text)
+    if canonical is None:
+        f = Format(text)
+        canonical = _ALIASES[text] = str(f)
+        _FORMATS.setdefault(canonical, f)
+    return canonical
 
 
 def check_tensor(x, what="x"):
