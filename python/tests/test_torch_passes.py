@@ -497,20 +497,28 @@ def test_summarize_bits_and_costs():
 
 # ---- the operator: C++ (libqnum_torch_ops.so) and its Python fallback agree --------------------
 
+def operator_outputs(compile_check=False):
+    """Outputs, gradients and bf16 results of the operator on three formats (seeded)."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 64, requires_grad=True)
+    outs = []
+    for spec in ("integer:width=8,frac_width=4,ste=clipped", "mxint8", "nvfp4"):
+        y = qt.fake_quantize(x, spec)
+        (g,) = torch.autograd.grad(y.square().sum(), x)
+        if compile_check:
+            yc = torch.compile(lambda t: qt.fake_quantize(t, spec), fullgraph=True, backend="aot_eager")(x)
+            assert torch.equal(y, yc)
+        outs += [y.detach(), g, qt.fake_quantize(x.detach().bfloat16(), spec).float()]
+    return outs
+
+
 _FALLBACK_SCRIPT = r"""
-import sys, torch, qnum.torch as qt
+import sys, torch
+sys.path.insert(0, sys.argv[2])
 from qnum.torch import _ops
+from test_torch_passes import operator_outputs
 assert not _ops.CPP_OP, "QNUM_TORCH_OPS=python must select the Python operator"
-torch.manual_seed(0)
-x = torch.randn(4, 64, requires_grad=True)
-outs = []
-for spec in ("integer:width=8,frac_width=4,ste=clipped", "mxint8", "nvfp4"):
-    y = qt.fake_quantize(x, spec)
-    (g,) = torch.autograd.grad(y.square().sum(), x)
-    yc = torch.compile(lambda t: qt.fake_quantize(t, spec), fullgraph=True, backend="aot_eager")(x)
-    assert torch.equal(y, yc)
-    outs += [y.detach(), g, qt.fake_quantize(x.detach().bfloat16(), spec).float()]
-torch.save(outs, sys.argv[1])
+torch.save(operator_outputs(compile_check=True), sys.argv[1])
 """
 
 
@@ -518,19 +526,13 @@ def test_python_fallback_operator_equals_the_cpp_one(tmp_path):
     import os
     import subprocess
     import sys
+    from pathlib import Path
     from qnum.torch import _ops
     if not _ops.CPP_OP:
         pytest.skip("qnum was built without torch: only the Python operator is present")
     out = tmp_path / "fallback.pt"
     env = dict(os.environ, QNUM_TORCH_OPS="python")
-    subprocess.run([sys.executable, "-c", _FALLBACK_SCRIPT, str(out)], check=True, env=env, cwd=tmp_path)
-    want = torch.load(out)
-    torch.manual_seed(0)
-    x = torch.randn(4, 64, requires_grad=True)
-    got = []
-    for spec in ("integer:width=8,frac_width=4,ste=clipped", "mxint8", "nvfp4"):
-        y = qt.fake_quantize(x, spec)
-        (g,) = torch.autograd.grad(y.square().sum(), x)
-        got += [y.detach(), g, qt.fake_quantize(x.detach().bfloat16(), spec).float()]
-    for i, (a, b) in enumerate(zip(got, want)):
+    subprocess.run([sys.executable, "-c", _FALLBACK_SCRIPT, str(out), str(Path(__file__).parent)], check=True,
+                   env=env, cwd=tmp_path)
+    for i, (a, b) in enumerate(zip(operator_outputs(), torch.load(out))):
         assert_same_bits(a, b, f"tensor {i}")
