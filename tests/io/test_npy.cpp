@@ -1,7 +1,10 @@
 // .npy reading and writing: round trip, and each kind of malformed file rejected by name.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <iterator>
 #include <string>
 
 #include "qnum/core/bits.hpp"
@@ -65,7 +68,19 @@ TEST_CASE("npy: malformed files are rejected with the reason") {
 
 TEST_CASE("npy: writes are atomic and never clobber on failure") {
   CHECK_THROWS_AS(write_npy("/nonexistent-dir/x.npy", {1}, {1.0f}), Error);
-  CHECK_THROWS_AS(write_npy(std::filesystem::temp_directory_path() / "x.npy", {2}, {1.0f}), Error);
+  // An existing file survives a write that fails (shape and data disagree), byte for byte,
+  // and no temporary file is left beside it.
+  const auto dir = std::filesystem::temp_directory_path() / ("qnum-npy-clobber-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "x.npy";
+  write_npy(path, {3}, {1.0f, 2.0f, 3.0f});
+  const auto before = read_npy(path);
+  CHECK_THROWS_AS(write_npy(path, {2}, {1.0f}), Error);
+  const auto after = read_npy(path);
+  CHECK(after.shape == before.shape);
+  CHECK(after.data == std::vector<float>{1.0f, 2.0f, 3.0f});
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator{}) == 1);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("npy: the fuzzer's overflowing shape is refused naming the dimension") {

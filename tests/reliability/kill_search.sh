@@ -65,5 +65,6 @@ fail=$(csv_col final.csv state | grep -c FAIL)
 [ "$((complete + fail))" -eq "$total" ] || bad "trials neither COMPLETE nor FAIL"
 [ "$(grep ',FAIL$' final.csv | grep -vc 'heartbeat stale')" -eq 0 ] || bad "a FAIL trial that no kill explains"
 [ "$fail" -le "$killed" ] || bad "$fail FAIL trials from $killed kills"
+[ "$killed" -ge 1 ] || bad "no worker was killed (each finished before its kill time): the test proved nothing"
 echo "kill_search: $killed SIGKILLs; $total trials, $complete COMPLETE, $fail FAIL (killed mid-trial)"
 [ "$failed" -eq 0 ]

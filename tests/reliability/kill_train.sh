@@ -58,5 +58,9 @@ cmp -s <(tensors ref/last.safetensors) <(tensors run/last.safetensors) || bad "l
 cmp -s <(tensors ref/best.safetensors) <(tensors run/best.safetensors) || bad "best checkpoint tensors differ"
 diff <(metrics ref/metrics.jsonl) <(metrics run/metrics.jsonl) > /dev/null || bad "metrics.jsonl differs"
 [ "$(wc -l < run/metrics.jsonl)" -eq "$epochs" ] || bad "metrics.jsonl has $(wc -l < run/metrics.jsonl) epochs, want $epochs"
+# A killed writer's temporary file (.tmp.<name>.<host>.<pid>.<n>) is removed by the next write
+# of its target: none may be left once the run has completed.
+leftover=$(find run -name '.tmp.*' | tr '\n' ' ')
+[ -z "$leftover" ] || bad "temporary files left behind: $leftover"
 if [ "$failed" -ne 0 ]; then exit 1; fi
 echo "kill_train: final checkpoint bit-identical to the uninterrupted run"
