@@ -16,6 +16,7 @@
 #include <shared_mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "qnum/format/format.hpp"
@@ -24,17 +25,23 @@
 
 namespace {
 
+struct SpecHash {
+  using is_transparent = void;  // lookups by string_view: no string built per call
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
 /// Formats by canonical text, parsed once (the text carries the mode: mode=mase_compat).
-const qnum::Format& format_of(const std::string& spec) {
+/// Entries are never erased, so references stay valid.
+const qnum::Format& format_of(std::string_view spec) {
   static std::shared_mutex lock;
-  static std::unordered_map<std::string, qnum::Format> cache;
+  static std::unordered_map<std::string, qnum::Format, SpecHash, std::equal_to<>> cache;
   {
     std::shared_lock read(lock);
     if (auto it = cache.find(spec); it != cache.end()) return it->second;
   }
-  qnum::Format f = qnum::Format::parse(spec);  // throws qnum::Error naming the problem
+  qnum::Format f = qnum::Format::parse(std::string(spec));  // throws qnum::Error naming the problem
   std::unique_lock write(lock);
-  return cache.try_emplace(spec, std::move(f)).first->second;
+  return cache.try_emplace(std::string(spec), std::move(f)).first->second;
 }
 
 qnum::Role role_of(std::int64_t role) {
@@ -52,7 +59,7 @@ void check_dtype(const at::Tensor& x) {
 at::Tensor quantize_cpu(const at::Tensor& x, c10::string_view spec_view, std::int64_t role) {
   check_dtype(x);
   const qnum::Role r = role_of(role);
-  const std::string spec(spec_view);
+  const std::string_view spec(spec_view.data(), spec_view.size());
   const qnum::Format* f = nullptr;
   try {
     f = &format_of(spec);
@@ -84,14 +91,19 @@ at::Tensor quantize_meta(const at::Tensor& x, c10::string_view, std::int64_t) {
 
 class QuantizeSTE : public torch::autograd::Function<QuantizeSTE> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, c10::string_view spec,
-                            std::int64_t role) {
-    at::AutoDispatchBelowADInplaceOrView guard;
+  /// The op's kernel below autograd (CPU, Meta, ...) for x's dispatch key.
+  static at::Tensor redispatch(const at::Tensor& x, c10::string_view spec, std::int64_t role) {
     static const auto op = c10::Dispatcher::singleton()
                                .findSchemaOrThrow("qnum::quantize", "")
                                .typed<at::Tensor(const at::Tensor&, c10::string_view, std::int64_t)>();
-    at::Tensor y = op.call(x, spec, role);
-    const qnum::Format& f = format_of(std::string(spec));
+    return op.call(x, spec, role);
+  }
+
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, c10::string_view spec,
+                            std::int64_t role) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    at::Tensor y = redispatch(x, spec, role);
+    const qnum::Format& f = format_of(std::string_view(spec.data(), spec.size()));
     const bool clipped = f.policy.ste == qnum::Ste::clipped;
     ctx->saved_data["clipped"] = clipped;
     if (clipped) {
@@ -113,6 +125,12 @@ class QuantizeSTE : public torch::autograd::Function<QuantizeSTE> {
 };
 
 at::Tensor quantize_autograd(const at::Tensor& x, c10::string_view spec, std::int64_t role) {
+  // No graph to record (no grad mode, or an input that needs none): skip the autograd
+  // Function's set-up, half of a small call's cost.
+  if (!at::GradMode::is_enabled() || !x.requires_grad()) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return QuantizeSTE::redispatch(x, spec, role);
+  }
   return QuantizeSTE::apply(x, spec, role);
 }
 
