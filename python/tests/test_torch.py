@@ -145,14 +145,19 @@ def test_quant_linear_config_errors_and_float():
 
 
 def test_docs_python_md_training_script_runs():
-    """The QuantLinear script of docs/python.md, run as written."""
+    """The qnum.torch script of docs/python.md (a transformers BERT: quantize, one QAT step,
+    prune, LoRA, summarize), run as written."""
+    pytest.importorskip("transformers")
     from conftest import REPO
     text = (REPO / "docs" / "python.md").read_text()
     script = text.split("```python\n", 1)[1].split("```", 1)[0]
-    assert "QuantLinear" in script and "opt.step()" in script
+    assert "quantize_transform_pass" in script and "opt.step()" in script
     namespace = {}
     exec(compile(script, "docs/python.md", "exec"), namespace)
-    assert isinstance(namespace["model"][0], qt.QuantLinear) and namespace["loss"].item() > 0
+    info = namespace["info"]
+    assert len(info.changed()) == 14 and namespace["loss"].item() > 0 and namespace["n"] == 4
+    assert all(isinstance(m, qt.QuantLinear) for m in namespace["qmodel"].modules()
+               if isinstance(m, torch.nn.Linear))
 
 
 def test_mase_statistics_as_tensors():
