@@ -411,7 +411,7 @@ def test_l1_selection_and_ties_equal_the_cpp_rule():
     k = round(0.4 * w.size)
     want = np.ones(w.size, np.float32)
     want[np.argsort(np.abs(w), kind="stable")[:k]] = 0  # smallest |w|, ties: lower flat index first
-    assert np.array_equal(p[0].weight_mask.numpy().ravel(), want)
+    assert np.array_equal(qt.weight_mask(p[0]).numpy().ravel(), want)
 
 
 def test_pruned_weights_stay_zero_through_training():
@@ -426,6 +426,24 @@ def test_pruned_weights_stay_zero_through_training():
         opt.step()
     for n, w in linear_weights(p).items():
         assert bool((w[zero[n]] == 0).all()), n
+
+
+def test_passes_compose_on_a_pruned_trained_model():
+    """prune -> train -> quantize -> prune again -> LoRA: each pass deep-copies its input."""
+    model = tiny_bert()
+    p, _ = qt.prune_transform_pass(model, {"weight": {"sparsity": 0.3, "method": "l1-norm"}})
+    p.train()
+    p(input_ids=tokens(), labels=torch.tensor([0, 1])).loss.backward()
+    q, info = qt.quantize_transform_pass(p, by_type(linear=INT8))
+    assert len(info.changed()) == 14
+    q2, _ = qt.prune_transform_pass(q, {"weight": {"sparsity": 0.5, "method": "l1-norm"}})
+    for n, w in linear_weights(q2).items():
+        assert int((w == 0).sum()) >= round(0.5 * w.numel()) - 1, n
+    lm, _ = qt.insert_lora_adapter_transform_pass(q2, rank=2)
+    assert torch.isfinite(lm(input_ids=tokens()).logits).all()
+    s = qt.summarize(q2)
+    linear = sum(m.weight.numel() + m.bias.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    assert s["bits"] == 32.0 * s["parameters"] - 24.0 * linear  # the pruned weights counted at 8 bits
 
 
 def test_activation_pruning_per_sample_counts():

@@ -14,12 +14,12 @@ float32, bfloat16 and float16 tensors, any layout (docs/python.md says what is r
 from ._ops import fake_quantize, format_of, quantize_op
 from .functional import QuantizedMatmulMode, quantized_matmul, quantized_sdpa
 from .modules import QuantLinear, QuantMixin, resolve
-from .passes import (LoRALinear, QuantizeInfo, fuse_lora_weights_transform_pass, insert_lora_adapter_transform_pass,
+from .passes import (LoRALinear, QuantizeInfo, WeightMask, weight_mask, fuse_lora_weights_transform_pass, insert_lora_adapter_transform_pass,
                      prune_transform_pass, quantize_transform_pass, summarize)
 
 __all__ = ["fake_quantize", "quantize_op", "format_of", "quant_config", "QuantLinear", "QuantMixin",
            "quantize_transform_pass", "prune_transform_pass", "insert_lora_adapter_transform_pass",
-           "fuse_lora_weights_transform_pass", "summarize", "LoRALinear", "QuantizeInfo",
+           "fuse_lora_weights_transform_pass", "summarize", "LoRALinear", "QuantizeInfo", "WeightMask", "weight_mask",
            "QuantizedMatmulMode", "quantized_matmul", "quantized_sdpa"]
 
 

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 import torch
-import torch.nn.utils.prune
+from torch.nn.utils import parametrize
 
 from .. import _core
 from . import modules as qm
@@ -194,8 +194,9 @@ class _ActivationPruneHook:
 def prune_transform_pass(model, pass_args, calibration=None, inplace=False):
     """MASE's prune pass: {"weight": {"sparsity", "method": random | l1-norm, "scope": local | global},
     "activation": {...}, "seed": n}. Weights: exactly round(s·n) entries, selected by the C++
-    pass's rule, set to zero and kept at zero while training (torch.nn.utils.prune's
-    weight_orig · weight_mask parametrisation). Activations: a forward pre-hook per layer.
+    pass's rule, set to zero and kept at zero while training (a torch.nn.utils.parametrize
+    mask, `weight = original · mask`, as MASE's FakeSparseWeight; `weight_mask(module)` reads
+    it). Activations: a forward pre-hook per layer.
     Global l1-norm activation pruning needs `calibration`: a callable that runs the model.
     Returns (model, info dict with per-layer counts)."""
     config = _core.parse_prune_config(_json(pass_args, "prune_transform_pass"))
@@ -236,21 +237,45 @@ def prune_transform_pass(model, pass_args, calibration=None, inplace=False):
             mask = mask.view(values.shape)
             if _is_conv1d_gpt2(m):
                 mask = mask.t()  # scores were taken on the [out, in] view
-            old = getattr(m, "weight_mask", None)
+            mask = mask.to(device=m.weight.device, dtype=m.weight.dtype)
+            old = weight_mask(m)
             if old is not None:
-                mask = mask.to(old.device) * old.detach().to(torch.float32).cpu()
-            torch.nn.utils.prune.custom_from_mask(m, "weight", mask.to(device=m.weight.device, dtype=m.weight.dtype))
+                old.mul_(mask)
+            else:
+                parametrize.register_parametrization(m, "weight", WeightMask(mask))
             with torch.no_grad():  # the pruned master weights are zero too, as the C++ pass sets them
-                m.weight_orig.mul_(m.weight_mask)
+                m.parametrizations.weight.original.mul_(weight_mask(m))
     if a["sparsity"] > 0:
         for k, (name, m) in enumerate(layers):
             m.register_forward_pre_hook(_ActivationPruneHook(a, _derive_seed(seed, 1000 + k), threshold))
     for name, m in layers:
-        mask = getattr(m, "weight_mask", None)
+        mask = weight_mask(m)
         rows.append({"name": name, "weights": int(m.weight.numel()),
                      "pruned": int((mask == 0).sum()) if mask is not None else 0,
                      "activation": a["text"] if a["sparsity"] > 0 else ""})
     return target, {"rows": rows, "weight": w, "activation": a, "threshold": threshold}
+
+
+class WeightMask(torch.nn.Module):
+    """weight = original · mask (a parametrization; MASE's FakeSparseWeight): pruned entries
+    stay zero and get no gradient."""
+
+    def __init__(self, mask):
+        super().__init__()
+        self.register_buffer("mask", mask)
+
+    def forward(self, w):
+        return w * self.mask
+
+
+def weight_mask(m):
+    """The prune mask of module `m`'s weight (a tensor of its shape, 0 = pruned), or None."""
+    if not parametrize.is_parametrized(m, "weight"):
+        return None
+    for p in m.parametrizations.weight:
+        if isinstance(p, WeightMask):
+            return p.mask
+    return None
 
 
 def _weight_matrix(m):
@@ -348,7 +373,7 @@ def fuse_lora_weights_transform_pass(model, inplace=False):
     adapted = [n for n, m in out.named_modules() if isinstance(m, LoRALinear)]
     for n in adapted:
         lora = out.get_submodule(n)
-        if hasattr(lora.base, "weight_orig"):
+        if weight_mask(lora.base) is not None:
             raise ValueError(f"fuse_lora_weights_transform_pass: layer '{n}' is pruned; fusing would put the "
                              f"adapter's update under its mask (fuse before pruning)")
         with torch.no_grad():
@@ -370,14 +395,18 @@ def summarize(model, example_inputs=None, **example_kwargs):
     / Conv by the C++ cost model's rule. Returns a dict with `table` (the C++ report's text)."""
     params = total_bits = 0.0
     trainable = 0
+    owner = {}  # a parametrized tensor's `original` -> (its module's formats, its name)
     for name, m in model.named_modules():
         formats = m.qnum_formats() if isinstance(m, qm.QuantMixin) else {}
+        if parametrize.is_parametrized(m):
+            for tname, plist in m.parametrizations.items():
+                owner[id(plist.original)] = (formats, tname)
         for pname, p in m.named_parameters(recurse=False):
+            formats_p, base = owner.get(id(p), (formats, pname))  # pruned weights: parametrizations.weight.original
             n = p.numel()
             params += n
             trainable += n if p.requires_grad else 0
-            base = pname[:-5] if pname.endswith("_orig") else pname  # pruned weights: weight_orig
-            total_bits += n * (_bits(formats.get(base)) if base in ("weight", "bias") else 32.0)
+            total_bits += n * (_bits(formats_p.get(base)) if base in ("weight", "bias") else 32.0)
     rows = []
     if example_inputs is not None or example_kwargs:
         shapes = {}
