@@ -15,8 +15,9 @@ else
   model=(jsc-tiny jsc-synthetic --batch-size 32)
 fi
 
-# One thread: the batch order and sums are then fixed, so two runs agree bit for bit.
-train=("$QNUM" train "${model[@]}" --max-epochs "$epochs" --seed 3 --threads 1 --no-progress)
+# One thread by default (QNUM_KILL_THREADS: more): qnum's sums do not depend on the thread
+# count, so two runs agree bit for bit either way.
+train=("$QNUM" train "${model[@]}" --max-epochs "$epochs" --seed 3 --threads "${QNUM_KILL_THREADS:-1}" --no-progress)
 
 # The data buffer of a safetensors file (everything after the JSON header): the tensors.
 tensors() { local n; n=$(od -An -t u8 -N8 "$1" | tr -d ' '); tail -c +$((9 + n)) "$1"; }

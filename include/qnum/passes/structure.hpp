@@ -11,7 +11,8 @@
 //          "weight_mask": true,
 //          "activation_pruning": {"sparsity": 0.5, "method": "l1-norm", "scope": "local",
 //                                 "seed": 7, "threshold": 0},
-//          "lora": {"rank": 4, "scaling": 2, "dropout": 0.1}}}
+//          "lora": {"rank": 4, "scaling": 2, "dropout": 0.1},
+//          "frozen": ["weight", "bias"]}}     // own parameters that do not train (LoRA's base)
 //
 // Random activation masks restart their call counter on reload.
 #pragma once
@@ -85,6 +86,11 @@ inline nlohmann::json describe_structure(nn::Module& model) {
             {"rank", lin->lora_A->out_features}, {"scaling", lin->lora_scaling}, {"dropout", d ? d->p : 0.0f}};
       }
     }
+    // Frozen own parameters (LoRA freezes the base model): a resumed run trains the same ones.
+    nlohmann::json frozen = nlohmann::json::array();
+    for (auto& [name, t] : m->named_parameters())
+      if (name.find('.') == std::string::npos && !t.requires_grad()) frozen.push_back(name);
+    if (!frozen.empty()) layer["frozen"] = frozen;
     if (!layer.empty()) out[path] = layer;
   }
   return out;
@@ -104,6 +110,14 @@ inline void restore_structure(nn::Module& model, const nlohmann::json& structure
         auto* q = dynamic_cast<nn::Quantizable*>(&m);
         qnum::detail::require(q != nullptr, where, ": ", m.type_name(), " cannot be quantized");
         (void)quant_from_json(v, where);
+      } else if (key == "frozen") {
+        qnum::detail::require(v.is_array(), where, ": 'frozen' must be a list of parameter names");
+        for (const auto& name : v) {
+          qnum::detail::require(name.is_string(), where, ": 'frozen' must be a list of parameter names");
+          bool found = false;
+          for (auto& [own, t] : m.named_parameters()) found |= own == name.get<std::string>();
+          qnum::detail::require(found, where, ": no parameter '", name.get<std::string>(), "' to freeze");
+        }
       } else if (key == "identity") {
         const auto* lin = dynamic_cast<nn::Linear*>(&m);
         qnum::detail::require(v == true && layer.size() == 1, where, ": identity must be true and alone");
@@ -130,6 +144,10 @@ inline void restore_structure(nn::Module& model, const nlohmann::json& structure
       continue;
     }
     if (layer.contains("quant")) dynamic_cast<nn::Quantizable&>(m).set_quant(quant_from_json(layer["quant"], where));
+    if (layer.contains("frozen"))
+      for (auto& [name, t] : m.named_parameters())
+        for (const auto& f : layer["frozen"])
+          if (name == f.get<std::string>()) t.set_requires_grad(false);
     auto* lin = dynamic_cast<nn::Linear*>(&m);
     if (!lin) continue;
     if (layer.value("weight_mask", false))
