@@ -12,6 +12,8 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 # ccache (when installed) makes rebuilds and clean clones on the same machine cheap.
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+# Paths relative to the checkout in ccache's keys: another clone on this machine (CI's) hits.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DQNUM_NATIVE=ON -DQNUM_BUILD_BENCH=ON "${launcher[@]}" "$@"
 elif [ $# -gt 0 ]; then

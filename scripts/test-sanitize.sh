@@ -16,6 +16,8 @@ generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Paths relative to the checkout in ccache's keys: another clone on this machine (CI's) hits.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 # Line tables only (-gline-tables-only): symbolized stack traces in reports, 15% less compile
 # time than full debug info (docs/reliability.md).
 if [ ! -f "$build/CMakeCache.txt" ]; then
