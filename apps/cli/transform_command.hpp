@@ -39,7 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bert_commands.hpp"
-#include "common/config_file.hpp"
+#include "qnum/io/config_file.hpp"
 #include "common/datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
@@ -132,7 +132,7 @@ class TransformCommand {
 
   void run() const {
     using qnum::detail::require;
-    const auto cfg = detail::toml_file_as_json(config_);
+    const auto cfg = io::toml_file_as_json(config_);
     const std::string where = config_;
     // MASE's keys transform does not read: one line each (qnum/io/mase_config.hpp), then run.
     for (const auto& n :
@@ -159,10 +159,10 @@ class TransformCommand {
     if (cfg.contains("threads")) set_num_threads(cfg["threads"].get<int>());
 
     job.passes = cfg.value("passes", nlohmann::json::object());
-    detail::require_keys(job.passes, where + " [passes]",
+    io::require_keys(job.passes, where + " [passes]",
                          {"quantize", "prune", "lora", "report_graph", "summarize_quantization", "profile_statistics"});
     job.tcfg = cfg.value("transform", nlohmann::json::object());
-    detail::require_keys(job.tcfg, where + " [transform]",
+    io::require_keys(job.tcfg, where + " [transform]",
                          {"style", "finetune_epochs", "learning_rate", "optimizer", "schedule"});
     job.finetune = job.tcfg.value("finetune_epochs", 0);
     require(job.finetune >= 0, where, ": finetune_epochs must be >= 0");

@@ -24,7 +24,7 @@
 #include "qnum/passes/quantize.hpp"
 #include "qnum/passes/structure.hpp"
 #include "qnum/train/trainer.hpp"
-#include "config_file.hpp"
+#include "qnum/io/config_file.hpp"
 #include "datasets.hpp"
 
 namespace qnum::cli {
@@ -57,7 +57,7 @@ inline models::BertConfig bert_run_config(const std::string& model, const std::s
 /// A quantize config file (TOML or JSON, read as the --config files are; a [passes.quantize]
 /// table or the config itself).
 inline nlohmann::json read_quantize_config(const std::string& path) {
-  const nlohmann::json j = toml_file_as_json(path);
+  const nlohmann::json j = io::toml_file_as_json(path);
   if (j.contains("passes") && j["passes"].contains("quantize")) return j["passes"]["quantize"];
   if (j.contains("quantize")) return j["quantize"];
   return j;

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config_file.hpp"
+#include "qnum/io/config_file.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/models/registry.hpp"
 
@@ -27,15 +27,15 @@ namespace qnum::cli {
 inline void register_models_file(const std::filesystem::path& file) {
   const std::string where = "QNUM_MODELS file '" + file.string() + "'";
   qnum::detail::require(std::filesystem::is_regular_file(file), where, ": no such file");
-  const nlohmann::json j = detail::toml_file_as_json(file);
-  detail::require_keys(j, where, {"models"});
+  const nlohmann::json j = io::toml_file_as_json(file);
+  io::require_keys(j, where, {"models"});
   qnum::detail::require(j.contains("models") && j["models"].is_object() && !j["models"].empty(), where,
                         ": needs [models.NAME] tables with an architecture, e.g. [models.jsc-custom] architecture = "
                         "\"jsc-seq:bn,relu,linear5\"");
   for (const auto& [name, m] : j["models"].items()) {
     const std::string at = where + ", [models." + name + "]";
     qnum::detail::require(m.is_object(), at, ": must be a table");
-    detail::require_keys(m, at, {"architecture", "description"});
+    io::require_keys(m, at, {"architecture", "description"});
     qnum::detail::require(m.contains("architecture") && m["architecture"].is_string(), at,
                           ": needs architecture = \"...\" (e.g. jsc-seq:..., jsc-mlp:16-32-5, bert:2-128-2-512)");
     const std::string arch = m["architecture"].get<std::string>();

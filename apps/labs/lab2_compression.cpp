@@ -43,7 +43,7 @@ nlohmann::json default_compress_config() {
 
 /// The compress sections of a config file ([passes.quantize]/[passes.prune] or top level).
 nlohmann::json read_compress_config(const std::string& file) {
-  auto j = qnum::cli::detail::toml_file_as_json(file);
+  auto j = qnum::io::toml_file_as_json(file);
   if (j.contains("passes")) j = j["passes"];
   qnum::detail::require(j.is_object(), "--compress-config: '", file, "' must hold a table");
   nlohmann::json out = nlohmann::json::object();

@@ -24,13 +24,11 @@
 
 #include "cli/transform_command.hpp"
 #include "lab_text.hpp"
-#include "qnum/search/grid_sampler.hpp"
 #include "qnum/search/quantized_objective.hpp"
-#include "qnum/search/random_sampler.hpp"
+#include "qnum/search/samplers.hpp"
 #include "qnum/search/spaces.hpp"
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
-#include "qnum/search/tpe.hpp"
 
 namespace qnum::labs {
 
@@ -89,10 +87,10 @@ inline std::string param_text(const search::ParamValue& v) {
 
 inline std::shared_ptr<search::Sampler> make_sampler(const std::string& name, const search::MixedPrecisionSpace& space,
                                                      std::uint64_t seed) {
-  if (name == "tpe") return std::make_shared<search::TPESampler>(seed);
-  if (name == "random") return std::make_shared<search::RandomSampler>(seed);
-  if (name == "grid") return std::make_shared<search::GridSampler>(space.grid(), static_cast<std::uint32_t>(seed));
-  qnum::detail::fail("unknown sampler '", name, "' (allowed: tpe, random, grid)");
+  search::SamplerOptions so;
+  so.seed = seed;
+  so.grid = space.grid();
+  return search::make_sampler(name, so);
 }
 
 inline const char* trials_csv_header() { return "curve,sampler,trial,accuracy,bits,bitops,state,params\n"; }

@@ -78,6 +78,7 @@
 // io
 #include "qnum/io/archive.hpp"
 #include "qnum/io/atomic_file.hpp"
+#include "qnum/io/config_file.hpp"
 #include "qnum/io/digest.hpp"
 #include "qnum/io/gzip.hpp"
 #include "qnum/io/json.hpp"
@@ -148,6 +149,7 @@
 #include "qnum/search/grid_sampler.hpp"
 #include "qnum/search/in_memory_storage.hpp"
 #include "qnum/search/json_text.hpp"
+#include "qnum/search/mase_search.hpp"
 #include "qnum/search/mase_space.hpp"
 #include "qnum/search/median_pruner.hpp"
 #include "qnum/search/multi_objective.hpp"
@@ -163,6 +165,7 @@
 #include "qnum/search/random_sampler.hpp"
 #include "qnum/search/rdb_storage.hpp"
 #include "qnum/search/sampler.hpp"
+#include "qnum/search/samplers.hpp"
 #include "qnum/search/shuffled_grid_sampler.hpp"
 #include "qnum/search/spaces.hpp"
 #if defined(QNUM_HAVE_SQLITE)
@@ -171,6 +174,7 @@
 #include "qnum/search/storage.hpp"
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
+#include "qnum/search/study_report.hpp"
 #include "qnum/search/tpe.hpp"
 #include "qnum/search/tpe_parzen.hpp"
 #include "qnum/search/tpe_random.hpp"
