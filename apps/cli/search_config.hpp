@@ -16,12 +16,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/datasets.hpp"
 #include "qnum/io/config_file.hpp"
 #include "qnum/io/mase_config.hpp"
 #include "qnum/kernel/threading.hpp"
+#include "qnum/pipeline/checkpoint.hpp"
+#include "qnum/pipeline/datasets.hpp"
 #include "qnum/search/mase_search.hpp"
-#include "transform_command.hpp"
 
 namespace qnum::cli {
 
@@ -62,16 +62,16 @@ inline search::SearchJob read_job(const nlohmann::json& cfg, const SearchOverrid
   job.limit = ov.limit.value_or(cfg.value("limit", std::int64_t{0}));
   qnum::detail::require(job.max_length == 0 || job.max_length >= 2, where, ": max_length must be >= 2 ([CLS] and [SEP])");
   qnum::detail::require(job.limit >= 0, where, ": limit must be >= 0");
-  const auto& spec = models::model_spec(job.model);  // unknown names fail here, listing the known ones
-  if (spec.input == models::InputKind::features)
+  const auto& spec = pipeline::model_spec(job.model);  // unknown names fail here, listing the known ones
+  if (spec.input == pipeline::InputKind::features)
     qnum::detail::require(!cfg.contains("max_length") && !cfg.contains("limit") && !ov.max_length && !ov.limit, where,
             ": max_length and limit apply to text models, not to ", job.model);
   job.meta = train::read_checkpoint_meta(job.load);
-  cli::require_checkpoint_of(job.model, job.load, job.meta);
+  pipeline::require_checkpoint_of(job.model, job.load, job.meta);
   if (job.dataset.empty()) job.dataset = job.meta.value("dataset", std::string());
   qnum::detail::require(!job.dataset.empty(), where, ": 'dataset' is required (the checkpoint names none)");
-  cli::require_matching_data(job.model, job.dataset);
-  if (spec.input == models::InputKind::tokens && job.max_length == 0) {
+  pipeline::require_matching_data(job.model, job.dataset);
+  if (spec.input == pipeline::InputKind::tokens && job.max_length == 0) {
     job.max_length = 512;
     if (job.meta.contains("config") && job.meta["config"].value("max_length", 0) >= 2)
       job.max_length = job.meta["config"]["max_length"].get<std::int64_t>();
@@ -94,15 +94,15 @@ search::BasicQuantizedEvaluator<Data> trial_evaluator(const search::SearchJob& j
       qnum::detail::require(bert != nullptr, "search: a text model that is not BERT");
       return models::bert_forward(bert);
     };
-    ev.example = cli::detail::trace_example(
-        models::Classifier{nullptr, nullptr, models::InputKind::tokens, nullptr}, 1,
+    ev.example = pipeline::trace_example(
+        pipeline::Classifier{nullptr, nullptr, pipeline::InputKind::tokens, nullptr}, 1,
         std::max<std::int64_t>(1, std::min(job.max_length, split.size() > 0 ? split.length(0) : job.max_length)),
         &split);
   } else {
     ev.example = Tensor::zeros({1, models::kJscFeatures});  // BitOPs per sample
   }
   ev.batch_size = job.batch;
-  ev.finetune = models::default_recipe(job.model);
+  ev.finetune = pipeline::default_recipe(job.model);
   if constexpr (tokens) ev.finetune.max_length = job.max_length;
   ev.finetune.dataset = job.dataset;
   return ev;
@@ -132,23 +132,15 @@ inline void run_search_config(const std::string& path, const SearchOverrides& ov
   const json strat = search::read_strategy(s.value("strategy", json::object()), stw);
 
   // Everything about the space is checked on the model before any data is read.
-  const models::Classifier base = cli::detail::load_classifier(job.model, job.load, job.meta);
-  const auto base_state = base.module->state_dict();
-  const std::function<std::shared_ptr<nn::Module>()> fresh = [&] {
-    models::BuildOptions bo;
-    bo.config = job.meta.value("model_config", json(nullptr));
-    auto m = models::make_classifier(job.model, bo).module;
-    if (job.meta.contains("structure")) passes::restore_structure(*m, job.meta["structure"]);
-    m->load_state_dict(base_state);
-    return m;
-  };
+  const pipeline::Classifier base = pipeline::load_classifier(job.model, job.load, job.meta);
+  const auto fresh = pipeline::copies_of(job.model, job.meta, base.module->state_dict());
   const auto space = search::read_space(*base.module, s["search_space"], spw);
   search::check_every_choice(space, fresh, spw);
   search::StudyPlan plan = search::read_plan(strat, ov, space, stw);
   plan.space_name = s["search_space"]["name"].get<std::string>();
 
   if (cfg.contains("threads")) set_num_threads(cfg["threads"].get<int>());
-  with_splits(base.input, job.dataset, job.max_length, job.limit, job.load, [&](const auto& data) {
+  pipeline::with_splits(base.input, job.dataset, job.max_length, job.limit, job.load, [&](const auto& data) {
     const auto [split, train] = search::plan_splits(plan, data);
     auto ev = trial_evaluator(job, fresh, split);
     search::apply_plan(ev, plan, split, train);

@@ -88,7 +88,7 @@ inline void add_lab2_options(CLI::App& app, CommonOptions& common, TextOptions& 
 
 /// `common` with the model's recipe for what the command line did not set (apply_text_defaults).
 inline CommonOptions with_text_defaults(const CLI::App& app, CommonOptions common) {
-  qnum::detail::require(models::model_spec(common.model).input == models::InputKind::tokens, "--model: '", common.model,
+  qnum::detail::require(pipeline::model_spec(common.model).input == pipeline::InputKind::tokens, "--model: '", common.model,
                         "' is not a text model; Lab 2 searches BERT architectures");
   apply_text_defaults(app, common);
   return common;

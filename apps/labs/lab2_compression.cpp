@@ -71,7 +71,7 @@ void compress_loaded(const CLI::App& app, const qnum::labs::CommonOptions& commo
   qnum::detail::require(app.count("--epochs") == 0, "--epochs applies to the search; with --load, --post-epochs sets ",
                         "the training after compression");
   // The checkpoint is checked before the data are read or any folder is made.
-  qnum::cli::require_checkpoint_of(common.model, load, qnum::train::read_checkpoint_meta(load));
+  qnum::pipeline::require_checkpoint_of(common.model, load, qnum::train::read_checkpoint_meta(load));
   qnum::labs::TextLab lab("lab2-compression", qnum::labs::with_text_defaults(app, common), text);
   lab.load_start(load);
   std::vector<Stage> stages;

@@ -47,7 +47,7 @@ int run(int argc, char** argv) {
     for (auto w : widths) qnum::detail::require(w >= 2 && w <= 32, "--widths: ", w, " must be in [2, 32]");
     for (auto f : fracs) qnum::detail::require(f >= 0 && f <= 32, "--frac-widths: ", f, " must be in [0, 32]");
     // The space is checked on a fresh model before any data is read or training done.
-    auto probe = qnum::models::make_classifier(common.model).module;
+    auto probe = qnum::pipeline::make_classifier(common.model).module;
     const auto space =
         qnum::search::MixedPrecisionSpace::integer_widths(*probe, search.layers, {"linear"}, widths, fracs);
     qnum::labs::with_lab("lab3-mixed-precision", app, common, text, [&](auto& lab) {

@@ -132,7 +132,6 @@
 #include "qnum/models/bert_packed.hpp"
 #include "qnum/models/forward.hpp"
 #include "qnum/models/jsc.hpp"
-#include "qnum/models/registry.hpp"
 #include "qnum/models/toy.hpp"
 
 // train
@@ -180,3 +179,10 @@
 #include "qnum/search/tpe_random.hpp"
 #include "qnum/search/tpe_truncnorm.hpp"
 #include "qnum/search/trial.hpp"
+
+// pipeline
+#include "qnum/pipeline/bert_run.hpp"
+#include "qnum/pipeline/checkpoint.hpp"
+#include "qnum/pipeline/datasets.hpp"
+#include "qnum/pipeline/registry.hpp"
+#include "qnum/pipeline/user_models.hpp"

@@ -25,9 +25,10 @@
 #include "qnum/passes/structure.hpp"
 #include "qnum/train/trainer.hpp"
 #include "qnum/io/config_file.hpp"
-#include "datasets.hpp"
+#include "qnum/pipeline/datasets.hpp"
+#include "qnum/pipeline/registry.hpp"
 
-namespace qnum::cli {
+namespace qnum::pipeline {
 
 /// The BERT-specific options of `qnum train` / `qnum test` (unset: the defaults).
 struct BertRunOptions {
@@ -38,8 +39,6 @@ struct BertRunOptions {
   bool json = false;
 };
 
-namespace detail {
-
 /// The BERT config of a run: config.json beside `load` (an HF checkpoint directory or a qnum
 /// run) when present, else `model`'s (a preset, bert:L-H-A-I, an alias of one or a folder); vocab_size follows the tokenizer of a
 /// dataset with its own vocabulary (text-synthetic).
@@ -49,7 +48,7 @@ inline models::BertConfig bert_run_config(const std::string& model, const std::s
     const auto beside = std::filesystem::path(load).parent_path() / "config.json";
     if (std::filesystem::exists(beside)) return models::BertConfig::from_file(beside);
   }
-  models::BertConfig c = models::bert_config_of(model);
+  models::BertConfig c = bert_config_of(model);
   if (data.tokenizer && data.tokenizer->vocab_size() != c.vocab_size) c.vocab_size = data.tokenizer->vocab_size();
   return c;
 }
@@ -114,6 +113,4 @@ inline nlohmann::json bert_metadata(const models::BertConfig& bc, const data::Te
   return j;
 }
 
-}  // namespace detail
-
-}  // namespace qnum::cli
+}  // namespace qnum::pipeline
