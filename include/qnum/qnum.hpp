@@ -129,7 +129,10 @@
 
 // models
 #include "qnum/models/bert.hpp"
+#include "qnum/models/bert_config.hpp"
+#include "qnum/models/bert_hf.hpp"
 #include "qnum/models/bert_packed.hpp"
+#include "qnum/models/bert_surgery.hpp"
 #include "qnum/models/forward.hpp"
 #include "qnum/models/jsc.hpp"
 #include "qnum/models/toy.hpp"

@@ -20,6 +20,7 @@
 #include "qnum/data/text.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/models/bert.hpp"
+#include "qnum/models/bert_hf.hpp"
 #include "qnum/passes/lora.hpp"
 #include "qnum/passes/quantize.hpp"
 #include "qnum/passes/structure.hpp"
