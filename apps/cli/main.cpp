@@ -21,6 +21,7 @@
 #include "mase_flags.hpp"
 #include "predict_command.hpp"
 #include "search_command.hpp"
+#include "study_command.hpp"
 #include "test_command.hpp"
 #include "train_command.hpp"
 #include "transform_command.hpp"

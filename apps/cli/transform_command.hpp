@@ -2,7 +2,7 @@
 // `qnum report MODEL --load CKPT` (MASE's report/profile/FLOPs analyses). The config may be
 // TOML (MASE's lab files) or JSON (MASE's pass_args dicts; a file ending in .json).
 //
-// Both take any registered model (qnum/models/registry.hpp): JSC models on feature datasets,
+// Both take any registered model (qnum/pipeline/registry.hpp): JSC models on feature datasets,
 // BERT models (bert-tiny, bert:L-H-A-I, a folder with config.json) on text datasets, which
 // are tokenized as the checkpoint's training run did (its max_length unless --max-length).
 //
