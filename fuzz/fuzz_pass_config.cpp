@@ -17,10 +17,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }();
   qnum::fuzz::expect_clean([&] {
     const bool json = data[0] & 1;
-    const auto cfg = qnum::cli::detail::config_text_as_json(qnum::fuzz::as_text(data + 1, size - 1),
+    const auto cfg = qnum::io::config_text_as_json(qnum::fuzz::as_text(data + 1, size - 1),
                                                             json ? "fuzz-passes.json" : "fuzz-passes.toml", json);
     const auto passes_cfg = cfg.contains("passes") ? cfg["passes"] : cfg;
-    qnum::cli::detail::require_keys(passes_cfg, "passes", {"quantize", "prune", "lora"});
+    qnum::io::require_keys(passes_cfg, "passes", {"quantize", "prune", "lora"});
     nlohmann::json pipeline = nlohmann::json::object();
     for (const char* k : {"quantize", "prune"})
       if (passes_cfg.contains(k)) pipeline[k] = passes_cfg[k];

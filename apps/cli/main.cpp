@@ -1,7 +1,7 @@
 // The `qnum` command line: list and describe formats, quantize .npy tensors, show the
 // quantization error of several formats on a generated tensor, benchmark kernels, and train,
 // test and predict with any registered model (train_command.hpp, test_command.hpp,
-// predict_command.hpp; models/registry.hpp), and run MASE's labs (apps/labs/labs.hpp).
+// predict_command.hpp; the pipeline: qnum/pipeline/), and run MASE's labs (apps/labs/labs.hpp).
 //
 // Errors in user input (specs, files, options) print one line `qnum: error: ...` and exit 2.
 #include <CLI/CLI.hpp>
@@ -14,13 +14,14 @@
 #endif
 
 #include "bench_command.hpp"
-#include "common/user_models.hpp"
+#include "qnum/pipeline/user_models.hpp"
 #include "labs/labs.hpp"
 #include "download_command.hpp"
 #include "format_commands.hpp"
 #include "mase_flags.hpp"
 #include "predict_command.hpp"
 #include "search_command.hpp"
+#include "study_command.hpp"
 #include "test_command.hpp"
 #include "train_command.hpp"
 #include "transform_command.hpp"
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    qnum::cli::register_models_from_env();  // the user's own model names ($QNUM_MODELS)
+    qnum::pipeline::register_models_from_env();  // the user's own model names ($QNUM_MODELS)
     for (const auto* m : {&mase_train, &mase_test, &mase_transform, &mase_search}) m->explain();
     run_parsed(formats, quantize, demo, bench, download, train, test, predict, transform, report, search, study);
   } catch (const qnum::Error& e) {

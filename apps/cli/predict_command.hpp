@@ -24,11 +24,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/datasets.hpp"
+#include "qnum/pipeline/datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/data/jsc.hpp"
 #include "qnum/data/text.hpp"
-#include "qnum/models/registry.hpp"
+#include "qnum/pipeline/registry.hpp"
 #include "qnum/passes/structure.hpp"
 #include "qnum/tensor/autograd.hpp"
 #include "qnum/tensor/ops.hpp"
@@ -58,13 +58,13 @@ class PredictCommand {
 
   void run() const {
     qnum::detail::require(batch_size_ >= 1, "predict: --batch-size must be >= 1, got ", batch_size_);
-    const bool text = models::model_spec(model_).input == models::InputKind::tokens;
+    const bool text = pipeline::model_spec(model_).input == pipeline::InputKind::tokens;
     const nlohmann::json meta = train::read_checkpoint_meta(load_);
-    require_checkpoint_of(model_, load_, meta);
+    pipeline::require_checkpoint_of(model_, load_, meta);
     std::vector<std::string> inputs = read_inputs();
-    models::BuildOptions bo;
+    pipeline::BuildOptions bo;
     bo.config = meta.value("model_config", nlohmann::json(nullptr));
-    const models::Classifier m = models::make_classifier(model_, bo);
+    const pipeline::Classifier m = pipeline::make_classifier(model_, bo);
     if (meta.contains("structure")) passes::restore_structure(*m.module, meta["structure"]);
     train::load_checkpoint(load_, *m.module, nullptr);
     m.module->to(Device::parse(device_));
@@ -140,7 +140,7 @@ class PredictCommand {
   }
 
   /// One line per input: label, probabilities, input (or a JSON object).
-  void print(const models::Classifier& m, data::BatchIterator batches, const std::vector<std::string>& names,
+  void print(const pipeline::Classifier& m, data::BatchIterator batches, const std::vector<std::string>& names,
              const std::vector<std::string>& inputs) const {
     autograd::NoGradGuard no_grad;
     for (const data::Batch& b : batches) {

@@ -36,7 +36,7 @@
 #include "qnum/io/mase_config.hpp"
 #include "qnum/io/toml_guard.hpp"
 #include "qnum/train/trainer.hpp"
-#include "common/config_file.hpp"
+#include "qnum/io/config_file.hpp"
 
 namespace qnum::cli {
 
@@ -139,7 +139,7 @@ inline std::string type_name(const toml::node& v) {
 inline RunOverrides parse_run_config(std::string_view text, const std::string& file) {
   using qnum::detail::fail;
   using qnum::detail::require;
-  const toml::table table = detail::parse_toml_text(text, file);
+  const toml::table table = io::parse_toml_text(text, file);
 
   RunOverrides o;
   std::optional<std::string> optimizer_spelling, output_spelling;

@@ -2,12 +2,10 @@
 // NAME] [--seed S] [--timeout T] [--resume] [--json]` runs a mixed-precision search on a
 // trained checkpoint of any registered model (search_config.hpp; --model, --max-length and
 // --limit for text models), and
-// `qnum search --objective branin|rastrigin|mixed-precision --sampler random|grid|tpe
-// --trials N [--storage URL] [--study-name NAME] [--seed S] [--resume] [--json]` runs a
-// search on a built-in objective (include/qnum/search/objectives.hpp), and
-// `qnum study show --storage URL --study-name NAME [--csv FILE] [--plot FILE.svg] [--json]`
-// prints a study's trials and best trial (any study in Optuna's database layout, written by
-// qnum or by Optuna) and writes its best-so-far curve as SVG.
+// `qnum search --objective branin|rastrigin|mixed-precision --sampler random|grid|tpe|nsgaii
+// [--multivariate] --trials N [--storage URL] [--study-name NAME] [--seed S] [--resume] [--json]` runs a
+// search on a built-in objective (include/qnum/search/objectives.hpp); `qnum study show` is
+// study_command.hpp.
 // Several `qnum search --resume` processes on one sqlite:/// or postgresql:// study (the
 // latter from several machines) share the work: trial numbers and grid points never repeat,
 // and trials of a killed worker become FAIL once their heartbeat is older than --grace-period.
@@ -29,44 +27,14 @@
 
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
-#include "qnum/search/grid_sampler.hpp"
 #include "qnum/search/objectives.hpp"
-#include "qnum/search/plot.hpp"
-#include "qnum/search/random_sampler.hpp"
+#include "qnum/search/samplers.hpp"
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
+#include "qnum/search/study_report.hpp"
 #include "search_config.hpp"
-#if __has_include("qnum/search/tpe.hpp")
-#include "qnum/search/tpe.hpp"
-#define QNUM_CLI_HAVE_TPE 1
-#endif
 
 namespace qnum::cli {
-
-namespace detail_search {
-
-inline nlohmann::json params_json(const search::FrozenTrial& t) {
-  nlohmann::json p = nlohmann::json::object();
-  for (const auto& [k, v] : t.params) p[k] = search::to_json(search::to_external(t.distributions.at(k), v));
-  return p;
-}
-
-inline std::string params_text(const search::FrozenTrial& t) {
-  std::string s;
-  for (const auto& [k, v] : t.params)
-    s += (s.empty() ? "" : ", ") + k + "=" + search::to_string(search::to_external(t.distributions.at(k), v));
-  return s;
-}
-
-inline std::string allowed_samplers() {
-#if defined(QNUM_CLI_HAVE_TPE)
-  return "random, grid, tpe";
-#else
-  return "random, grid";
-#endif
-}
-
-}  // namespace detail_search
 
 /// The `search` subcommand (built-in objectives).
 class SearchCommand {
@@ -76,7 +44,9 @@ class SearchCommand {
     cmd_->add_option("--config", config_,
                      "TOML/JSON search config: a mixed-precision search on a checkpoint (docs/search.md)");
     cmd_->add_option("--objective", objective_, "built-in objective: branin, rastrigin or mixed-precision");
-    cmd_->add_option("--sampler", sampler_, "random, grid or tpe")->capture_default_str();
+    cmd_->add_option("--sampler", sampler_, "random, grid, tpe or nsgaii (qnum/search/samplers.hpp)")
+        ->capture_default_str();
+    cmd_->add_flag("--multivariate", multivariate_, "tpe: sample the parameters jointly (Optuna's multivariate=True)");
     cmd_->add_option("--trials", trials_, "trials this process runs (a grid stops when exhausted)");
     cmd_->add_option("--storage", storage_,
                      "memory, sqlite:///relative.db, sqlite:////absolute.db or postgresql://user:pass@host:port/db")
@@ -119,6 +89,7 @@ class SearchCommand {
       if (cmd_->count("--seed")) ov.seed = seed_;
       ov.timeout = timeout_;
       ov.resume = resume_;
+      ov.multivariate = multivariate_;
       if (!dataset_.empty()) ov.dataset = dataset_;
       if (!load_.empty()) ov.load = load_;
       if (!output_dir_.empty()) ov.output_dir = output_dir_;
@@ -133,20 +104,14 @@ class SearchCommand {
     qnum::detail::require(!timeout_ || *timeout_ > 0, "search: --timeout must be > 0 seconds");
     qnum::detail::require(delay_ >= 0, "search: --trial-delay must be >= 0 seconds, got ", delay_);
     const auto objective = search::make_builtin_objective(objective_, dims_);
-    std::shared_ptr<search::Sampler> sampler;
-    std::shared_ptr<search::GridSampler> grid;
-    if (sampler_ == "random") {
-      sampler = std::make_shared<search::RandomSampler>(seed_);
-    } else if (sampler_ == "grid") {
-      grid = std::make_shared<search::GridSampler>(objective.grid, static_cast<std::uint32_t>(seed_));
-      sampler = grid;
-#if defined(QNUM_CLI_HAVE_TPE)
-    } else if (sampler_ == "tpe") {
-      sampler = std::make_shared<search::TPESampler>(seed_);
-#endif
-    } else {
-      qnum::detail::fail("search: unknown sampler '", sampler_, "' (allowed: ", detail_search::allowed_samplers(), ")");
-    }
+    search::SamplerOptions so;
+    so.seed = seed_;
+    so.grid = objective.grid;
+    so.multivariate = multivariate_;
+    so.offered = {"random", "grid", "tpe", "nsgaii"};
+    so.where = "search";
+    const auto sampler = search::make_sampler(sampler_, so);
+    const auto grid = std::dynamic_pointer_cast<search::GridSampler>(sampler);
     const std::string name = study_name_.empty() ? objective_ + "-" + sampler_ : study_name_;
     auto storage = search::open_storage(storage_);
     if (!resume_)
@@ -190,7 +155,7 @@ class SearchCommand {
       if (best) {
         j["best_value"] = best->values[0];
         j["best_number"] = best->number;
-        j["best_params"] = detail_search::params_json(*best);
+        j["best_params"] = search::params_json(*best);
       }
       std::cout << j.dump() << "\n";
       return;
@@ -205,7 +170,7 @@ class SearchCommand {
     if (best)
       std::printf("best value %.10g (known minimum %.10g) at trial %lld: %s\n", best->values[0],
                   objective.known_minimum, static_cast<long long>(best->number),
-                  detail_search::params_text(*best).c_str());
+                  search::params_text(*best).c_str());
   }
 
  private:
@@ -218,110 +183,7 @@ class SearchCommand {
   std::size_t dims_ = 5;
   std::optional<double> timeout_, grace_;
   double heartbeat_ = 10, delay_ = 0;
-  bool resume_ = false, json_ = false;
-};
-
-/// The `study show` subcommand.
-class StudyCommand {
- public:
-  explicit StudyCommand(CLI::App& app) {
-    cmd_ = app.add_subcommand("study", "Inspect stored studies");
-    cmd_->require_subcommand(1);
-    show_ = cmd_->add_subcommand("show", "Print a study's trials and best trial; write its best-so-far plot");
-    show_
-        ->add_option("--storage", storage_,
-                     "sqlite:///relative.db, sqlite:////absolute.db or postgresql://user:pass@host:port/db")
-        ->required();
-    show_->add_option("--study-name", name_, "study name (omit to list the studies)");
-    show_->add_option("--csv", csv_, "also write the trials table as CSV");
-    show_->add_option("--plot", plot_, "write the best-so-far curve as SVG");
-    show_->add_flag("--json", json_, "print one JSON object");
-  }
-  StudyCommand(const StudyCommand&) = delete;
-  StudyCommand& operator=(const StudyCommand&) = delete;
-
-  bool parsed() const { return cmd_->parsed(); }
-
-  void run() const {
-    auto storage = search::open_storage(storage_, false);
-    const auto studies = storage->get_all_studies();
-    std::string names;
-    for (const auto& s : studies) names += (names.empty() ? "" : ", ") + s.name;
-    if (name_.empty()) {
-      if (json_) {
-        nlohmann::json j = nlohmann::json::array();
-        for (const auto& s : studies) j.push_back(s.name);
-        std::cout << nlohmann::json{{"storage", storage->url()}, {"studies", j}}.dump() << "\n";
-      } else {
-        std::printf("studies in %s: %s\n", storage->url().c_str(), names.empty() ? "(none)" : names.c_str());
-      }
-      return;
-    }
-    qnum::detail::require(storage->find_study(name_).has_value(), "study '", name_, "' not found in ", storage->url(),
-                          " (studies: ", names.empty() ? "none" : names, ")");
-    auto study = search::Study::load(storage, name_);
-    const auto table = study.trials_table();
-    if (!csv_.empty()) write_file_atomic(csv_, table.to_csv());
-    const bool single = study.directions().size() == 1;
-    if (!plot_.empty()) {
-      qnum::detail::require(single, "study show: --plot draws single-objective studies only");
-      search::PlotSeries values{"trial value", {}, true}, best{"best so far", {}, false};
-      for (const auto& t : study.get_trials({search::TrialState::complete}))
-        values.points.emplace_back(double(t.number), t.values[0]);
-      for (const auto& [n, v] : study.best_so_far()) best.points.emplace_back(double(n), v);
-      search::write_svg_line_plot(
-          plot_, {values, best}, "study " + name_, "trial number",
-          std::string("objective (") +
-              (study.direction() == search::StudyDirection::maximize ? "maximize" : "minimize") + ")");
-    }
-    std::vector<search::FrozenTrial> bests = single ? std::vector<search::FrozenTrial>{} : study.best_trials();
-    std::optional<search::FrozenTrial> best;
-    if (single && !study.get_trials({search::TrialState::complete}).empty()) best = study.best_trial();
-    if (json_) {
-      nlohmann::json j{{"study", name_}, {"storage", storage->url()}, {"directions", nlohmann::json::array()}};
-      for (const auto d : study.directions()) j["directions"].push_back(std::string(search::to_string(d)));
-      nlohmann::json rows = nlohmann::json::array();
-      for (const auto& r : table.rows) {
-        nlohmann::json row = nlohmann::json::object();
-        for (std::size_t i = 0; i < r.size(); ++i) row[table.columns[i]] = r[i];
-        rows.push_back(row);
-      }
-      j["trials"] = rows;
-      if (best)
-        j["best_trial"] = {
-            {"number", best->number}, {"value", best->values[0]}, {"params", detail_search::params_json(*best)}};
-      if (!single) {
-        j["best_trials"] = nlohmann::json::array();
-        for (const auto& t : bests)
-          j["best_trials"].push_back(
-              {{"number", t.number}, {"values", t.values}, {"params", detail_search::params_json(t)}});
-      }
-      std::cout << j.dump() << "\n";
-      return;
-    }
-    std::printf("study %s in %s, direction(s) %s, %zu trial(s)\n\n", name_.c_str(), storage->url().c_str(),
-                search::Study::directions_text(study.directions()).c_str(), table.rows.size());
-    std::cout << table.to_text() << "\n";
-    if (best)
-      std::printf("best trial %lld: value %.10g, %s\n", static_cast<long long>(best->number), best->values[0],
-                  detail_search::params_text(*best).c_str());
-    else if (single)
-      std::printf("no completed trial yet\n");
-    for (const auto& t : bests) {
-      std::string v;
-      for (const double x : t.values) v += (v.empty() ? "" : ", ") + search::python_float_repr(x);
-      std::printf("pareto trial %lld: values (%s), %s\n", static_cast<long long>(t.number), v.c_str(),
-                  detail_search::params_text(t).c_str());
-    }
-    if (!plot_.empty()) std::printf("plot written to %s\n", plot_.c_str());
-    if (!csv_.empty()) std::printf("table written to %s\n", csv_.c_str());
-  }
-
- private:
-  CLI::App* cmd_ = nullptr;
-  CLI::App* show_ = nullptr;
-  std::string storage_, name_, csv_, plot_;
-  bool json_ = false;
+  bool resume_ = false, json_ = false, multivariate_ = false;
 };
 
 }  // namespace qnum::cli

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/bert_commands.hpp"
-#include "common/datasets.hpp"
+#include "qnum/pipeline/bert_run.hpp"
+#include "qnum/pipeline/datasets.hpp"
 #include "transform_command.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/kernel/threading.hpp"
@@ -50,18 +50,18 @@ class TestCommand {
     qnum::detail::require(batch_size_ >= 1, "test: --batch-size must be >= 1, got ", batch_size_);
     qnum::detail::require(threads_ >= 0, "test: --threads must be >= 0, got ", threads_);
     if (threads_ > 0) set_num_threads(threads_);
-    require_matching_data(model_, dataset_);
-    const models::InputKind input = models::model_spec(model_).input;
-    const bool text = input == models::InputKind::tokens;
+    pipeline::require_matching_data(model_, dataset_);
+    const pipeline::InputKind input = pipeline::model_spec(model_).input;
+    const bool text = input == pipeline::InputKind::tokens;
     // A BERT name may be a pretrained download (data::resolve_pretrained); a .bin is torch's.
     const std::string load = text ? data::resolve_pretrained(load_).string() : load_;
     const auto meta = std::filesystem::path(load).extension() == ".bin" ? nlohmann::json::object()
                                                                         : train::read_checkpoint_meta(load);
-    require_checkpoint_of(model_, load_, meta);
+    pipeline::require_checkpoint_of(model_, load_, meta);
     nlohmann::json out{{"model", model_}, {"dataset", dataset_}, {"checkpoint", load_}, {"split", "test"}};
     if (meta.contains("epoch")) out["epoch"] = meta["epoch"];
-    const std::int64_t max_length = detail::run_max_length(meta, max_length_);
-    const auto ev = with_splits(input, dataset_, max_length, limit_, load, [&](const auto& data) {
+    const std::int64_t max_length = pipeline::run_max_length(meta, max_length_);
+    const auto ev = pipeline::with_splits(input, dataset_, max_length, limit_, load, [&](const auto& data) {
       const auto m = model_for(load, meta, data);
       m.module->to(Device::parse(device_));
       const bool batch_given = cmd_->get_option("--batch-size")->count() > 0;
@@ -85,16 +85,16 @@ class TestCommand {
   /// The model of checkpoint `load` (model_config, structure, weights); for a text model,
   /// Hugging Face weights too (config.json beside them, or the name's preset).
   template <class Splits>
-  models::Classifier model_for(const std::string& load, const nlohmann::json& meta, const Splits& data) const {
+  pipeline::Classifier model_for(const std::string& load, const nlohmann::json& meta, const Splits& data) const {
     if constexpr (std::is_same_v<Splits, data::TextSplits>) {
       if (!meta.contains("format")) {
         auto bert =
-            std::make_shared<models::BertForSequenceClassification>(detail::bert_run_config(model_, load, data), 0);
-        detail::load_bert_weights(*bert, load);
-        return {bert, models::bert_forward(bert), models::InputKind::tokens, bert->config.to_json()};
+            std::make_shared<models::BertForSequenceClassification>(pipeline::bert_run_config(model_, load, data), 0);
+        pipeline::load_bert_weights(*bert, load);
+        return {bert, models::bert_forward(bert), pipeline::InputKind::tokens, bert->config.to_json()};
       }
     }
-    return detail::load_classifier(model_, load, meta);
+    return pipeline::load_classifier(model_, load, meta);
   }
 
   CLI::App* cmd_ = nullptr;

@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/bert_commands.hpp"
-#include "common/datasets.hpp"
+#include "qnum/pipeline/bert_run.hpp"
+#include "qnum/pipeline/datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/json.hpp"
@@ -41,7 +41,7 @@ class TrainCommand {
     cmd_->add_option("MODEL", model_,
                      "model: " + join(models::jsc_model_names()) + "; BERT: " + join(models::bert_model_names()));
     cmd_->add_option("DATASET", dataset_,
-                     "dataset: " + join(dataset_names()) + "; for BERT: " + std::string(data::kTextDatasetNames));
+                     "dataset: " + join(pipeline::dataset_names()) + "; for BERT: " + std::string(data::kTextDatasetNames));
     cmd_->add_option("--config", config_path_, "TOML run config (keys: " + std::string(kRunConfigKeys) + ")");
     cmd_->add_option("--max-epochs", max_epochs_, "epochs to train (default: JSC 20, BERT 1)");
     cmd_->add_option("--max-steps", max_steps_, "stop after this many optimizer steps (MASE/Lightning; -1: no limit)");
@@ -89,12 +89,12 @@ class TrainCommand {
     o.merge(command_line());
     qnum::detail::require(o.model.has_value(),
                           "train: no MODEL (give it as the first argument or `model` in --config; ",
-                          "known: ", models::known_model_names(), ")");
+                          "known: ", pipeline::known_model_names(), ")");
     qnum::detail::require(o.dataset.has_value(), "train: no DATASET (give it as the second argument or `dataset` in ",
-                          "--config; known: ", join(dataset_names()), ")");
-    require_matching_data(*o.model, *o.dataset);
-    const bool text = models::model_spec(*o.model).input == models::InputKind::tokens;
-    train::TrainConfig c = models::default_recipe(*o.model);
+                          "--config; known: ", join(pipeline::dataset_names()), ")");
+    pipeline::require_matching_data(*o.model, *o.dataset);
+    const bool text = pipeline::model_spec(*o.model).input == pipeline::InputKind::tokens;
+    train::TrainConfig c = pipeline::default_recipe(*o.model);
     apply(o, c);
     if (resume_) {
       // The saved run's settings are the defaults; the file and the command line still win.
@@ -147,18 +147,18 @@ class TrainCommand {
 
   /// A JSC model on a feature table.
   void train_table(const train::TrainConfig& c) const {
-    const models::Classifier m = models::make_classifier(c.model, {c.seed});
+    const pipeline::Classifier m = pipeline::make_classifier(c.model, {c.seed});
     const auto& model = m.module;
-    const data::JscSplits data = load_dataset(c.dataset);
+    const data::JscSplits data = pipeline::load_dataset(c.dataset);
     train::Trainer trainer(model, m.forward, c);
-    trainer.set_extra_metadata(feature_metadata(data));  // qnum predict standardises rows as these were
+    trainer.set_extra_metadata(pipeline::feature_metadata(data));  // qnum predict standardises rows as these were
     std::printf("train    %s (%lld parameters) on %s\n", c.model.c_str(),
                 static_cast<long long>(model->num_parameters()), c.dataset.c_str());
     std::printf("data     %s\n", data.summary().c_str());
     print_settings(trainer);
     const auto records = trainer.fit(data.train, data.val, resume_);
     // The test set, on the best checkpoint (MASE's lab 1 tests best.ckpt).
-    const models::Classifier best = models::make_classifier(c.model, {c.seed});
+    const pipeline::Classifier best = pipeline::make_classifier(c.model, {c.seed});
     const auto meta = train::load_checkpoint(trainer.best_checkpoint(), *best.module, nullptr);
     print_outcome(trainer, train::evaluate(*best.module, best.forward, data.test, c.evaluation_batch_size()), meta,
                   records);
@@ -171,12 +171,12 @@ class TrainCommand {
     // --load: a qnum checkpoint, an HF file or folder, or a hub name (downloaded once into the cache).
     const std::string load = bert_.load.empty() ? "" : data::resolve_pretrained(bert_.load).string();
     const data::TextSplits data =
-        detail::load_text_splits(c.dataset, c.max_length, bert_.limit.value_or(0), detail::vocab_beside(load));
+        pipeline::load_text_splits(c.dataset, c.max_length, bert_.limit.value_or(0), pipeline::vocab_beside(load));
     const auto out = train::resolve_output_dir(c);
     const std::string config_from = resume_ && std::filesystem::exists(out / "config.json")
                                         ? (out / "last.safetensors").string()
                                         : load;
-    const models::BertConfig bc = detail::bert_run_config(c.model, config_from, data);
+    const models::BertConfig bc = pipeline::bert_run_config(c.model, config_from, data);
     qnum::detail::require(c.max_length <= bc.max_position_embeddings, "train: --max-length ", c.max_length,
                           " exceeds the model's max_position_embeddings ", bc.max_position_embeddings);
     // On --resume the saved run's initialisation seed: the dropout layers' seeds follow it.
@@ -189,11 +189,11 @@ class TrainCommand {
       // The trainer loads the weights; the structure must exist before its optimizer does.
       if (last_meta.contains("structure")) passes::restore_structure(*model, last_meta["structure"]);
     } else {
-      if (!load.empty()) detail::load_bert_weights(*model, load);
-      detail::apply_bert_passes(*model, bert_);
+      if (!load.empty()) pipeline::load_bert_weights(*model, load);
+      pipeline::apply_bert_passes(*model, bert_);
     }
     train::Trainer trainer(model, models::bert_forward(model), c);
-    nlohmann::json extra = detail::bert_metadata(bc, data);
+    nlohmann::json extra = pipeline::bert_metadata(bc, data);
     extra["init_seed"] = init_seed;
     trainer.set_extra_metadata(extra);
     std::printf("train    %s (%lld parameters; %lld layers, hidden %lld, heads %lld, intermediate %lld) on %s\n",
@@ -208,7 +208,7 @@ class TrainCommand {
     const auto records = trainer.fit(data.train, data.val, resume_);
     // The test set on the best checkpoint.
     auto best = std::make_shared<models::BertForSequenceClassification>(bc, 0);
-    const auto meta = detail::load_bert_weights(*best, trainer.best_checkpoint().string());
+    const auto meta = pipeline::load_bert_weights(*best, trainer.best_checkpoint().string());
     print_outcome(trainer,
                   train::evaluate(*best, models::bert_forward(best), data.test, c.evaluation_batch_size(),
                                   c.pad_to_multiple_of),
@@ -276,7 +276,7 @@ class TrainCommand {
   double learning_rate_ = 0, weight_decay_ = 0, warmup_ratio_ = 0, max_grad_norm_ = 0;
   std::uint64_t seed_ = 0;
   bool resume_ = false, no_progress_ = false;
-  BertRunOptions bert_;
+  pipeline::BertRunOptions bert_;
 };
 
 }  // namespace qnum::cli

@@ -2,7 +2,7 @@
 // `qnum report MODEL --load CKPT` (MASE's report/profile/FLOPs analyses). The config may be
 // TOML (MASE's lab files) or JSON (MASE's pass_args dicts; a file ending in .json).
 //
-// Both take any registered model (qnum/models/registry.hpp): JSC models on feature datasets,
+// Both take any registered model (qnum/pipeline/registry.hpp): JSC models on feature datasets,
 // BERT models (bert-tiny, bert:L-H-A-I, a folder with config.json) on text datasets, which
 // are tokenized as the checkpoint's training run did (its max_length unless --max-length).
 //
@@ -38,50 +38,22 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/bert_commands.hpp"
-#include "common/config_file.hpp"
-#include "common/datasets.hpp"
+#include "qnum/pipeline/bert_run.hpp"
+#include "qnum/io/config_file.hpp"
+#include "qnum/pipeline/datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/mase_config.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/jsc.hpp"
-#include "qnum/models/registry.hpp"
+#include "qnum/pipeline/checkpoint.hpp"
+#include "qnum/pipeline/registry.hpp"
 #include "qnum/passes/passes.hpp"
 #include "qnum/train/train.hpp"
 
 namespace qnum::cli {
 
 namespace detail {
-
-/// Any registered model with the structure and values of checkpoint `path` (its saved
-/// model_config, when it has one, gives BERT's sizes).
-inline models::Classifier load_classifier(const std::string& name, const std::string& path,
-                                          const nlohmann::json& meta) {
-  require_checkpoint_of(name, path, meta);
-  models::BuildOptions bo;
-  bo.config = meta.value("model_config", nlohmann::json(nullptr));
-  models::Classifier c = models::make_classifier(name, bo);
-  if (meta.contains("structure")) passes::restore_structure(*c.module, meta["structure"]);
-  train::load_checkpoint(path, *c.module, nullptr);
-  return c;
-}
-
-/// The example a model is traced on: a batch of `rows` feature rows, or of `rows` texts of
-/// `seq_len` token ids (ids of `tokens`' first row when given, else [PAD]).
-inline Tensor trace_example(const models::Classifier& m, std::int64_t rows, std::int64_t seq_len,
-                            const data::TokenDataset* tokens = nullptr) {
-  if (m.input == models::InputKind::features) return Tensor::zeros({rows, models::kJscFeatures});
-  Tensor x = Tensor::zeros({rows, seq_len});
-  if (tokens && tokens->size() > 0) {
-    const std::int64_t n = std::min(seq_len, tokens->length(0));
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t i = 0; i < n; ++i)
-        x.data()[r * seq_len + i] =
-            static_cast<float>(tokens->tokens[static_cast<std::size_t>(tokens->offsets[0] + i)]);
-  }
-  return x;
-}
 
 /// graph report + FLOPs/BitOPs + model size of `model` traced on `example`.
 /// (tokens: the example holds token ids [texts, tokens]).
@@ -132,7 +104,7 @@ class TransformCommand {
 
   void run() const {
     using qnum::detail::require;
-    const auto cfg = detail::toml_file_as_json(config_);
+    const auto cfg = io::toml_file_as_json(config_);
     const std::string where = config_;
     // MASE's keys transform does not read: one line each (qnum/io/mase_config.hpp), then run.
     for (const auto& n :
@@ -159,10 +131,10 @@ class TransformCommand {
     if (cfg.contains("threads")) set_num_threads(cfg["threads"].get<int>());
 
     job.passes = cfg.value("passes", nlohmann::json::object());
-    detail::require_keys(job.passes, where + " [passes]",
+    io::require_keys(job.passes, where + " [passes]",
                          {"quantize", "prune", "lora", "report_graph", "summarize_quantization", "profile_statistics"});
     job.tcfg = cfg.value("transform", nlohmann::json::object());
-    detail::require_keys(job.tcfg, where + " [transform]",
+    io::require_keys(job.tcfg, where + " [transform]",
                          {"style", "finetune_epochs", "learning_rate", "optimizer", "schedule"});
     job.finetune = job.tcfg.value("finetune_epochs", 0);
     require(job.finetune >= 0, where, ": finetune_epochs must be >= 0");
@@ -178,10 +150,10 @@ class TransformCommand {
     job.meta = train::read_checkpoint_meta(load);
     job.dataset = !dataset_.empty() ? dataset_ : str({"dataset"}, job.meta.value("dataset", std::string()));
     require(!job.dataset.empty(), where, ": 'dataset' is required");
-    require_matching_data(job.model, job.dataset);
-    const models::Classifier m = detail::load_classifier(job.model, load, job.meta);
-    if (m.input == models::InputKind::tokens) job.max_length = detail::run_max_length(job.meta, max_length_);
-    with_splits(m.input, job.dataset, job.max_length, limit_, load, [&](const auto& data) { transform(m, data, job); });
+    pipeline::require_matching_data(job.model, job.dataset);
+    const pipeline::Classifier m = pipeline::load_classifier(job.model, load, job.meta);
+    if (m.input == pipeline::InputKind::tokens) job.max_length = pipeline::run_max_length(job.meta, max_length_);
+    pipeline::with_splits(m.input, job.dataset, job.max_length, limit_, load, [&](const auto& data) { transform(m, data, job); });
   }
 
  private:
@@ -204,7 +176,7 @@ class TransformCommand {
   /// Evaluates, applies the passes, evaluates again, fine-tunes, writes (Splits: the feature
   /// splits of a JSC model or the token splits of a text model).
   template <class Splits>
-  void transform(const models::Classifier& m, const Splits& data, const Job& job) const {
+  void transform(const pipeline::Classifier& m, const Splits& data, const Job& job) const {
     const auto before = train::evaluate(*m.module, m.forward, data.test, job.batch);
     nlohmann::json summary{{"model", job.model},
                            {"dataset", job.dataset},
@@ -230,7 +202,7 @@ class TransformCommand {
 
   /// Quantize and prune (every section checked before anything is applied), then LoRA.
   template <class Splits>
-  static Applied apply_passes(const models::Classifier& m, const Splits& data, const Job& job) {
+  static Applied apply_passes(const pipeline::Classifier& m, const Splits& data, const Job& job) {
     nlohmann::json pipeline = nlohmann::json::object();
     const nlohmann::json& passes_cfg = job.passes;
     if (passes_cfg.contains("quantize")) pipeline["quantize"] = passes_cfg["quantize"];
@@ -290,28 +262,28 @@ class TransformCommand {
 
   /// What a checkpoint records to be rebuilt and fed the same tokens or rows (qnum test/predict).
   template <class Splits>
-  static nlohmann::json run_metadata(const models::Classifier& m, const Splits& data, const Job& job) {
+  static nlohmann::json run_metadata(const pipeline::Classifier& m, const Splits& data, const Job& job) {
     if constexpr (std::is_same_v<Splits, data::TextSplits>) {
-      nlohmann::json extra = detail::bert_metadata(models::BertConfig::from_json(m.config, job.model), data);
+      nlohmann::json extra = pipeline::bert_metadata(models::BertConfig::from_json(m.config, job.model), data);
       nlohmann::json rc = job.meta.value("config", nlohmann::json::object());
       if (!rc.is_object()) rc = nlohmann::json::object();
       rc["max_length"] = job.max_length;
       extra["config"] = rc;
       return extra;
     } else {
-      return feature_metadata(data);
+      return pipeline::feature_metadata(data);
     }
   }
 
   /// [transform] finetune_epochs with the model's recipe (JSC: Adam 1e-3, cosine) unless the
   /// config says otherwise; the run goes to <output_dir>/finetune.
   template <class Splits>
-  static void finetune(const models::Classifier& m, const Splits& data, const Job& job, const nlohmann::json& extra,
+  static void finetune(const pipeline::Classifier& m, const Splits& data, const Job& job, const nlohmann::json& extra,
                        nlohmann::json& summary) {
     constexpr bool tokens = std::is_same_v<Splits, data::TextSplits>;
     train::TrainConfig tc;
     if constexpr (tokens) {
-      tc = models::default_recipe(job.model);
+      tc = pipeline::default_recipe(job.model);
       tc.max_length = job.max_length;
     }
     tc.model = job.model;
@@ -334,14 +306,14 @@ class TransformCommand {
   /// report.txt and graph.dot (traced on one test sample), the transformed checkpoint with
   /// its metadata, summary.json.
   template <class Splits>
-  static void write_outputs(const models::Classifier& m, const Splits& data, const Job& job,
+  static void write_outputs(const pipeline::Classifier& m, const Splits& data, const Job& job,
                             const nlohmann::json& extra, nlohmann::json& summary) {
     constexpr bool tokens = std::is_same_v<Splits, data::TextSplits>;
     nn::Module& model = *m.module;
     Tensor example;
     if constexpr (tokens) {
       const std::int64_t len = data.test.size() > 0 ? data.test.length(0) : 16;
-      example = detail::trace_example(m, 1, std::max<std::int64_t>(1, std::min<std::int64_t>(job.max_length, len)),
+      example = pipeline::trace_example(m, 1, std::max<std::int64_t>(1, std::min<std::int64_t>(job.max_length, len)),
                                       &data.test);
     } else {
       example = data.test.features.size(0) > 0 ? data.test.subset(std::vector<std::int64_t>{0}).features
@@ -391,18 +363,18 @@ class ReportCommand {
     qnum::detail::require(batch_size_ >= 1, "report: --batch-size must be >= 1");
     qnum::detail::require(batches_ >= 1, "report: --batches must be >= 1");
     qnum::detail::require(seq_len_ >= 1, "report: --seq-len must be >= 1");
-    const models::Classifier m = load_.empty()
-                                     ? models::make_classifier(model_)
-                                     : detail::load_classifier(model_, load_, train::read_checkpoint_meta(load_));
+    const pipeline::Classifier m = load_.empty()
+                                     ? pipeline::make_classifier(model_)
+                                     : pipeline::load_classifier(model_, load_, train::read_checkpoint_meta(load_));
     nn::Module& model = *m.module;
-    const bool tokens = m.input == models::InputKind::tokens;
-    const Tensor example = detail::trace_example(m, batch_size_, seq_len_);
+    const bool tokens = m.input == pipeline::InputKind::tokens;
+    const Tensor example = pipeline::trace_example(m, batch_size_, seq_len_);
     std::cout << detail::analysis_text(model, example, model_ + (load_.empty() ? "" : " from " + load_), tokens);
     if (!dataset_.empty()) {
-      require_matching_data(model_, dataset_);
+      pipeline::require_matching_data(model_, dataset_);
       const auto meta = load_.empty() ? nlohmann::json::object() : train::read_checkpoint_meta(load_);
-      const std::int64_t max_length = detail::run_max_length(meta, load_.empty() ? seq_len_ : 0);
-      const auto [n, table] = with_splits(m.input, dataset_, max_length, 0, load_, [&](const auto& data) {
+      const std::int64_t max_length = pipeline::run_max_length(meta, load_.empty() ? seq_len_ : 0);
+      const auto [n, table] = pipeline::with_splits(m.input, dataset_, max_length, 0, load_, [&](const auto& data) {
         // The first --batches training batches in dataset order, through the model's Forward.
         std::int64_t seen = 0;
         const auto p = passes::profile_statistics(model, [&] {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "labs.hpp"
-#include "common/bert_commands.hpp"
+#include "qnum/pipeline/bert_run.hpp"
 #include "lab_common.hpp"
 #include "qnum/passes/dropout.hpp"
 #include "qnum/passes/report.hpp"
@@ -82,14 +82,14 @@ int run(int argc, char** argv) {
     using qnum::detail::require;
     require(max_length >= 2, "--max-length must be >= 2 ([CLS] and [SEP]), got ", max_length);
     require(batch >= 1, "--batch must be >= 1, got ", batch);
-    qnum::models::bert_config_of(model_name);  // unknown names fail before any work
-    const auto data = qnum::cli::detail::load_text_splits(dataset, max_length, batch);
+    qnum::pipeline::bert_config_of(model_name);  // unknown names fail before any work
+    const auto data = qnum::pipeline::load_text_splits(dataset, max_length, batch);
     const std::filesystem::path dir =
         output_dir.empty() ? std::filesystem::path("qnum-runs") / ("lab0-graph_" + model_name + "_" + dataset)
                            : std::filesystem::path(output_dir);
     auto model = std::make_shared<qnum::models::BertForSequenceClassification>(
-        qnum::cli::detail::bert_run_config(model_name, load, data), seed);
-    if (!load.empty()) qnum::cli::detail::load_bert_weights(*model, load);
+        qnum::pipeline::bert_run_config(model_name, load, data), seed);
+    if (!load.empty()) qnum::pipeline::load_bert_weights(*model, load);
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     require(!ec, "cannot create output directory '", dir.string(), "': ", ec.message());

@@ -22,7 +22,7 @@
 
 #include "labs.hpp"
 #include "lab_common.hpp"
-#include "qnum/models/registry.hpp"
+#include "qnum/pipeline/registry.hpp"
 #include "qnum/train/trainer.hpp"
 
 namespace qnum::labs::lab1_sweep {
@@ -42,7 +42,7 @@ struct Run {
 
 /// Trains a fresh `o.model` with `c` (the swept value set) and measures it.
 Run train_one(const qnum::labs::CommonOptions& o, const qnum::data::JscSplits& data, qnum::train::TrainConfig c) {
-  auto m = qnum::models::make_classifier(o.model, {o.seed});
+  auto m = qnum::pipeline::make_classifier(o.model, {o.seed});
   qnum::train::Trainer t(m.module, m.forward, c);
   const auto records = t.fit(data.train, data.val);
   Run r;
@@ -51,7 +51,7 @@ Run train_one(const qnum::labs::CommonOptions& o, const qnum::data::JscSplits& d
     r.seconds += e.seconds;
   }
   r.train_loss = records.empty() ? std::nan("") : records.back().train_loss;
-  auto best = qnum::models::make_classifier(o.model, {o.seed});
+  auto best = qnum::pipeline::make_classifier(o.model, {o.seed});
   qnum::train::load_checkpoint(t.best_checkpoint(), *best.module, nullptr);
   r.test_accuracy = qnum::train::evaluate(*best.module, best.forward, data.test, 1024).accuracy;
   return r;
@@ -102,9 +102,9 @@ int run(int argc, char** argv) {
   return qnum::labs::run_main(app, argc, argv, [&] {
     using qnum::detail::require;
     qnum::labs::validate(common);
-    const auto& spec = qnum::models::model_spec(common.model);
-    require(spec.input == qnum::models::InputKind::features, "lab1-sweep trains feature-table models; '", common.model,
-            "' takes ", qnum::models::kind_name(spec.input), " (BERT: qnum train with --batch-size/--max-epochs/",
+    const auto& spec = qnum::pipeline::model_spec(common.model);
+    require(spec.input == qnum::pipeline::InputKind::features, "lab1-sweep trains feature-table models; '", common.model,
+            "' takes ", qnum::pipeline::kind_name(spec.input), " (BERT: qnum train with --batch-size/--max-epochs/",
             "--learning-rate)");
     batch_sizes = qnum::labs::sorted_unique(batch_sizes, "--batch-sizes");
     epoch_counts = qnum::labs::sorted_unique(epoch_counts, "--epoch-counts");
@@ -125,8 +125,8 @@ int run(int argc, char** argv) {
         qnum::detail::fail("--sweeps: unknown sweep '", s, "' (allowed: batch-size, epochs, learning-rate)");
     }
     if (common.threads > 0) qnum::set_num_threads(common.threads);
-    const auto data = qnum::cli::load_dataset(common.dataset);
-    qnum::cli::require_matching_data(common.model, common.dataset);
+    const auto data = qnum::pipeline::load_dataset(common.dataset);
+    qnum::pipeline::require_matching_data(common.model, common.dataset);
     const std::filesystem::path dir = common.output_dir.empty()
                                           ? std::filesystem::path("qnum-runs") / ("lab1-sweep_" + common.model + "_" +
                                                                                  common.dataset)
@@ -139,7 +139,7 @@ int run(int argc, char** argv) {
                   common.model.c_str(), static_cast<long long>(common.batch_size), common.epochs,
                   common.learning_rate, s.name.c_str(), "val_acc", "test_acc", "train_loss", "seconds");
       for (const auto& v : s.values) {
-        qnum::train::TrainConfig c = qnum::models::default_recipe(common.model);
+        qnum::train::TrainConfig c = qnum::pipeline::default_recipe(common.model);
         c.dataset = common.dataset;
         c.max_epochs = common.epochs;
         c.batch_size = common.batch_size;

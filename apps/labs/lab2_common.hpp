@@ -29,13 +29,18 @@
 #include "lab_text.hpp"
 #include "qnum/passes/pipeline.hpp"
 #include "qnum/search/nas_bert.hpp"
-#include "qnum/search/random_sampler.hpp"
-#include "qnum/search/shuffled_grid_sampler.hpp"
+#include "qnum/search/samplers.hpp"
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
-#include "qnum/search/tpe.hpp"
 
 namespace qnum::labs {
+
+/// The samplers Lab 2 offers: the NAS space's grid is too large to list, so "grid" visits it
+/// in a seeded order (search::ShuffledGridSampler).
+inline const std::vector<std::string>& lab2_samplers() {
+  static const std::vector<std::string> names{"grid", "random", "tpe"};
+  return names;
+}
 
 /// The options only the Lab 2 searches take (the others are CommonOptions and TextOptions).
 struct Lab2Options {
@@ -83,7 +88,7 @@ inline void add_lab2_options(CLI::App& app, CommonOptions& common, TextOptions& 
 
 /// `common` with the model's recipe for what the command line did not set (apply_text_defaults).
 inline CommonOptions with_text_defaults(const CLI::App& app, CommonOptions common) {
-  qnum::detail::require(models::model_spec(common.model).input == models::InputKind::tokens, "--model: '", common.model,
+  qnum::detail::require(pipeline::model_spec(common.model).input == pipeline::InputKind::tokens, "--model: '", common.model,
                         "' is not a text model; Lab 2 searches BERT architectures");
   apply_text_defaults(app, common);
   return common;
@@ -137,9 +142,7 @@ class Lab2 {
     using qnum::detail::require;
     require(o.trials >= 1, "--trials must be >= 1, got ", o.trials);
     o.samplers = sorted_unique(o.samplers, "--samplers");
-    for (const auto& s : o.samplers)
-      require(s == "tpe" || s == "random" || s == "grid", "--samplers: unknown sampler '", s,
-              "' (allowed: grid, random, tpe)");
+    for (const auto& s : o.samplers) search::require_sampler_name(s, lab2_samplers(), "--samplers");
     search::NasBertSpace(models::BertConfig{}, o.layers, o.heads, o.hidden, o.intermediate, o.linear_choices);
     const auto storage = search::open_storage(o.storage);
     for (const auto& c : curves)
@@ -190,10 +193,12 @@ struct Lab2Curve {
 
 inline std::shared_ptr<search::Sampler> make_lab2_sampler(const std::string& name, const search::NasBertSpace& space,
                                                           std::uint64_t seed) {
-  if (name == "tpe") return std::make_shared<search::TPESampler>(seed);
-  if (name == "random") return std::make_shared<search::RandomSampler>(seed);
-  if (name == "grid") return std::make_shared<search::ShuffledGridSampler>(space.grid(), seed);
-  qnum::detail::fail("unknown sampler '", name, "' (allowed: grid, random, tpe)");
+  search::SamplerOptions so;
+  so.seed = seed;
+  so.grid = space.grid();
+  so.shuffle_grid = true;
+  so.offered = lab2_samplers();
+  return search::make_sampler(name, so);
 }
 
 /// A short text of an architecture: L layers, A heads, H hidden, I intermediate, identities.

@@ -43,7 +43,7 @@ nlohmann::json default_compress_config() {
 
 /// The compress sections of a config file ([passes.quantize]/[passes.prune] or top level).
 nlohmann::json read_compress_config(const std::string& file) {
-  auto j = qnum::cli::detail::toml_file_as_json(file);
+  auto j = qnum::io::toml_file_as_json(file);
   if (j.contains("passes")) j = j["passes"];
   qnum::detail::require(j.is_object(), "--compress-config: '", file, "' must hold a table");
   nlohmann::json out = nlohmann::json::object();
@@ -71,7 +71,7 @@ void compress_loaded(const CLI::App& app, const qnum::labs::CommonOptions& commo
   qnum::detail::require(app.count("--epochs") == 0, "--epochs applies to the search; with --load, --post-epochs sets ",
                         "the training after compression");
   // The checkpoint is checked before the data are read or any folder is made.
-  qnum::cli::require_checkpoint_of(common.model, load, qnum::train::read_checkpoint_meta(load));
+  qnum::pipeline::require_checkpoint_of(common.model, load, qnum::train::read_checkpoint_meta(load));
   qnum::labs::TextLab lab("lab2-compression", qnum::labs::with_text_defaults(app, common), text);
   lab.load_start(load);
   std::vector<Stage> stages;

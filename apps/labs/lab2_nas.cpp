@@ -8,7 +8,7 @@
 // tutorial changed only the hidden and intermediate sizes); a hidden size the head count
 // does not divide ends the trial PRUNED with the reason. Each trial builds a fresh randomly
 // initialised BERT (--seed), trains it --epochs with the model's recipe from the registry
-// (models::default_recipe: AdamW at 1e-3, 6% warm-up, weight decay 0.01, clipping 1.0; any
+// (pipeline::default_recipe: AdamW at 1e-3, 6% warm-up, weight decay 0.01, clipping 1.0; any
 // option given wins) and returns its validation accuracy; each curve's best model is
 // measured on the test split. The best trial over all curves is saved, trained, as
 // <dir>/best.safetensors (+ .json, config.json beside it: the architecture, the identity

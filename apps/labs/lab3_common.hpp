@@ -22,15 +22,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/transform_command.hpp"
 #include "lab_text.hpp"
-#include "qnum/search/grid_sampler.hpp"
+#include "qnum/pipeline/checkpoint.hpp"
 #include "qnum/search/quantized_objective.hpp"
-#include "qnum/search/random_sampler.hpp"
+#include "qnum/search/samplers.hpp"
 #include "qnum/search/spaces.hpp"
 #include "qnum/search/storage_url.hpp"
 #include "qnum/search/study.hpp"
-#include "qnum/search/tpe.hpp"
 
 namespace qnum::labs {
 
@@ -70,7 +68,7 @@ inline void validate(const SearchOptions& s, const std::string& model) {
   qnum::detail::require(s.finetune_epochs >= 0, "--finetune-epochs must be >= 0, got ", s.finetune_epochs);
   qnum::detail::require(!s.resume || s.storage != "memory",
                         "--resume continues studies kept in a database: give --storage sqlite:///FILE.db (or postgresql://)");
-  if (!s.load.empty()) cli::require_checkpoint_of(model, s.load, train::read_checkpoint_meta(s.load));
+  if (!s.load.empty()) pipeline::require_checkpoint_of(model, s.load, train::read_checkpoint_meta(s.load));
 }
 
 /// One curve: its study's trials and the best trial measured on the test split.
@@ -89,10 +87,10 @@ inline std::string param_text(const search::ParamValue& v) {
 
 inline std::shared_ptr<search::Sampler> make_sampler(const std::string& name, const search::MixedPrecisionSpace& space,
                                                      std::uint64_t seed) {
-  if (name == "tpe") return std::make_shared<search::TPESampler>(seed);
-  if (name == "random") return std::make_shared<search::RandomSampler>(seed);
-  if (name == "grid") return std::make_shared<search::GridSampler>(space.grid(), static_cast<std::uint32_t>(seed));
-  qnum::detail::fail("unknown sampler '", name, "' (allowed: tpe, random, grid)");
+  search::SamplerOptions so;
+  so.seed = seed;
+  so.grid = space.grid();
+  return search::make_sampler(name, so);
 }
 
 inline const char* trials_csv_header() { return "curve,sampler,trial,accuracy,bits,bitops,state,params\n"; }
@@ -104,7 +102,7 @@ Tensor bitops_example(const L& lab) {
   if constexpr (std::is_same_v<L, TextLab>) {
     const auto& test = lab.data().test;
     const std::int64_t len = test.size() > 0 ? test.length(0) : lab.text_options().max_length;
-    return cli::detail::trace_example(models::Classifier{nullptr, nullptr, models::InputKind::tokens, nullptr}, 1,
+    return pipeline::trace_example(pipeline::Classifier{nullptr, nullptr, pipeline::InputKind::tokens, nullptr}, 1,
                                       std::max<std::int64_t>(len, 1), &test);
   } else {
     return Tensor::zeros({1, models::kJscFeatures});

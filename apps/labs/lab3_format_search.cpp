@@ -48,7 +48,7 @@ int run(int argc, char** argv) {
     qnum::detail::require(sampler == "tpe" || sampler == "random" || sampler == "grid", "--sampler: unknown sampler '",
                           sampler, "' (allowed: tpe, random, grid)");
     // The spaces are checked on a fresh model before any data is read or training done.
-    auto probe = qnum::models::make_classifier(common.model).module;
+    auto probe = qnum::pipeline::make_classifier(common.model).module;
     std::vector<std::tuple<std::string, qnum::search::MixedPrecisionSpace, std::string>> spaces;
     for (const auto& f : families)
       spaces.emplace_back(f, qnum::search::MixedPrecisionSpace::families(*probe, search.layers, {"linear"}, {f}),

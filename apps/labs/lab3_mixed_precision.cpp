@@ -32,7 +32,7 @@ int run(int argc, char** argv) {
   qnum::labs::add_common_options(app, common);
   qnum::labs::add_text_options(app, text);
   qnum::labs::add_search_options(app, search);
-  app.add_option("--samplers", samplers, "samplers, one curve each: tpe, random, grid")
+  app.add_option("--samplers", samplers, "samplers, one curve each: tpe, random, grid, nsgaii")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--widths", widths, "width choices per layer")->delimiter(',')->capture_default_str();
@@ -41,15 +41,13 @@ int run(int argc, char** argv) {
   return qnum::labs::run_main(app, argc, argv, [&] {
     qnum::labs::validate(search, common.model);
     samplers = qnum::labs::sorted_unique(samplers, "--samplers");
-    for (const auto& s : samplers)
-      qnum::detail::require(s == "tpe" || s == "random" || s == "grid", "--samplers: unknown sampler '", s,
-                            "' (allowed: tpe, random, grid)");
+    for (const auto& s : samplers) qnum::search::require_sampler_name(s, {}, "--samplers");
     widths = qnum::labs::sorted_unique(widths, "--widths");
     fracs = qnum::labs::sorted_unique(fracs, "--frac-widths");
     for (auto w : widths) qnum::detail::require(w >= 2 && w <= 32, "--widths: ", w, " must be in [2, 32]");
     for (auto f : fracs) qnum::detail::require(f >= 0 && f <= 32, "--frac-widths: ", f, " must be in [0, 32]");
     // The space is checked on a fresh model before any data is read or training done.
-    auto probe = qnum::models::make_classifier(common.model).module;
+    auto probe = qnum::pipeline::make_classifier(common.model).module;
     const auto space =
         qnum::search::MixedPrecisionSpace::integer_widths(*probe, search.layers, {"linear"}, widths, fracs);
     qnum::labs::with_lab("lab3-mixed-precision", app, common, text, [&](auto& lab) {

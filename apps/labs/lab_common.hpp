@@ -32,14 +32,14 @@
 #include <string>
 #include <vector>
 
-#include "common/datasets.hpp"
-#include "common/user_models.hpp"
+#include "qnum/pipeline/datasets.hpp"
+#include "qnum/pipeline/user_models.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/data/dataset.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/models/jsc.hpp"
-#include "qnum/models/registry.hpp"
+#include "qnum/pipeline/registry.hpp"
 #include "qnum/passes/structure.hpp"
 #include "qnum/train/train.hpp"
 
@@ -172,7 +172,7 @@ class Lab : public LabBase {
   /// Checks the options, loads the dataset and prepares the output directory; trains nothing.
   Lab(std::string program, CommonOptions o) : LabBase(std::move(program), std::move(o)) {
     make_model();                           // unknown names fail before any work
-    data_ = cli::load_dataset(o_.dataset);      // before creating anything: a bad name leaves no folder
+    data_ = pipeline::load_dataset(o_.dataset);      // before creating anything: a bad name leaves no folder
     make_dir();
     note(data_.summary());
   }
@@ -201,7 +201,7 @@ class Lab : public LabBase {
   /// Returns its test accuracy.
   double load_start(const std::string& path) {
     const auto meta = train::read_checkpoint_meta(path);
-    cli::require_checkpoint_of(o_.model, path, meta);
+    pipeline::require_checkpoint_of(o_.model, path, meta);
     structure_ = meta.value("structure", nlohmann::json(nullptr));
     auto m = make_model();
     if (!structure_.is_null()) passes::restore_structure(*m, structure_);
@@ -223,7 +223,7 @@ class Lab : public LabBase {
 
   /// Saves `model` as <dir>/<name>.safetensors for the next lab step (--load).
   std::filesystem::path save_model(nn::Module& model, const std::string& name) const {
-    return save_model_with(model, name, cli::feature_metadata(data_));
+    return save_model_with(model, name, pipeline::feature_metadata(data_));
   }
 
   /// Fine-tunes `model` in place for `epochs` (run folder <dir>/<run>); the model as it is
@@ -264,7 +264,7 @@ class Lab : public LabBase {
   /// A fresh model of --model through the registry (the zoo, jsc-seq:/jsc-mlp: stacks, a
   /// $QNUM_MODELS name), initialised from --seed.
   std::shared_ptr<nn::Sequential> make_model() const {
-    auto m = std::dynamic_pointer_cast<nn::Sequential>(models::make_classifier(o_.model, {o_.seed}).module);
+    auto m = std::dynamic_pointer_cast<nn::Sequential>(pipeline::make_classifier(o_.model, {o_.seed}).module);
     qnum::detail::require(m != nullptr, "model '", o_.model,
                           "': the lab programs take feature models built as a layer stack (Sequential)");
     return m;
@@ -432,7 +432,7 @@ inline int run_main(CLI::App& app, int argc, char** argv, const std::function<vo
     return 2;
   }
   try {
-    cli::register_models_from_env();  // the user's own model names ($QNUM_MODELS)
+    pipeline::register_models_from_env();  // the user's own model names ($QNUM_MODELS)
     body();
   } catch (const qnum::Error& e) {
     std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());

@@ -5,7 +5,7 @@
 // once (templates over the lab type).
 //
 // BERT trains from random initialisation here (no pretrained weights), so its defaults are the
-// model's recipe from the registry (models::default_recipe, for BERT train::text_recipe(): 1
+// model's recipe from the registry (pipeline::default_recipe, for BERT train::text_recipe(): 1
 // epoch, batch 32, AdamW at 1e-3 with 6% warm-up, weight decay 0.01 and clipping 1.0 — the run
 // docs/results.md reports), fine-tuning at a tenth of that rate; --max-length 128 tokens. An
 // option given on the command line always wins (apply_text_defaults).
@@ -20,10 +20,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "common/bert_commands.hpp"
+#include "qnum/pipeline/bert_run.hpp"
 #include "lab_common.hpp"
 #include "qnum/models/bert.hpp"
-#include "qnum/models/registry.hpp"
+#include "qnum/pipeline/registry.hpp"
 #include "qnum/train/trainer.hpp"
 
 namespace qnum::labs {
@@ -46,12 +46,12 @@ inline void add_text_options(CLI::App& app, TextOptions& t) {
 
 /// Whether the lab runs a model of tokenized text (BERT), else one of feature rows: the
 /// registry decides, so names of the user's own ($QNUM_MODELS) count as what they stand for.
-inline bool is_text_lab(const CommonOptions& o) { return models::model_spec(o.model).input == models::InputKind::tokens; }
+inline bool is_text_lab(const CommonOptions& o) { return pipeline::model_spec(o.model).input == pipeline::InputKind::tokens; }
 
 /// The model's recipe for the common options the user did not give (see the file comment);
 /// the dataset defaults to text-synthetic.
 inline void apply_text_defaults(const CLI::App& app, CommonOptions& o) {
-  const train::TrainConfig r = models::default_recipe(o.model);
+  const train::TrainConfig r = pipeline::default_recipe(o.model);
   auto unset = [&](const char* name) {
     const CLI::Option* opt = app.get_option_no_throw(name);  // a program may not offer it
     return opt == nullptr || opt->count() == 0;
@@ -76,9 +76,9 @@ class TextLab : public LabBase {
     require(t_.warmup_ratio >= 0 && t_.warmup_ratio <= 1, "--warmup-ratio must be in [0, 1], got ", t_.warmup_ratio);
     require(std::isfinite(t_.weight_decay) && t_.weight_decay >= 0, "--weight-decay must be >= 0, got ",
             t_.weight_decay);
-    models::bert_config_of(o_.model);  // unknown names fail before any work
-    data_ = cli::detail::load_text_splits(o_.dataset, t_.max_length, t_.limit);
-    config_ = cli::detail::bert_run_config(o_.model, "", data_);
+    pipeline::bert_config_of(o_.model);  // unknown names fail before any work
+    data_ = pipeline::load_text_splits(o_.dataset, t_.max_length, t_.limit);
+    config_ = pipeline::bert_run_config(o_.model, "", data_);
     require(t_.max_length <= config_.max_position_embeddings, "--max-length ", t_.max_length,
             " exceeds the model's max_position_embeddings ", config_.max_position_embeddings);
     make_dir();
@@ -110,17 +110,17 @@ class TextLab : public LabBase {
   /// checkpoint's is an error. Returns its test accuracy.
   double load_start(const std::string& path) {
     const auto meta = train::read_checkpoint_meta(path);
-    cli::require_checkpoint_of(o_.model, path, meta);
-    const auto here = cli::detail::bert_metadata(config_, data_).value("tokenizer_fingerprint", std::string());
+    pipeline::require_checkpoint_of(o_.model, path, meta);
+    const auto here = pipeline::bert_metadata(config_, data_).value("tokenizer_fingerprint", std::string());
     const auto held = meta.value("tokenizer_fingerprint", std::string());
     qnum::detail::require(held.empty() || here.empty() || held == here, "checkpoint '", path,
                           "' was trained on text tokenized another way (tokenizer ", held, ", ", o_.dataset, "'s ",
                           here, "): give the --dataset it was trained on");
     config_ = meta.contains("model_config")
                   ? models::BertConfig::from_json(meta["model_config"], "checkpoint '" + path + "': model_config")
-                  : cli::detail::bert_run_config(o_.model, path, data_);
+                  : pipeline::bert_run_config(o_.model, path, data_);
     auto m = std::make_shared<Model>(config_, o_.seed);
-    cli::detail::load_bert_weights(*m, path);
+    pipeline::load_bert_weights(*m, path);
     structure_ = meta.value("structure", nlohmann::json(nullptr));
     trained_ = m->state_dict();
     fp32_accuracy_ = test_accuracy(m);
@@ -153,7 +153,7 @@ class TextLab : public LabBase {
     const auto* bert = dynamic_cast<const Model*>(&model);
     const models::BertConfig& bc = bert != nullptr ? bert->config : config_;
     write_file_atomic(dir_ / "config.json", bc.to_json().dump(2) + "\n");
-    nlohmann::json meta = cli::detail::bert_metadata(bc, data_);
+    nlohmann::json meta = pipeline::bert_metadata(bc, data_);
     meta["config"] = train::to_json(config("", o_.epochs, o_.learning_rate, 42));
     for (const auto& [k, v] : extra.items()) meta[k] = v;
     return save_model_with(model, name, meta);
@@ -211,7 +211,7 @@ class TextLab : public LabBase {
   /// The batch order of the fp32 run is seeded 42 (the HF Trainer's default seed, as
   /// `qnum train` does); --seed seeds the model's initialisation and random pruning.
   train::TrainConfig config(const std::string& run, int epochs, double lr, std::uint64_t batch_seed) const {
-    train::TrainConfig c = models::default_recipe(o_.model);
+    train::TrainConfig c = pipeline::default_recipe(o_.model);
     c.model = o_.model;
     c.dataset = o_.dataset;
     c.max_epochs = epochs;

@@ -37,6 +37,7 @@
 #include "qnum/data/imdb.hpp"
 #include "qnum/data/wordpiece.hpp"
 #include "qnum/models/bert.hpp"
+#include "qnum/models/bert_hf.hpp"
 #include "qnum/models/bert_packed.hpp"
 #include "qnum/tensor/device.hpp"
 

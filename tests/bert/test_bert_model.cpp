@@ -19,6 +19,7 @@
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/io/safetensors.hpp"
 #include "qnum/models/bert.hpp"
+#include "qnum/models/bert_hf.hpp"
 #include "qnum/tensor/ops.hpp"
 #include "qnum/train/checkpoint.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "helpers.hpp"
 #include "qnum/data/jsc.hpp"
-#include "qnum/models/registry.hpp"
+#include "qnum/pipeline/registry.hpp"
 #include "qnum/search/in_memory_storage.hpp"
 #include "qnum/search/mase_space.hpp"
 #include "qnum/search/quantized_objective.hpp"
@@ -60,7 +60,7 @@ std::size_t quantized_layers(const json& qconfig) {
 }  // namespace
 
 TEST_CASE("mase_search: toy is MASE's ToyNet, registered by name") {
-  const auto c = models::make_classifier("toy");
+  const auto c = pipeline::make_classifier("toy");
   std::vector<std::string> linear;
   for (const auto& [path, m] : c.module->named_modules())
     if (m->op_name() == "linear") linear.push_back(passes::node_name(path));
@@ -68,7 +68,7 @@ TEST_CASE("mase_search: toy is MASE's ToyNet, registered by name") {
   std::size_t params = 0;
   for (const auto& [n, t] : c.module->state_dict()) params += static_cast<std::size_t>(t.numel());
   CHECK(params == 16 * 8 + 8 + 8 * 8 + 8 + 8 * 5 + 5);
-  CHECK(models::known_model_names().find("toy") != std::string::npos);
+  CHECK(pipeline::known_model_names().find("toy") != std::string::npos);
 }
 
 TEST_CASE("mase_search: \"NA\" frac widths are width // 2; a name of \"NA\" leaves the layer alone") {

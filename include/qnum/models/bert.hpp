@@ -2,7 +2,9 @@
 // system.md §8.2) as an nn::Module tree whose state_dict names are Hugging Face's
 // ("bert.embeddings.word_embeddings.weight", "bert.encoder.layer.0.attention.self.query.weight",
 // "bert.pooler.dense.weight", "classifier.weight", ...), so an HF safetensors checkpoint of
-// any BERT loads (load_hf_bert) and a qnum checkpoint loads into transformers.
+// any BERT loads (load_hf_bert, models/bert_hf.hpp) and a qnum checkpoint loads into
+// transformers. Beside it: its config and presets (models/bert_config.hpp) and the surgery a
+// search does on it (models/bert_surgery.hpp: Linears replaced, square ones by Identity).
 //
 //   embeddings  word + position + token type, LayerNorm, dropout
 //   layer i     self-attention (query/key/value Linear, Matmul Q·Kᵀ, scale, additive mask on
@@ -27,9 +29,7 @@
 // At bert-tiny's sizes that is about a third less work; `first_token_only = false` does
 // every token, as transformers does.
 //
-// Sizes come from BertConfig (HF config.json keys) or a preset: bert-tiny (2 layers, hidden
-// 128, 2 heads, intermediate 512: 4,386,178 parameters with 2 labels), bert-mini, bert-small,
-// bert-medium, bert-base, or bert:L-H-A-I (layers-hidden-heads-intermediate, any sizes).
+// Sizes come from BertConfig (models/bert_config.hpp: HF config.json keys, or a preset).
 #pragma once
 
 #include <cmath>
@@ -44,221 +44,14 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "qnum/core/error.hpp"
-#include "qnum/io/atomic_file.hpp"
-#include "qnum/io/json.hpp"
-#include "qnum/io/safetensors.hpp"
-#include "qnum/io/torch_state_dict.hpp"
 #include "qnum/kernel/attention.hpp"
+#include "qnum/models/bert_config.hpp"
 #include "qnum/models/forward.hpp"
 #include "qnum/nn/layers.hpp"
 #include "qnum/tensor/ops.hpp"
 
 namespace qnum::models {
-
-/// BERT's sizes and settings under Hugging Face's config.json names.
-struct BertConfig {
-  std::int64_t vocab_size = 30522;
-  std::int64_t hidden_size = 128;
-  std::int64_t num_hidden_layers = 2;
-  std::int64_t num_attention_heads = 2;
-  std::int64_t intermediate_size = 512;
-  std::string hidden_act = "gelu";
-  double hidden_dropout_prob = 0.1;
-  double attention_probs_dropout_prob = 0.1;
-  double classifier_dropout = -1;  ///< < 0: HF's null (use hidden_dropout_prob)
-  std::int64_t max_position_embeddings = 512;
-  std::int64_t type_vocab_size = 2;
-  double layer_norm_eps = 1e-12;
-  double initializer_range = 0.02;
-  std::int64_t num_labels = 2;
-
-  /// Checks sizes (positive, hidden divisible by heads), probabilities and the activation.
-  void validate() const {
-    using qnum::detail::require;
-    for (auto [v, name] : {std::pair{vocab_size, "vocab_size"},
-                           {hidden_size, "hidden_size"},
-                           {num_hidden_layers, "num_hidden_layers"},
-                           {num_attention_heads, "num_attention_heads"},
-                           {intermediate_size, "intermediate_size"},
-                           {max_position_embeddings, "max_position_embeddings"},
-                           {type_vocab_size, "type_vocab_size"},
-                           {num_labels, "num_labels"}})
-      require(v > 0, "BertConfig: ", name, " must be > 0, got ", v);
-    require(hidden_size % num_attention_heads == 0, "BertConfig: hidden_size ", hidden_size,
-            " is not a multiple of num_attention_heads ", num_attention_heads);
-    require(hidden_act == "gelu", "BertConfig: hidden_act '", hidden_act,
-            "' is not supported (qnum's BERT has the exact erf GELU, \"gelu\")");
-    for (auto [p, name] : {std::pair{hidden_dropout_prob, "hidden_dropout_prob"},
-                           {attention_probs_dropout_prob, "attention_probs_dropout_prob"}})
-      require(p >= 0.0 && p < 1.0, "BertConfig: ", name, " ", p, " must be in [0, 1)");
-    require(classifier_dropout < 1.0, "BertConfig: classifier_dropout ", classifier_dropout, " must be < 1");
-    require(layer_norm_eps > 0.0 && std::isfinite(layer_norm_eps), "BertConfig: layer_norm_eps must be > 0");
-    require(initializer_range >= 0.0 && std::isfinite(initializer_range), "BertConfig: initializer_range must be >= 0");
-  }
-
-  /// HF config.json fields (model_type "bert", id2label/label2id for num_labels).
-  nlohmann::json to_json() const {
-    nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
-    for (std::int64_t i = 0; i < num_labels; ++i) {
-      id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
-      label2id["LABEL_" + std::to_string(i)] = i;
-    }
-    return {
-        {"architectures", {"BertForSequenceClassification"}},
-        {"model_type", "bert"},
-        {"vocab_size", vocab_size},
-        {"hidden_size", hidden_size},
-        {"num_hidden_layers", num_hidden_layers},
-        {"num_attention_heads", num_attention_heads},
-        {"intermediate_size", intermediate_size},
-        {"hidden_act", hidden_act},
-        {"hidden_dropout_prob", hidden_dropout_prob},
-        {"attention_probs_dropout_prob", attention_probs_dropout_prob},
-        {"classifier_dropout", classifier_dropout < 0 ? nlohmann::json(nullptr) : nlohmann::json(classifier_dropout)},
-        {"max_position_embeddings", max_position_embeddings},
-        {"type_vocab_size", type_vocab_size},
-        {"layer_norm_eps", layer_norm_eps},
-        {"initializer_range", initializer_range},
-        {"position_embedding_type", "absolute"},
-        {"id2label", id2label},
-        {"label2id", label2id}};
-  }
-
-  /// Reads HF config.json content: known keys must have the right JSON type (else a
-  /// qnum::Error naming the key), unknown keys are ignored as transformers does. num_labels
-  /// comes from "num_labels" or the size of "id2label". The result is validated.
-  static BertConfig from_json(const nlohmann::json& j, const std::string& what = "config.json") {
-    qnum::detail::require(j.is_object(), what, ": expected a JSON object");
-    BertConfig c;
-    auto integer = [&](const char* key, std::int64_t& field) {
-      if (!j.contains(key)) return;
-      qnum::detail::require(j[key].is_number_integer(), what, ": '", key, "' must be an integer, got ", j[key].dump());
-      field = j[key].get<std::int64_t>();
-    };
-    auto number = [&](const char* key, double& field, bool nullable = false) {
-      if (!j.contains(key)) return;
-      if (nullable && j[key].is_null()) return;
-      qnum::detail::require(j[key].is_number(), what, ": '", key, "' must be a number, got ", j[key].dump());
-      field = j[key].get<double>();
-    };
-    if (j.contains("model_type"))
-      qnum::detail::require(j["model_type"].is_string() && j["model_type"].get<std::string>() == "bert", what,
-                            ": model_type ", j["model_type"].dump(), " is not \"bert\"");
-    if (j.contains("position_embedding_type"))
-      qnum::detail::require(
-          j["position_embedding_type"].is_string() && j["position_embedding_type"].get<std::string>() == "absolute",
-          what, ": position_embedding_type ", j["position_embedding_type"].dump(),
-          " is not supported (only \"absolute\")");
-    integer("vocab_size", c.vocab_size);
-    integer("hidden_size", c.hidden_size);
-    integer("num_hidden_layers", c.num_hidden_layers);
-    integer("num_attention_heads", c.num_attention_heads);
-    integer("intermediate_size", c.intermediate_size);
-    integer("max_position_embeddings", c.max_position_embeddings);
-    integer("type_vocab_size", c.type_vocab_size);
-    number("hidden_dropout_prob", c.hidden_dropout_prob);
-    number("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
-    number("classifier_dropout", c.classifier_dropout, true);
-    number("layer_norm_eps", c.layer_norm_eps);
-    number("initializer_range", c.initializer_range);
-    if (j.contains("hidden_act")) {
-      qnum::detail::require(j["hidden_act"].is_string(), what, ": 'hidden_act' must be a string, got ",
-                            j["hidden_act"].dump());
-      c.hidden_act = j["hidden_act"].get<std::string>();
-    }
-    if (j.contains("id2label")) {
-      qnum::detail::require(j["id2label"].is_object(), what, ": 'id2label' must be an object, got ",
-                            j["id2label"].dump());
-      if (!j["id2label"].empty()) c.num_labels = static_cast<std::int64_t>(j["id2label"].size());
-    }
-    integer("num_labels", c.num_labels);
-    try {
-      c.validate();
-    } catch (const Error& e) {
-      qnum::detail::fail(what, ": ", e.what());
-    }
-    return c;
-  }
-
-  /// Reads a config.json file (errors name the file; malformed JSON is an error).
-  static BertConfig from_file(const std::filesystem::path& path) {
-    const std::string what = "BERT config '" + path.string() + "'";
-    qnum::detail::require(std::filesystem::exists(path), what, " not found");
-    return from_json_text(read_file(path), what);
-  }
-
-  /// A config.json's text already in memory (as from_file reads it); `what` names it in errors.
-  static BertConfig from_json_text(std::string_view text, const std::string& what = "config.json") {
-    const auto j = io::parse_json(text, what, false);
-    qnum::detail::require(!j.is_discarded(), what, " is not valid JSON");
-    return from_json(j, what);
-  }
-};
-
-/// The BERT model names bert_config knows (bert:L-H-A-I takes any sizes).
-inline std::vector<std::string> bert_model_names() {
-  return {"bert-tiny", "bert-mini", "bert-small", "bert-medium", "bert-base", "bert:L-H-A-I"};
-}
-
-/// True when `name` is a BERT model name (a preset or bert:...).
-inline bool is_bert_model(std::string_view name) { return name.starts_with("bert-") || name.starts_with("bert:"); }
-
-/// The config of a preset (Google's BERT miniatures, as prajjwal1/bert-*, and bert-base) or of
-/// bert:L-H-A-I = layers-hidden-heads-intermediate (I defaults to 4·H); vocab 30,522, 512
-/// positions, 2 labels unless `num_labels` says otherwise.
-inline BertConfig bert_config(std::string_view name, std::int64_t num_labels = 2) {
-  BertConfig c;
-  c.num_labels = num_labels;
-  auto set = [&](std::int64_t l, std::int64_t h, std::int64_t a) {
-    c.num_hidden_layers = l;
-    c.hidden_size = h;
-    c.num_attention_heads = a;
-    c.intermediate_size = 4 * h;
-  };
-  if (name == "bert-tiny") {
-    set(2, 128, 2);
-  } else if (name == "bert-mini") {
-    set(4, 256, 4);
-  } else if (name == "bert-small") {
-    set(4, 512, 8);
-  } else if (name == "bert-medium") {
-    set(8, 512, 8);
-  } else if (name == "bert-base") {
-    set(12, 768, 12);
-  } else if (name.starts_with("bert:")) {
-    std::vector<std::int64_t> v;
-    std::string_view rest = name.substr(5);
-    while (true) {
-      const auto dash = rest.find('-');
-      const std::string part(rest.substr(0, dash));
-      std::size_t used = 0;
-      long long x = 0;
-      try {
-        x = std::stoll(part, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      qnum::detail::require(!part.empty() && used == part.size() && x > 0, "BERT model '", name, "': '", part,
-                            "' is not a positive integer (expected bert:LAYERS-HIDDEN-HEADS[-INTERMEDIATE])");
-      v.push_back(x);
-      if (dash == std::string_view::npos) break;
-      rest = rest.substr(dash + 1);
-    }
-    qnum::detail::require(v.size() == 3 || v.size() == 4, "BERT model '", name,
-                          "': expected bert:LAYERS-HIDDEN-HEADS[-INTERMEDIATE], got ", v.size(), " numbers");
-    set(v[0], v[1], v[2]);
-    if (v.size() == 4) c.intermediate_size = v[3];
-  } else {
-    std::string known;
-    for (const auto& n : bert_model_names()) known += (known.empty() ? "" : ", ") + n;
-    qnum::detail::fail("unknown BERT model '", name, "' (known: ", known, ")");
-  }
-  c.validate();
-  return c;
-}
 
 /// One batch of token ids, row-major [batch, seq] (int64 as HF's): attention_mask 1 = token,
 /// 0 = padding; empty attention_mask / token_type_ids mean all ones / all zeros.
@@ -808,129 +601,6 @@ class BertForSequenceClassification : public nn::Module {
 inline std::shared_ptr<BertForSequenceClassification> make_bert_model(std::string_view name, std::uint64_t seed = 0,
                                                                       std::int64_t num_labels = 2) {
   return std::make_shared<BertForSequenceClassification>(bert_config(name, num_labels), seed);
-}
-
-/// Paths of the square Linears (in_features == out_features) of a model of config `c`, in
-/// module order, as named_modules() lists them: per layer query, key, value, the attention
-/// output dense and, when intermediate_size == hidden_size, the intermediate and output
-/// dense; the pooler dense; the classifier when hidden_size == num_labels. These are the
-/// Linears MASE's NAS tutorial may turn into Identity.
-inline std::vector<std::string> bert_square_linear_paths(const BertConfig& c) {
-  std::vector<std::string> out;
-  const bool ffn = c.intermediate_size == c.hidden_size;
-  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string l = "bert.encoder.layer." + std::to_string(i) + ".";
-    for (const char* p :
-         {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"})
-      out.push_back(l + p);
-    if (ffn) {
-      out.push_back(l + "intermediate.dense");
-      out.push_back(l + "output.dense");
-    }
-  }
-  out.push_back("bert.pooler.dense");
-  if (c.hidden_size == c.num_labels) out.push_back("classifier");
-  return out;
-}
-
-/// Puts `replacement` in place of the Linear at `path` (e.g.
-/// "bert.encoder.layer.0.attention.self.query", "classifier") and returns the old Linear: the
-/// parent's typed handle to it becomes null, so the parent calls the new child by name (the
-/// forward pass uses `replacement`). qnum::Error when `path` is not a Linear of the model.
-inline std::shared_ptr<nn::Module> replace_linear(BertForSequenceClassification& model, const std::string& path,
-                                                  std::shared_ptr<nn::Module> replacement) {
-  const auto dot = path.rfind('.');
-  const std::string parent_path = dot == std::string::npos ? "" : path.substr(0, dot);
-  const std::string name = dot == std::string::npos ? path : path.substr(dot + 1);
-  nn::Module& parent = model.at(parent_path);
-  auto* lin = dynamic_cast<nn::Linear*>(&parent.at(name));
-  qnum::detail::require(lin != nullptr, "replace_linear: '", path, "' is a ", parent.at(name).type_name(),
-                        ", not a Linear");
-  auto old = parent.replace_module(name, std::move(replacement));  // keeps `lin` alive below
-  auto clear = [&](std::shared_ptr<nn::Linear>& handle) {
-    if (handle.get() == lin) handle.reset();
-  };
-  if (auto* s = dynamic_cast<BertSelfAttention*>(&parent)) {
-    clear(s->query), clear(s->key), clear(s->value);
-  } else if (auto* d = dynamic_cast<BertDenseResidual*>(&parent)) {
-    clear(d->dense);
-  } else if (auto* i = dynamic_cast<BertIntermediate*>(&parent)) {
-    clear(i->dense);
-  } else if (auto* p = dynamic_cast<BertPooler*>(&parent)) {
-    clear(p->dense);
-  } else if (auto* m = dynamic_cast<BertForSequenceClassification*>(&parent)) {
-    clear(m->classifier);
-  }
-  return old;
-}
-
-/// Replaces the square Linear at `path` (e.g. "bert.encoder.layer.0.attention.self.query")
-/// by an nn::Identity in place (MASE's deepsetattr of tutorial 5): its parameters leave the
-/// model, the forward pass uses the identity, and the parent's typed handle becomes null.
-/// qnum::Error when `path` is not a Linear of the model or not square.
-inline void replace_with_identity(BertForSequenceClassification& model, const std::string& path) {
-  const auto dot = path.rfind('.');
-  nn::Module& parent = model.at(dot == std::string::npos ? "" : path.substr(0, dot));
-  const std::string name = dot == std::string::npos ? path : path.substr(dot + 1);
-  const auto* lin = dynamic_cast<const nn::Linear*>(&parent.at(name));
-  qnum::detail::require(lin != nullptr, "replace_with_identity: '", path, "' is a ", parent.at(name).type_name(),
-                        ", not a Linear");
-  qnum::detail::require(lin->in_features == lin->out_features, "replace_with_identity: Linear '", path, "' is ",
-                        lin->in_features, " -> ", lin->out_features, "; only a square Linear can become Identity");
-  replace_linear(model, path, std::make_shared<nn::Identity>());
-}
-
-/// What load_hf_bert did: tensors loaded, and the model's tensors the checkpoint lacked
-/// (kept at their initialisation, e.g. a pretraining checkpoint has no classifier).
-struct HfLoadReport {
-  std::int64_t loaded = 0;
-  std::vector<std::string> missing, ignored;
-};
-
-/// Loads a Hugging Face BERT checkpoint, safetensors or torch.save `.bin` (BertForSequenceClassification,
-/// BertForPreTraining or a bare BertModel) into `model`: old LayerNorm names gamma/beta are
-/// mapped, a missing "bert." prefix is added, and tensors BERT-for-classification has no
-/// place for (position_ids, cls.* heads) are ignored. Every encoder/embedding tensor must be
-/// present; only pooler and classifier may be missing (kept as initialised, as transformers
-/// does). A shape that does not match the config is a qnum::Error naming the tensor; nothing
-/// is changed unless the whole checkpoint is accepted.
-inline HfLoadReport load_hf_bert(BertForSequenceClassification& model, const std::filesystem::path& path) {
-  const std::string what = "checkpoint '" + path.string() + "'";
-  qnum::detail::require(std::filesystem::exists(path), what, " not found");
-  SafetensorsFile st = read_weights_file(path);  // model.safetensors or pytorch_model.bin
-  const auto own = model.state_dict();
-  bool any_prefixed = false;
-  for (const auto& [name, t] : st.tensors) any_prefixed = any_prefixed || name.starts_with("bert.");
-  HfLoadReport r;
-  std::map<std::string, Tensor> state;
-  for (auto& [raw, t] : st.tensors) {
-    std::string name = raw;
-    if (!any_prefixed && !name.starts_with("classifier.")) name = "bert." + name;
-    for (auto [from, to] : {std::pair<std::string_view, std::string_view>{"LayerNorm.gamma", "LayerNorm.weight"},
-                            {"LayerNorm.beta", "LayerNorm.bias"}})
-      if (name.ends_with(from)) name = name.substr(0, name.size() - from.size()) + std::string(to);
-    if (!own.count(name)) {
-      r.ignored.push_back(raw);
-      continue;
-    }
-    const Tensor& mine = own.at(name);
-    qnum::detail::require(t.shape() == mine.shape(), what, ": tensor '", raw, "' has shape ", to_string(t.shape()),
-                          " but the model (hidden_size ", model.config.hidden_size, ", vocab_size ",
-                          model.config.vocab_size, ", intermediate_size ", model.config.intermediate_size,
-                          ", num_labels ", model.config.num_labels, ") expects ", to_string(mine.shape()), " for '",
-                          name, "'");
-    state.emplace(name, t);
-  }
-  for (const auto& [name, t] : own) {
-    if (state.count(name)) continue;
-    qnum::detail::require(name.starts_with("bert.pooler.") || name.starts_with("classifier."), what, " has no tensor '",
-                          name, "' (", model.config.num_hidden_layers,
-                          " layers expected; is it a BERT checkpoint of this size?)");
-    r.missing.push_back(name);
-  }
-  model.load_state_dict(state, false);
-  r.loaded = static_cast<std::int64_t>(state.size());
-  return r;
 }
 
 /// The Forward of a BERT classifier: a batch's token ids, attention mask and token types.

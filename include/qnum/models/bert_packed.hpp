@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qnum/models/bert.hpp"
+#include "qnum/models/bert_surgery.hpp"
 #include "qnum/nn/packed_embedding.hpp"
 #include "qnum/nn/packed_linear.hpp"
 

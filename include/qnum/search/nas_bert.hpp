@@ -32,6 +32,7 @@
 
 #include "qnum/core/error.hpp"
 #include "qnum/models/bert.hpp"
+#include "qnum/models/bert_surgery.hpp"
 #include "qnum/search/grid_sampler.hpp"
 #include "qnum/search/trial.hpp"
 

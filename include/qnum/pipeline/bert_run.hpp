@@ -20,14 +20,16 @@
 #include "qnum/data/text.hpp"
 #include "qnum/io/atomic_file.hpp"
 #include "qnum/models/bert.hpp"
+#include "qnum/models/bert_hf.hpp"
 #include "qnum/passes/lora.hpp"
 #include "qnum/passes/quantize.hpp"
 #include "qnum/passes/structure.hpp"
 #include "qnum/train/trainer.hpp"
-#include "config_file.hpp"
-#include "datasets.hpp"
+#include "qnum/io/config_file.hpp"
+#include "qnum/pipeline/datasets.hpp"
+#include "qnum/pipeline/registry.hpp"
 
-namespace qnum::cli {
+namespace qnum::pipeline {
 
 /// The BERT-specific options of `qnum train` / `qnum test` (unset: the defaults).
 struct BertRunOptions {
@@ -38,8 +40,6 @@ struct BertRunOptions {
   bool json = false;
 };
 
-namespace detail {
-
 /// The BERT config of a run: config.json beside `load` (an HF checkpoint directory or a qnum
 /// run) when present, else `model`'s (a preset, bert:L-H-A-I, an alias of one or a folder); vocab_size follows the tokenizer of a
 /// dataset with its own vocabulary (text-synthetic).
@@ -49,7 +49,7 @@ inline models::BertConfig bert_run_config(const std::string& model, const std::s
     const auto beside = std::filesystem::path(load).parent_path() / "config.json";
     if (std::filesystem::exists(beside)) return models::BertConfig::from_file(beside);
   }
-  models::BertConfig c = models::bert_config_of(model);
+  models::BertConfig c = bert_config_of(model);
   if (data.tokenizer && data.tokenizer->vocab_size() != c.vocab_size) c.vocab_size = data.tokenizer->vocab_size();
   return c;
 }
@@ -57,7 +57,7 @@ inline models::BertConfig bert_run_config(const std::string& model, const std::s
 /// A quantize config file (TOML or JSON, read as the --config files are; a [passes.quantize]
 /// table or the config itself).
 inline nlohmann::json read_quantize_config(const std::string& path) {
-  const nlohmann::json j = toml_file_as_json(path);
+  const nlohmann::json j = io::toml_file_as_json(path);
   if (j.contains("passes") && j["passes"].contains("quantize")) return j["passes"]["quantize"];
   if (j.contains("quantize")) return j["quantize"];
   return j;
@@ -114,6 +114,4 @@ inline nlohmann::json bert_metadata(const models::BertConfig& bc, const data::Te
   return j;
 }
 
-}  // namespace detail
-
-}  // namespace qnum::cli
+}  // namespace qnum::pipeline

@@ -19,9 +19,11 @@
 #include "qnum/core/error.hpp"
 #include "qnum/data/jsc.hpp"
 #include "qnum/data/text.hpp"
-#include "qnum/models/registry.hpp"
+#include "qnum/models/jsc.hpp"
+#include "qnum/pipeline/registry.hpp"
+#include "qnum/tensor/tensor.hpp"
 
-namespace qnum::cli {
+namespace qnum::pipeline {
 
 inline std::vector<std::string> dataset_names() { return {"jsc", "jsc-synthetic"}; }
 
@@ -37,16 +39,16 @@ inline data::JscSplits load_dataset(const std::string& name) {
 }
 
 /// The input kind of dataset `name`: tokenized text for the text datasets, else feature rows.
-inline models::InputKind dataset_input(const std::string& name) {
-  return name == "imdb" || name == "text-synthetic" || name == "imdb-synthetic" ? models::InputKind::tokens
-                                                                                : models::InputKind::features;
+inline InputKind dataset_input(const std::string& name) {
+  return name == "imdb" || name == "text-synthetic" || name == "imdb-synthetic" ? InputKind::tokens
+                                                                                : InputKind::features;
 }
 
 /// qnum::Error when model `model` cannot take dataset `dataset` (names both kinds).
 inline void require_matching_data(const std::string& model, const std::string& dataset) {
-  const models::InputKind m = models::model_spec(model).input, d = dataset_input(dataset);
-  qnum::detail::require(m == d, "model '", model, "' takes ", models::kind_name(m), " but dataset '", dataset, "' holds ",
-                        models::kind_name(d), m == models::InputKind::tokens ? " (text datasets: imdb, text-synthetic)"
+  const InputKind m = model_spec(model).input, d = dataset_input(dataset);
+  qnum::detail::require(m == d, "model '", model, "' takes ", kind_name(m), " but dataset '", dataset, "' holds ",
+                        kind_name(d), m == InputKind::tokens ? " (text datasets: imdb, text-synthetic)"
                                                                              : " (feature datasets: jsc, jsc-synthetic)");
 }
 
@@ -56,10 +58,10 @@ inline void require_matching_data(const std::string& model, const std::string& d
 inline void require_checkpoint_of(const std::string& model, const std::string& path, const nlohmann::json& meta) {
   const std::string held = meta.value("model", std::string());
   if (held.empty() || held == model) return;
-  const models::ModelSpec* spec = models::find_model(held);
+  const ModelSpec* spec = find_model(held);
   qnum::detail::fail("checkpoint '", path, "' holds model '", held, "'",
-                     spec ? std::string(" (") + models::kind_name(spec->input) + ")" : std::string(), ", not '", model,
-                     "' (", models::kind_name(models::model_spec(model).input), "): give MODEL ", held);
+                     spec ? std::string(" (") + kind_name(spec->input) + ")" : std::string(), ", not '", model,
+                     "' (", kind_name(model_spec(model).input), "): give MODEL ", held);
 }
 
 /// What a checkpoint of a feature model records so that `qnum predict` feeds raw rows to it
@@ -71,8 +73,6 @@ inline nlohmann::json feature_metadata(const data::JscSplits& d) {
   for (const auto n : data::kJscClassNames) labels.push_back(std::string(n));
   return {{"features", {{"names", names}, {"mean", d.scaler.mean}, {"scale", d.scaler.scale}}}, {"labels", labels}};
 }
-
-namespace detail {
 
 /// The text splits of `name` tokenized to max_length (limit > 0: rows per split).
 inline data::TextSplits load_text_splits(const std::string& name, std::int64_t max_length, std::int64_t limit,
@@ -107,16 +107,14 @@ inline std::int64_t run_max_length(const nlohmann::json& meta, std::int64_t give
   return 512;
 }
 
-}  // namespace detail
-
 /// Calls fn(splits) with dataset `name`'s splits in the form `input` takes: data::JscSplits of
 /// feature rows, or data::TextSplits tokenized to `max_length` (at most `limit` rows per split
 /// when > 0; the vocab.txt beside checkpoint `load` when there is one).
 template <class Fn>
-decltype(auto) with_splits(models::InputKind input, const std::string& name, std::int64_t max_length,
+decltype(auto) with_splits(InputKind input, const std::string& name, std::int64_t max_length,
                            std::int64_t limit, const std::string& load, Fn&& fn) {
-  if (input == models::InputKind::features) return fn(load_dataset(name));
-  return fn(detail::load_text_splits(name, max_length, limit, detail::vocab_beside(load)));
+  if (input == InputKind::features) return fn(load_dataset(name));
+  return fn(load_text_splits(name, max_length, limit, vocab_beside(load)));
 }
 
-}  // namespace qnum::cli
+}  // namespace qnum::pipeline

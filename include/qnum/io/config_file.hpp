@@ -1,6 +1,7 @@
-// The config files of `qnum transform`, `qnum search --config` and `--quantize`: TOML
+// Config files (`qnum transform`, `qnum search --config`, `--quantize`, $QNUM_MODELS): TOML
 // (MASE's lab files) or JSON (MASE's pass_args dicts), read as one JSON object, and the
-// check that a table holds only known keys.
+// check that a table holds only known keys. TOML through toml++ (header-only unless the
+// program links its library), after io/toml_guard.hpp's check.
 #pragma once
 
 #include <filesystem>
@@ -18,12 +19,12 @@
 #include "qnum/io/json.hpp"
 #include "qnum/io/toml_guard.hpp"
 
-namespace qnum::cli::detail {
+namespace qnum::io {
 
 /// TOML text parsed once the toml++ guard (io/toml_guard.hpp) accepted it; `name` (the file)
 /// starts every error: a syntax error is one qnum::Error "NAME:LINE:COLUMN: TOML syntax error: ...".
 inline toml::table parse_toml_text(std::string_view text, const std::string& name) {
-  io::check_toml_text(text, name);  // toml++ 3.3.0 has UB on some non-ASCII text
+  check_toml_text(text, name);  // toml++ 3.3.0 has UB on some non-ASCII text
   try {
     return toml::parse(text, name);
   } catch (const toml::parse_error& e) {
@@ -43,7 +44,7 @@ inline toml::table read_toml_file(const std::filesystem::path& file) {
 inline nlohmann::json config_text_as_json(std::string_view text, const std::string& name, bool json) {
   if (json) {
     try {
-      auto j = io::parse_json(text, name);
+      auto j = parse_json(text, name);
       qnum::detail::require(j.is_object(), name, ": the config must be a JSON object");
       return j;
     } catch (const nlohmann::json::exception& e) {  // syntax errors, and numbers out of double's range
@@ -53,7 +54,7 @@ inline nlohmann::json config_text_as_json(std::string_view text, const std::stri
   const toml::table table = parse_toml_text(text, name);
   std::ostringstream out;
   out << toml::json_formatter{table};
-  auto j = io::parse_json(out.str(), name, false);
+  auto j = parse_json(out.str(), name, false);
   // Should toml++'s JSON not parse back (it is not nlohmann's), an error rather than an exception.
   qnum::detail::require(!j.is_discarded(), name, ": a TOML value with no JSON form");
   return j;
@@ -65,6 +66,7 @@ inline nlohmann::json toml_file_as_json(const std::filesystem::path& file) {
   return config_text_as_json(read_file(file), file.string(), file.extension() == ".json");
 }
 
+/// Fails unless every key of the object `j` is one of `allowed` (`where` starts the message).
 inline void require_keys(const nlohmann::json& j, const std::string& where,
                          std::initializer_list<const char*> allowed) {
   for (const auto& [key, v] : j.items()) {
@@ -78,4 +80,4 @@ inline void require_keys(const nlohmann::json& j, const std::string& where,
   }
 }
 
-}  // namespace qnum::cli::detail
+}  // namespace qnum::io

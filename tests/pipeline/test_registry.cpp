@@ -1,4 +1,4 @@
-// The model registry (include/qnum/models/registry.hpp): built-in names give their input
+// The model registry (include/qnum/pipeline/registry.hpp): built-in names give their input
 // kind and recipe; a user's own Module (the lab reports' jsc-custom) and an architecture
 // string register under a name and train through the one Trainer; unknown names list the
 // known ones.
@@ -10,11 +10,11 @@
 
 #include "error_of.hpp"
 #include "qnum/data/jsc.hpp"
-#include "qnum/models/registry.hpp"
+#include "qnum/pipeline/registry.hpp"
 #include "qnum/nn/layers.hpp"
 #include "qnum/train/trainer.hpp"
 
-namespace models = qnum::models;
+namespace pipeline = qnum::pipeline;
 namespace nn = qnum::nn;
 using qnum_test::error_of;
 
@@ -43,15 +43,15 @@ std::shared_ptr<nn::Module> jsc_custom(std::uint64_t seed) {
 }  // namespace
 
 TEST_CASE("registry: built-in names give their input kind and default recipe") {
-  CHECK(models::model_spec("jsc-tiny").input == models::InputKind::features);
-  CHECK(models::model_spec("jsc-mlp:16-8-5").input == models::InputKind::features);
-  CHECK(models::model_spec("bert-tiny").input == models::InputKind::tokens);
-  CHECK(models::model_spec("bert:1-32-2-64").input == models::InputKind::tokens);
-  const auto jsc = models::default_recipe("jsc-s");
+  CHECK(pipeline::model_spec("jsc-tiny").input == pipeline::InputKind::features);
+  CHECK(pipeline::model_spec("jsc-mlp:16-8-5").input == pipeline::InputKind::features);
+  CHECK(pipeline::model_spec("bert-tiny").input == pipeline::InputKind::tokens);
+  CHECK(pipeline::model_spec("bert:1-32-2-64").input == pipeline::InputKind::tokens);
+  const auto jsc = pipeline::default_recipe("jsc-s");
   CHECK(jsc.model == "jsc-s");
   CHECK(jsc.optimizer == "adam");
   CHECK(jsc.schedule_unit == "epoch");
-  const auto text = models::default_recipe("bert-tiny");
+  const auto text = pipeline::default_recipe("bert-tiny");
   CHECK(text.optimizer == "adamw");
   CHECK(text.learning_rate == 1e-3);
   CHECK(text.weight_decay == 0.01);
@@ -59,26 +59,26 @@ TEST_CASE("registry: built-in names give their input kind and default recipe") {
   CHECK(text.schedule == "linear");
   CHECK(text.schedule_unit == "step");
   CHECK(text.max_grad_norm == 1.0);
-  const auto bert = models::make_classifier("bert:1-32-2-64", {3, 100});
-  CHECK(bert.input == models::InputKind::tokens);
+  const auto bert = pipeline::make_classifier("bert:1-32-2-64", {3, 100});
+  CHECK(bert.input == pipeline::InputKind::tokens);
   CHECK(bert.config["vocab_size"] == 100);
   CHECK(bert.config["hidden_size"] == 32);
-  const auto e = error_of([] { models::model_spec("jsc-huge"); });
+  const auto e = error_of([] { pipeline::model_spec("jsc-huge"); });
   CHECK(e.find("unknown model 'jsc-huge'") != std::string::npos);
   CHECK(e.find("jsc-tiny") != std::string::npos);
   CHECK(e.find("bert-tiny") != std::string::npos);
 }
 
 TEST_CASE("registry: jsc-custom (a Module of the program) and an architecture string train through the Trainer") {
-  models::register_model("jsc-custom", jsc_custom);
-  models::register_model("jsc-wide", "jsc-mlp:16-48-5");
-  CHECK(models::known_model_names().find("jsc-custom") != std::string::npos);
-  const auto m = models::make_classifier("jsc-custom", {7});
+  pipeline::register_model("jsc-custom", jsc_custom);
+  pipeline::register_model("jsc-wide", "jsc-mlp:16-48-5");
+  CHECK(pipeline::known_model_names().find("jsc-custom") != std::string::npos);
+  const auto m = pipeline::make_classifier("jsc-custom", {7});
   CHECK(m.module->num_parameters() == 1295);  // ~1.3k, as the lab reports say
-  CHECK(models::make_classifier("jsc-wide").module->num_parameters() ==
-        models::make_classifier("jsc-mlp:16-48-5").module->num_parameters());
+  CHECK(pipeline::make_classifier("jsc-wide").module->num_parameters() ==
+        pipeline::make_classifier("jsc-mlp:16-48-5").module->num_parameters());
   const auto data = qnum::data::make_jsc_synthetic({600, 200, 200, 3});
-  auto c = models::default_recipe("jsc-custom");
+  auto c = pipeline::default_recipe("jsc-custom");
   c.dataset = "jsc-synthetic";
   c.max_epochs = 3;
   c.batch_size = 64;
@@ -91,7 +91,7 @@ TEST_CASE("registry: jsc-custom (a Module of the program) and an architecture st
   REQUIRE(records.size() == 3);
   CHECK(records.back().train_loss < records.front().train_loss);
   // The checkpoint reloads into a fresh model built by name.
-  const auto again = models::make_classifier("jsc-custom", {99});
+  const auto again = pipeline::make_classifier("jsc-custom", {99});
   qnum::train::load_checkpoint(t.last_checkpoint(), *again.module, nullptr);
   CHECK(qnum::train::evaluate(*again.module, again.forward, data.test, 64).loss ==
         qnum::train::evaluate(*m.module, m.forward, data.test, 64).loss);

@@ -1,4 +1,4 @@
-// The model registry: a name gives the model, its input kind (feature rows or tokenized
+// The model registry (the pipeline's first step): a name gives the model, its input kind (feature rows or tokenized
 // text), its default training recipe and its metrics, so every command and lab program
 // takes any registered model the same way.
 //
@@ -31,7 +31,7 @@
 #include "qnum/nn/module.hpp"
 #include "qnum/train/recipe.hpp"
 
-namespace qnum::models {
+namespace qnum::pipeline {
 
 /// What a model takes: rows of features [B, F], or token ids (data::TokenDataset batches).
 enum class InputKind { features, tokens };
@@ -50,7 +50,7 @@ struct BuildOptions {
 /// A built model: the module, the function mapping a batch to logits, and what rebuilds it.
 struct Classifier {
   std::shared_ptr<nn::Module> module;
-  Forward forward;
+  models::Forward forward;
   InputKind input = InputKind::features;
   nlohmann::json config = nullptr;  ///< tokens: the BERT config (Hugging Face's keys)
 };
@@ -76,13 +76,13 @@ inline std::map<std::string, ModelSpec, std::less<>>& user_models() {
 }
 
 inline Classifier build_jsc(std::string_view name, const BuildOptions& o) {
-  auto m = make_jsc_model(name, o.seed);
-  return {m, features_forward(std::shared_ptr<nn::Module>(m)), InputKind::features, nullptr};
+  auto m = models::make_jsc_model(name, o.seed);
+  return {m, models::features_forward(std::shared_ptr<nn::Module>(m)), InputKind::features, nullptr};
 }
 
 inline Classifier build_toy(std::string_view, const BuildOptions& o) {
-  std::shared_ptr<nn::Module> m = make_toy_model(o.seed);
-  return {m, features_forward(m), InputKind::features, nullptr};
+  std::shared_ptr<nn::Module> m = models::make_toy_model(o.seed);
+  return {m, models::features_forward(m), InputKind::features, nullptr};
 }
 
 inline const ModelSpec& toy_spec() {
@@ -97,12 +97,12 @@ inline bool is_bert_folder(std::string_view name) {
 }
 
 inline Classifier build_bert(std::string_view name, const BuildOptions& o) {
-  BertConfig c = !o.config.is_null()  ? BertConfig::from_json(o.config, "the checkpoint's model_config")
-                 : is_bert_folder(name) ? BertConfig::from_file(std::filesystem::path(name) / "config.json")
-                                        : bert_config(name);
+  models::BertConfig c = !o.config.is_null()  ? models::BertConfig::from_json(o.config, "the checkpoint's model_config")
+                 : is_bert_folder(name) ? models::BertConfig::from_file(std::filesystem::path(name) / "config.json")
+                                        : models::bert_config(name);
   if (o.config.is_null() && o.vocab_size > 0) c.vocab_size = o.vocab_size;
-  auto m = std::make_shared<BertForSequenceClassification>(c, o.seed);
-  return {m, bert_forward(m), InputKind::tokens, c.to_json()};
+  auto m = std::make_shared<models::BertForSequenceClassification>(c, o.seed);
+  return {m, models::bert_forward(m), InputKind::tokens, c.to_json()};
 }
 
 inline const ModelSpec& jsc_spec() {
@@ -123,9 +123,9 @@ inline const ModelSpec& bert_spec() {
 inline std::string known_model_names() {
   std::string s;
   for (const auto& [n, spec] : detail::user_models()) s += (s.empty() ? "" : ", ") + n;
-  for (const auto& n : jsc_model_names()) s += (s.empty() ? "" : ", ") + n;
+  for (const auto& n : models::jsc_model_names()) s += (s.empty() ? "" : ", ") + n;
   s += ", toy; BERT:";
-  for (const auto& n : bert_model_names()) s += " " + n;
+  for (const auto& n : models::bert_model_names()) s += " " + n;
   s += ", or a folder with a Hugging Face config.json";
   return s;
 }
@@ -134,11 +134,11 @@ inline std::string known_model_names() {
 inline const ModelSpec* find_model(std::string_view name) {
   if (auto it = detail::user_models().find(name); it != detail::user_models().end()) return &it->second;
   if (name == "toy") return &detail::toy_spec();
-  if (is_bert_model(name) || detail::is_bert_folder(name)) return &detail::bert_spec();
-  // Architecture strings of the JSC family: a bad one is make_jsc_model's error, not "unknown".
+  if (models::is_bert_model(name) || detail::is_bert_folder(name)) return &detail::bert_spec();
+  // Architecture strings of the JSC family: a bad one is models::make_jsc_model's error, not "unknown".
   if (name.starts_with("jsc-mlp:") || name.starts_with("jsc-seq:")) return &detail::jsc_spec();
   try {
-    make_jsc_model(name, 0);
+    models::make_jsc_model(name, 0);
     return &detail::jsc_spec();
   } catch (const qnum::Error&) {
     return nullptr;
@@ -150,7 +150,7 @@ inline const ModelSpec& model_spec(std::string_view name) {
   if (const ModelSpec* s = find_model(name)) return *s;
   qnum::detail::fail("unknown model '", name, "' (known: ", known_model_names(), ")",
                      name == "jsc-m" ? "; MASE has no jsc-m: give the widths, e.g. jsc-mlp:16-64-32-32-5"
-                                     : "; a model of your own is registered by name: models::register_model in C++, "
+                                     : "; a model of your own is registered by name: pipeline::register_model in C++, "
                                        "or a QNUM_MODELS file for the qnum programs (docs/models.md)");
 }
 
@@ -163,12 +163,12 @@ inline std::string model_architecture(std::string_view name) {
 
 /// The BERT config of a token model's name: a preset or bert:L-H-A-I (also through a
 /// registered alias), or the config.json of a Hugging Face folder.
-inline BertConfig bert_config_of(std::string_view name) {
+inline models::BertConfig bert_config_of(std::string_view name) {
   const std::string arch = model_architecture(name);
   qnum::detail::require(model_spec(arch).input == InputKind::tokens, "model '", name, "' is not a BERT (it takes ",
                         kind_name(model_spec(arch).input), ")");
-  return detail::is_bert_folder(arch) ? BertConfig::from_file(std::filesystem::path(arch) / "config.json")
-                                      : bert_config(arch);
+  return detail::is_bert_folder(arch) ? models::BertConfig::from_file(std::filesystem::path(arch) / "config.json")
+                                      : models::bert_config(arch);
 }
 
 /// Builds `name` (see BuildOptions).
@@ -198,7 +198,7 @@ inline void register_model(std::string name, std::function<std::shared_ptr<nn::M
   s.build = [factory = std::move(factory), name](std::string_view, const BuildOptions& o) {
     std::shared_ptr<nn::Module> m = factory(o.seed);
     qnum::detail::require(m != nullptr, "model '", name, "': its factory returned null");
-    return Classifier{m, features_forward(m), InputKind::features, nullptr};
+    return Classifier{m, models::features_forward(m), InputKind::features, nullptr};
   };
   detail::user_models()[std::move(name)] = std::move(s);
 }
@@ -216,4 +216,4 @@ inline void register_model(std::string name, std::string architecture) {
   detail::user_models()[std::move(name)] = std::move(s);
 }
 
-}  // namespace qnum::models
+}  // namespace qnum::pipeline
