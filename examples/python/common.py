@@ -13,7 +13,6 @@ Model: `--model DIR` loads a BertForSequenceClassification with from_pretrained 
 config.json but no weights gives that architecture with random weights); without it a small
 BERT config, random init. Either way the model is fine-tuned briefly before the lab compresses it.
 """
-import argparse
 import copy
 import csv
 import gzip
@@ -308,6 +307,18 @@ def fine_tune(args, budget, data):
 
 
 # ---- configs, output ----------------------------------------------------------------------------
+
+def prepare(args):
+    """The labs' common start: settings, data, the fine-tuned fp32 model (its log printed).
+    Returns (budget, start time, (model, fp32 accuracy, splits), plot title)."""
+    budget = setup(args)
+    start = time.perf_counter()
+    data = load_data(args, budget)
+    model, fp32_acc, lines = fine_tune(args, budget, data)
+    for line in lines:
+        print(line, flush=True)
+    return budget, start, (model, fp32_acc, data[1]), lines[0].split(":")[1].strip()
+
 
 def integer_config(width):
     """MASE's integer config for a `width`-bit Linear: fixed point with frac_width = width // 2 for

@@ -19,7 +19,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-import torch  # noqa: E402
 import qnum.torch as qt  # noqa: E402
 
 WIDTHS = {"tiny": [4, 6, 8, 12, 16, 32], "small": [4, 5, 6, 8, 10, 12, 16, 24, 32],
@@ -40,13 +39,7 @@ def main(argv=None):
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__,
                                                         formatter_class=argparse.RawDescriptionHelpFormatter))
     args = ap.parse_args(argv)
-    budget = common.setup(args)
-    start = time.perf_counter()
-    data = common.load_data(args, budget)
-    model, fp32_acc, lines = common.fine_tune(args, budget, data)
-    splits = data[1]
-    for line in lines:
-        print(line, flush=True)
+    budget, start, (model, fp32_acc, splits), title = common.prepare(args)
     rows = [{"experiment": "fp32", "method": "float32", "accuracy": fp32_acc, "width": 32,
              "bits_per_parameter": qt.summarize(model)["bits_per_parameter"], "seconds": 0.0}]
     qat_lr = args.lr / 4
@@ -80,7 +73,7 @@ def main(argv=None):
 
     out = Path(args.output_dir)
     common.write_csv(out / "lab1.csv", rows, COLUMNS)
-    plot(rows, fp32_acc, out / "lab1.png", title=lines[0].split(":")[1].strip())
+    plot(rows, fp32_acc, out / "lab1.png", title=title)
     print()
     common.print_table(rows, COLUMNS[:5])
     print(f"\nwrote {out / 'lab1.csv'} and {out / 'lab1.png'} ({time.perf_counter() - start:.1f} s)")

@@ -65,13 +65,7 @@ def main(argv=None):
     ap.add_argument("--cost-weight", type=float, default=0.2,
                     help="weight of the mean Linear bits / 32 in the objective (default 0.2)")
     args = ap.parse_args(argv)
-    budget = common.setup(args)
-    start = time.perf_counter()
-    data = common.load_data(args, budget)
-    model, fp32_acc, lines = common.fine_tune(args, budget, data)
-    splits = data[1]
-    for line in lines:
-        print(line, flush=True)
+    budget, start, (model, fp32_acc, splits), title = common.prepare(args)
     score = Scorer(model, splits, args.cost_weight)
     rows = []
 
@@ -102,7 +96,7 @@ def main(argv=None):
 
     out = Path(args.output_dir)
     common.write_csv(out / "lab3.csv", rows, COLUMNS)
-    plot(rows, out / "lab3.png", title=lines[0].split(":")[1].strip())
+    plot(rows, out / "lab3.png", title=title)
     print()
     common.print_table([r for r in rows if r["kind"] != "trial"], COLUMNS)
     print(f"\nwrote {out / 'lab3.csv'} and {out / 'lab3.png'} ({time.perf_counter() - start:.1f} s)")

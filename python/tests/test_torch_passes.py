@@ -2,10 +2,6 @@
 Llama-style decoder built from small configs with random weights, a CNN): by type, by name,
 by regex; every quantized module's output bit-equal to MASE's formula on the same tensors;
 straight-through gradients; pruning counts and selection; LoRA; summarize; dtypes; bad input."""
-import copy
-import math
-import warnings
-
 import numpy as np
 import pytest
 

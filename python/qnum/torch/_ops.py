@@ -11,7 +11,7 @@ even) — the result is the float32 result whenever the format's values are repr
 that dtype (8-bit integer and FP8 values are, in bfloat16), otherwise one more rounding."""
 import torch
 
-from .. import Format, _core
+from .. import Format
 
 _FORMATS = {}  # canonical text -> Format
 _ALIASES = {}  # any text a caller gave -> canonical text
