@@ -1,7 +1,8 @@
 // The `qnum` command line: list and describe formats, quantize .npy tensors, show the
 // quantization error of several formats on a generated tensor, benchmark kernels, and train,
 // test and predict with any registered model (train_command.hpp, test_command.hpp,
-// predict_command.hpp; the pipeline: qnum/pipeline/), and run MASE's labs (apps/labs/labs.hpp).
+// predict_command.hpp; the pipeline: qnum/pipeline/), write models for other tools
+// (export_command.hpp), and run MASE's labs (apps/labs/labs.hpp).
 //
 // Errors in user input (specs, files, options) print one line `qnum: error: ...` and exit 2.
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include "qnum/pipeline/user_models.hpp"
 #include "labs/labs.hpp"
 #include "download_command.hpp"
+#include "export_command.hpp"
 #include "format_commands.hpp"
 #include "mase_flags.hpp"
 #include "predict_command.hpp"
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
   const qnum::cli::TestCommand test(app);
   const qnum::cli::PredictCommand predict(app);
   const qnum::cli::TransformCommand transform(app);
+  const qnum::cli::ExportCommand export_(app);
   const qnum::cli::ReportCommand report(app);
   const qnum::cli::SearchCommand search(app);
   const qnum::cli::StudyCommand study(app);
@@ -79,7 +82,8 @@ int main(int argc, char** argv) {
   try {
     qnum::pipeline::register_models_from_env();  // the user's own model names ($QNUM_MODELS)
     for (const auto* m : {&mase_train, &mase_test, &mase_transform, &mase_search}) m->explain();
-    run_parsed(formats, quantize, demo, bench, download, train, test, predict, transform, report, search, study);
+    run_parsed(formats, quantize, demo, bench, download, train, test, predict, transform, export_, report, search,
+               study);
   } catch (const qnum::Error& e) {
     std::cerr << "qnum: error: " << e.what() << "\n";
     return kUsageError;

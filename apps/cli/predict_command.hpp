@@ -1,7 +1,7 @@
 // `qnum predict MODEL --load CKPT [INPUT ...]`: a trained classifier on the user's own inputs
 // (INPUT arguments, else the lines of --input FILE, else the lines of stdin; empty lines are
 // skipped), printed one line each: the label, the class probabilities and the input (or, with
-// --json, one JSON object per line).
+// --json, one JSON object per line, with the logits and, for text, the token ids).
 // - A text model (BERT): each input is a text, tokenized as the model's training data were —
 //   the checkpoint's tokenizer fingerprint must match the dataset's tokenizer — and truncated to
 //   the run's max_length.
@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qnum/pipeline/bert_run.hpp"
 #include "qnum/pipeline/datasets.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/data/jsc.hpp"
@@ -49,7 +50,7 @@ class PredictCommand {
     cmd_->add_option("--input", input_, "a file with one input per line");
     cmd_->add_option("--batch-size", batch_size_, "inputs per forward pass (default 64)");
     cmd_->add_option("--device", device_, "where to run: cpu (default) or cuda")->capture_default_str();
-    cmd_->add_flag("--json", json_, "one JSON object per input: input, label, label_index, probabilities");
+    cmd_->add_flag("--json", json_, "one JSON object per input: input, label, label_index, probabilities, logits (text: token_ids)");
   }
   PredictCommand(const PredictCommand&) = delete;
   PredictCommand& operator=(const PredictCommand&) = delete;
@@ -71,7 +72,7 @@ class PredictCommand {
     m.module->eval();
     if (text) {
       const data::TokenDataset tokens = tokenize(meta, inputs);
-      print(m, data::batches(tokens, {batch_size_, false, false, 0}), data::text_dataset_labels(), inputs);
+      print(m, data::batches(tokens, {batch_size_, false, false, 0}), data::text_dataset_labels(), inputs, &tokens);
     } else {
       const data::Dataset rows = feature_rows(meta, inputs);
       print(m, data::batches(rows, {batch_size_, false, false, 0}), meta["labels"].get<std::vector<std::string>>(),
@@ -82,21 +83,10 @@ class PredictCommand {
  private:
   /// The texts tokenized as the checkpoint's training data were.
   data::TokenDataset tokenize(const nlohmann::json& meta, const std::vector<std::string>& texts) const {
-    qnum::detail::require(meta.contains("tokenizer_fingerprint") && meta.contains("dataset"), "predict: checkpoint '",
-                          load_, "' records no tokenizer fingerprint (train it with this qnum to predict with it)");
-    const std::string dataset = meta["dataset"].get<std::string>();
-    const auto tok = data::text_dataset_tokenizer(dataset);
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(tok->fingerprint()));
-    qnum::detail::require(meta["tokenizer_fingerprint"] == hex, "predict: the tokenizer of '", dataset,
-                          "' here (fingerprint ", hex, ") is not the one the checkpoint was trained with (",
-                          meta["tokenizer_fingerprint"].get<std::string>(), ")");
-    std::int64_t max_length = 512;
-    if (meta.contains("config") && meta["config"].value("max_length", 0) >= 2)
-      max_length = meta["config"]["max_length"].get<std::int64_t>();
+    const auto tok = pipeline::checkpoint_tokenizer(meta, load_, "predict");
     data::TextTable table;
     for (const auto& t : texts) table.rows.push_back({t, 0, 0, -1});
-    return data::tokenize_table(table, *tok, max_length);
+    return data::tokenize_table(table, *tok, pipeline::run_max_length(meta, 0));
   }
 
   /// The rows parsed (a header line of the feature names dropped from `rows`) and standardised
@@ -141,10 +131,11 @@ class PredictCommand {
 
   /// One line per input: label, probabilities, input (or a JSON object).
   void print(const pipeline::Classifier& m, data::BatchIterator batches, const std::vector<std::string>& names,
-             const std::vector<std::string>& inputs) const {
+             const std::vector<std::string>& inputs, const data::TokenDataset* tokens = nullptr) const {
     autograd::NoGradGuard no_grad;
     for (const data::Batch& b : batches) {
-      const Tensor probs = softmax(m.forward(b), 1).to(Device::cpu());
+      const Tensor logits = m.forward(b).to(Device::cpu());
+      const Tensor probs = softmax(logits, 1);
       const std::int64_t c = probs.size(1);
       for (std::int64_t i = 0; i < b.batch_size; ++i) {
         const float* p = probs.data() + i * c;
@@ -153,10 +144,16 @@ class PredictCommand {
           if (p[k] > p[arg]) arg = k;
         const std::string label =
             arg < static_cast<std::int64_t>(names.size()) ? names[static_cast<std::size_t>(arg)] : std::to_string(arg);
-        const std::string& input = inputs[static_cast<std::size_t>(b.indices[static_cast<std::size_t>(i)])];
+        const std::int64_t row = b.indices[static_cast<std::size_t>(i)];
+        const std::string& input = inputs[static_cast<std::size_t>(row)];
         if (json_) {
           nlohmann::ordered_json j{{"input", input}, {"label", label}, {"label_index", arg}};
           j["probabilities"] = std::vector<float>(p, p + c);
+          j["logits"] = std::vector<float>(logits.data() + i * c, logits.data() + (i + 1) * c);
+          if (tokens) {
+            const auto ids = tokens->example(row);
+            j["token_ids"] = std::vector<std::int32_t>(ids.begin(), ids.end());
+          }
           std::cout << j.dump() << "\n";
         } else {
           std::string line = label;

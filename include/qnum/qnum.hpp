@@ -103,6 +103,7 @@
 #include "qnum/passes/cost.hpp"
 #include "qnum/passes/dropout.hpp"
 #include "qnum/passes/lora.hpp"
+#include "qnum/passes/materialise.hpp"
 #include "qnum/passes/passes.hpp"
 #include "qnum/passes/pipeline.hpp"
 #include "qnum/passes/profile.hpp"
@@ -130,6 +131,7 @@
 // models
 #include "qnum/models/bert.hpp"
 #include "qnum/models/bert_config.hpp"
+#include "qnum/models/bert_export.hpp"
 #include "qnum/models/bert_hf.hpp"
 #include "qnum/models/bert_packed.hpp"
 #include "qnum/models/bert_surgery.hpp"

@@ -2,7 +2,8 @@
 // renamed over the target only when complete, so a failure never leaves a half-written file
 // and never destroys what the user had. A writer killed mid-write leaves its temporary file
 // (`.tmp.<name>.<host>.<pid>.<random>`); the next write of the same target on that host
-// removes those of writers no longer alive (never a live writer's, e.g. another worker's). And bounded reads: a whole file or one line, refused
+// removes those of writers no longer alive (never a live writer's, e.g. another worker's).
+// write_directory_atomic does the same for a folder. And bounded reads: a whole file or one line, refused
 // past a size limit before that much is allocated (a hostile 1 GB line or file).
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <istream>
 #include <random>
 #include <string>
@@ -44,7 +46,7 @@ inline void remove_stale_temps(const std::filesystem::path& dir, const std::stri
     const std::string digits = name.substr(prefix.size(), dot - prefix.size());
     if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
     const long pid = std::stol(digits);
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove_all(entry.path(), ec);
   }
 }
 
@@ -76,6 +78,51 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
     detail::fail("cannot write '", path.string(), "': ", ec.message());
   }
   detail::remove_stale_temps(dir, prefix);
+}
+
+/// Writes a folder atomically: `fill(tmp)` writes its files into a fresh temporary folder
+/// beside `dir`, which is renamed to `dir` only when fill returns. An existing `dir` is a
+/// qnum::Error unless `replace`; then the old folder is moved aside, the new one renamed in and
+/// the old one removed, so `dir` is never half-written (a kill between the two renames leaves
+/// the old folder beside it as `.tmp.<name>.<host>.<pid>.old`, removed by the next write).
+inline void write_directory_atomic(const std::filesystem::path& dir, bool replace,
+                                   const std::function<void(const std::filesystem::path&)>& fill) {
+  namespace fs = std::filesystem;
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  std::error_code ec;
+  const bool exists = fs::exists(fs::symlink_status(dir, ec));
+  detail::require(!exists || replace, "output folder '", dir.string(), "' exists (pass --force to replace it)");
+  detail::require(!exists || fs::is_directory(dir, ec), "output '", dir.string(), "' exists and is not a folder");
+  fs::create_directories(parent, ec);
+  detail::require(!ec, "cannot create '", parent.string(), "': ", ec.message());
+  const std::string prefix = detail::temp_prefix(dir);
+  detail::remove_stale_temps(parent, prefix);
+  std::random_device rd;
+  const std::string stem = prefix + std::to_string(::getpid()) + "." + std::to_string(rd());
+  const fs::path tmp = parent / stem, old = parent / (stem + ".old");
+  fs::create_directory(tmp, ec);
+  detail::require(!ec, "cannot write '", dir.string(), "': cannot create a folder in '", parent.string(), "'");
+  try {
+    fill(tmp);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  if (exists) {
+    fs::rename(dir, old, ec);
+    if (ec) {
+      fs::remove_all(tmp, ec);
+      detail::fail("cannot replace '", dir.string(), "': ", ec.message());
+    }
+  }
+  fs::rename(tmp, dir, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    if (exists) fs::rename(old, dir, ec);
+    fs::remove_all(tmp, ec);
+    detail::fail("cannot write '", dir.string(), "': ", why);
+  }
+  if (exists) fs::remove_all(old, ec);
 }
 
 /// Reads a whole file. Throws qnum::Error if it cannot be opened or holds more than

@@ -72,8 +72,7 @@ class Linear : public Module, public Quantizable {
   Tensor forward(const Tensor& x) override {
     const Tensor xin = input_transform ? input_transform->apply(x, is_training()) : x;
     const auto& q = quant();
-    const Tensor xq = quantize_in(xin), wq = maybe_quantize(effective_weight(), q.weight, Role::weight);
-    const Tensor bq = maybe_quantize(bias, q.bias, Role::bias);
+    const Tensor xq = quantize_in(xin), wq = forward_weight(), bq = forward_bias();
     const int xf = fixed8_frac(q.data_in), wf = fixed8_frac(q.weight);
     // Input and weight on 8-bit fixed-point grids: the product on the int8 GEMM, same bits.
     // (The int8 GEMM is a CPU kernel: on a device the fake-quantized operands go through linear.)
@@ -95,6 +94,11 @@ class Linear : public Module, public Quantizable {
 
   /// weight ⊙ weight_mask when pruned, else weight (differentiable in weight).
   Tensor effective_weight() const { return weight_mask.defined() ? mul(weight, weight_mask) : weight; }
+
+  /// The weight and bias the forward multiplies by: weight ⊙ mask, then each fake-quantized
+  /// by its format (what an export writes as the layer's values).
+  Tensor forward_weight() const { return maybe_quantize(effective_weight(), quant().weight, Role::weight); }
+  Tensor forward_bias() const { return maybe_quantize(bias, quant().bias, Role::bias); }
 
   /// Registers (first call) or replaces the values of the weight mask: 1 keeps, 0 prunes.
   void set_weight_mask(const std::vector<float>& mask) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <regex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,19 @@ inline TrainableReport insert_lora(nn::Module& model, const LoraConfig& c) {
   return trainable_parameters(model);
 }
 
+/// w [out, in] += scaling · b [out, r] · a [r, in] for the adapter of `lin` (a and b: its
+/// adapter's weights, raw or as the forward uses them), each sum in double.
+inline void add_lora_update(std::span<float> w, std::span<const float> a, std::span<const float> b,
+                            const nn::Linear& lin) {
+  const std::int64_t r = lin.lora_A->out_features, in = lin.in_features, out = lin.out_features;
+  for (std::int64_t o = 0; o < out; ++o)
+    for (std::int64_t i = 0; i < in; ++i) {
+      double acc = 0.0;
+      for (std::int64_t k = 0; k < r; ++k) acc += static_cast<double>(b[o * r + k]) * a[k * in + i];
+      w[o * in + i] += static_cast<float>(lin.lora_scaling * acc);
+    }
+}
+
 /// Folds every adapter into its base weight and removes it; returns how many were fused.
 /// The base weights keep their (frozen) trainability.
 inline std::size_t fuse_lora(nn::Module& model) {
@@ -198,16 +212,7 @@ inline std::size_t fuse_lora(nn::Module& model) {
   for (auto& [path, lin] : adapted) {
     qnum::detail::require(!lin->weight_mask.defined(), "fuse_lora: layer '", path,
                           "' is pruned; fusing would put the adapter's update under its mask (fuse before pruning)");
-    const auto a = lin->lora_A->weight.values();  // [r, in]
-    const auto b = lin->lora_B->weight.values();  // [out, r]
-    auto w = lin->weight.values();                // [out, in]
-    const std::int64_t r = lin->lora_A->out_features, in = lin->in_features, out = lin->out_features;
-    for (std::int64_t o = 0; o < out; ++o)
-      for (std::int64_t i = 0; i < in; ++i) {
-        double acc = 0.0;
-        for (std::int64_t k = 0; k < r; ++k) acc += static_cast<double>(b[o * r + k]) * a[k * in + i];
-        w[o * in + i] += static_cast<float>(lin->lora_scaling * acc);
-      }
+    add_lora_update(lin->weight.values(), lin->lora_A->weight.values(), lin->lora_B->weight.values(), *lin);
     lin->remove_module("lora_A");
     lin->remove_module("lora_B");
     if (lin->lora_dropout) lin->remove_module("lora_dropout");

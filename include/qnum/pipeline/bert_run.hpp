@@ -101,17 +101,53 @@ inline void apply_bert_passes(models::BertForSequenceClassification& m, const Be
   }
 }
 
+/// A tokenizer's fingerprint as checkpoints record it (16 hex digits).
+inline std::string tokenizer_fingerprint_hex(const data::WordPieceTokenizer& tok) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(tok.fingerprint()));
+  return hex;
+}
+
 /// What a BERT checkpoint records beyond the trainer's metadata: the model's config
 /// (Hugging Face's keys) and the tokenizer's fingerprint (hex), so that later commands
 /// rebuild the model and refuse text tokenized another way.
 inline nlohmann::json bert_metadata(const models::BertConfig& bc, const data::TextSplits& data) {
   nlohmann::json j{{"model_config", bc.to_json()}};
-  if (data.tokenizer) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(data.tokenizer->fingerprint()));
-    j["tokenizer_fingerprint"] = hex;
-  }
+  if (data.tokenizer) j["tokenizer_fingerprint"] = tokenizer_fingerprint_hex(*data.tokenizer);
   return j;
+}
+
+/// The tokenizer the checkpoint `load` (metadata `meta`) was trained with: `vocab` (a
+/// vocab.txt) when given, else its dataset's; either must have the fingerprint the checkpoint
+/// records. A checkpoint that records none is refused without `vocab` (`command` names the
+/// caller in errors; `vocab_option` is how the caller takes a vocab.txt, empty when it takes none).
+inline std::shared_ptr<const data::WordPieceTokenizer> checkpoint_tokenizer(const nlohmann::json& meta,
+                                                                            const std::string& load,
+                                                                            const std::string& command,
+                                                                            const std::filesystem::path& vocab = {},
+                                                                            const std::string& vocab_option = {}) {
+  const bool recorded = meta.contains("tokenizer_fingerprint") && meta["tokenizer_fingerprint"].is_string();
+  std::shared_ptr<const data::WordPieceTokenizer> tok;
+  std::string source;
+  if (!vocab.empty()) {
+    tok = std::make_shared<const data::WordPieceTokenizer>(data::WordPieceTokenizer::from_file(vocab));
+    source = "vocabulary '" + vocab.string() + "'";
+  } else {
+    qnum::detail::require(recorded && meta.contains("dataset") && meta["dataset"].is_string(), command,
+                          ": checkpoint '", load, "' records no tokenizer fingerprint, so its vocabulary is unknown (",
+                          vocab_option.empty() ? std::string("train it with this qnum")
+                                               : "pass " + vocab_option + " FILE, the vocab.txt it was trained with",
+                          ")");
+    const std::string dataset = meta["dataset"].get<std::string>();
+    tok = data::text_dataset_tokenizer(dataset);
+    source = "the tokenizer of '" + dataset + "'";
+  }
+  if (recorded) {
+    const std::string hex = tokenizer_fingerprint_hex(*tok), want = meta["tokenizer_fingerprint"].get<std::string>();
+    qnum::detail::require(hex == want, command, ": ", source, " (fingerprint ", hex,
+                          ") is not the one checkpoint '", load, "' was trained with (", want, ")");
+  }
+  return tok;
 }
 
 }  // namespace qnum::pipeline

@@ -1,0 +1,82 @@
+// `qnum export MODEL --load CKPT --to hf --output-dir DIR`: a trained, quantized, pruned or
+// LoRA-adapted BERT out of qnum, as a Hugging Face folder that transformers loads
+// (models/bert_export.hpp; docs/export.md). The tokenizer is the checkpoint's dataset's (or
+// --vocab FILE), checked against the fingerprint the checkpoint records.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "qnum/core/error.hpp"
+#include "qnum/data/text.hpp"
+#include "qnum/models/bert_export.hpp"
+#include "qnum/pipeline/bert_run.hpp"
+#include "qnum/pipeline/checkpoint.hpp"
+#include "qnum/pipeline/datasets.hpp"
+#include "qnum/pipeline/registry.hpp"
+#include "qnum/train/checkpoint.hpp"
+
+namespace qnum::cli {
+
+/// The `export` subcommand.
+class ExportCommand {
+ public:
+  explicit ExportCommand(CLI::App& app) {
+    cmd_ = app.add_subcommand("export", "Write a trained model for other tools: a Hugging Face folder (--to hf)");
+    cmd_->add_option("MODEL", model_, "the model the checkpoint holds (a BERT: bert-tiny, bert:L-H-A-I, ...)")
+        ->required();
+    cmd_->add_option("--load", load_, "the checkpoint (qnum train's best/last, qnum transform's, a lab's best)")
+        ->required();
+    cmd_->add_option("--to", to_, "what to write: hf (a folder transformers' from_pretrained loads)")
+        ->check(CLI::IsMember({"hf"}))
+        ->capture_default_str();
+    cmd_->add_option("--output-dir", out_, "the folder to write (refused when it exists, unless --force)")->required();
+    cmd_->add_option("--vocab", vocab_,
+                     "the vocab.txt the model was trained with (default: its dataset's, as the checkpoint records)");
+    cmd_->add_flag("--force", force_, "replace an existing output folder (atomically)");
+  }
+  ExportCommand(const ExportCommand&) = delete;
+  ExportCommand& operator=(const ExportCommand&) = delete;
+
+  bool parsed() const { return cmd_->parsed(); }
+
+  void run() const {
+    const auto not_bert = [&] {
+      qnum::detail::fail("export --to hf: model '", model_,
+                         "' is not a BERT; transformers has no model of its kind (the Hugging Face export is for "
+                         "BERT models)");
+    };
+    if (pipeline::model_spec(model_).input != pipeline::InputKind::tokens) not_bert();
+    const nlohmann::json meta = train::read_checkpoint_meta(load_);
+    const auto tok = pipeline::checkpoint_tokenizer(meta, load_, "export", vocab_, "--vocab");
+    const pipeline::Classifier c = pipeline::load_classifier(model_, load_, meta);
+    auto* bert = dynamic_cast<models::BertForSequenceClassification*>(c.module.get());
+    if (!bert) not_bert();
+    models::HfExportOptions o;
+    o.replace = force_;
+    o.model_max_length = bert->config.max_position_embeddings;
+    const std::string dataset = meta.value("dataset", std::string());
+    if (pipeline::dataset_input(dataset) == pipeline::InputKind::tokens) o.labels = data::text_dataset_labels();
+    const models::HfExportReport r = models::export_hf_bert(*bert, *tok, out_, o);
+    const auto& f = r.folded;
+    std::printf("export   %s -> %s: Hugging Face folder, %lld tensors (%zu quantized weights, %zu pruned, %zu LoRA "
+                "fused, %zu identities)\n",
+                load_.c_str(), out_.c_str(), static_cast<long long>(r.tensors), f.quantized_weights.size(),
+                f.pruned.size(), f.lora_fused.size(), f.identities.size());
+    if (!f.activation_formats.empty())
+      std::printf("note     %zu layers quantize activations (e.g. '%s'): transformers computes them in float; "
+                  "config.json's qnum_quantization lists their formats\n",
+                  f.activation_formats.size(), f.activation_formats.begin().key().c_str());
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string model_, load_, to_ = "hf", out_, vocab_;
+  bool force_ = false;
+};
+
+}  // namespace qnum::cli
