@@ -20,7 +20,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 vpy="$venv/bin/python"
 start=$(date +%s)
-pkgs=("scikit-build-core>=0.10" "nanobind>=2.0" numpy pytest)
+pkgs=("scikit-build-core>=0.10" "nanobind>=2.0" numpy pytest tensorboard)
 if [ "${QNUM_PYTHON_TORCH:-1}" = 1 ]; then
   pkgs+=(torch torchvision transformers optuna psycopg2-binary matplotlib)
 elif [ "${CI:-}" = true ]; then

@@ -14,6 +14,8 @@
 //                                       mase_output>/<project>/software/training_ckpts
 //                                       unless output_dir (or --output-dir) names one
 //   task                                MASE's; only "classification" / "cls" (the only task)
+//   log_every_n_steps                   MASE's: a metrics.jsonl row every N optimizer steps
+//   tensorboard                         qnum's: the folder of the run's TensorBoard log
 // MASE's other keys (accelerator, passes, search, ...; qnum/io/mase_config.hpp) are accepted
 // with one line on stderr saying why qnum train ignores them; any other key is a qnum::Error
 // naming it and listing the known ones. A value of the
@@ -43,9 +45,10 @@ namespace qnum::cli {
 /// Settings given explicitly (in a TOML file or on the command line); unset ones leave the
 /// TrainConfig value as it is.
 struct RunOverrides {
-  std::optional<std::string> model, dataset, optimizer, schedule, output_dir, device, project, project_dir;
+  std::optional<std::string> model, dataset, optimizer, schedule, output_dir, device, project, project_dir,
+      tensorboard;
   std::optional<int> max_epochs, threads, t_max;
-  std::optional<std::int64_t> batch_size, max_steps;
+  std::optional<std::int64_t> batch_size, max_steps, log_every_n_steps;
   std::optional<double> learning_rate, weight_decay, eta_min;
   std::optional<std::uint64_t> seed;
 
@@ -71,6 +74,8 @@ struct RunOverrides {
     if (learning_rate) c.learning_rate = *learning_rate;
     if (weight_decay) c.weight_decay = *weight_decay;
     if (seed) c.seed = *seed;
+    if (log_every_n_steps) c.log_every_n_steps = *log_every_n_steps;
+    if (tensorboard) c.tensorboard_dir = *tensorboard;
   }
 
   /// The fields given in `later` replace these.
@@ -97,13 +102,15 @@ struct RunOverrides {
     take(learning_rate, later.learning_rate);
     take(weight_decay, later.weight_decay);
     take(seed, later.seed);
+    take(log_every_n_steps, later.log_every_n_steps);
+    take(tensorboard, later.tensorboard);
   }
 };
 
 /// The TOML keys read_run_config accepts (qnum's spellings), for messages and docs.
 inline constexpr std::string_view kRunConfigKeys =
     "model, dataset, max_epochs, batch_size, learning_rate, optimizer, schedule, weight_decay, seed, threads, "
-    "device, output_dir, task, max_steps, t_max, eta_min, project (MASE spellings: training_optimizer = optimizer, "
+    "device, output_dir, task, max_steps, t_max, eta_min, project, log_every_n_steps, tensorboard (MASE spellings: training_optimizer = optimizer, "
     "project_dir = output_dir)";
 
 namespace detail {
@@ -206,6 +213,10 @@ inline RunOverrides parse_run_config(std::string_view text, const std::string& f
       o.eta_min = number();
     else if (key == "schedule")
       o.schedule = text();
+    else if (key == "log_every_n_steps")
+      o.log_every_n_steps = integer(0, i64_max);
+    else if (key == "tensorboard")
+      o.tensorboard = text();
     else if (key == "task") {
       const auto t = text();
       require(t == "classification" || t == "cls", at, "task '", t,

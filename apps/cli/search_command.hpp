@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -70,6 +71,8 @@ class SearchCommand {
     cmd_->add_option("--model", model_, "--config: model the checkpoint holds (overrides the config's, e.g. bert-tiny)");
     cmd_->add_option("--max-length", max_length_, "--config, text models: tokens per text (default: the checkpoint's)");
     cmd_->add_option("--limit", limit_, "--config, text models: at most N rows per split");
+    cmd_->add_option("--tensorboard", tensorboard_,
+                     "write the study's trials into DIR as a TensorBoard log (a scalar per trial and objective)");
     cmd_->add_flag("--json", json_, "print one JSON object");
   }
   SearchCommand(const SearchCommand&) = delete;  // CLI11 holds pointers to the members
@@ -80,6 +83,10 @@ class SearchCommand {
   void run() const {
     qnum::detail::require(config_.empty() != objective_.empty(),
                           "search: give exactly one of --config FILE and --objective NAME");
+    std::error_code ec;
+    qnum::detail::require(tensorboard_.empty() || !std::filesystem::exists(tensorboard_, ec) ||
+                              std::filesystem::is_directory(tensorboard_, ec),
+                          "search: the TensorBoard folder '", tensorboard_, "' is a file");
     if (!config_.empty()) {
       SearchOverrides ov;
       if (cmd_->count("--trials")) ov.trials = trials_;
@@ -96,6 +103,7 @@ class SearchCommand {
       if (!model_.empty()) ov.model = model_;
       if (cmd_->count("--max-length")) ov.max_length = max_length_;
       if (cmd_->count("--limit")) ov.limit = limit_;
+      if (!tensorboard_.empty()) ov.tensorboard = tensorboard_;
       run_search_config(config_, ov, json_);
       return;
     }
@@ -137,6 +145,7 @@ class SearchCommand {
           },
           trials_, timeout_);
     }
+    if (!tensorboard_.empty()) search::write_study_tensorboard(study, tensorboard_, {"value"});
     const auto trials = study.get_trials();
     std::map<std::string, int> states;
     for (const auto& t : trials) ++states[std::string(search::to_string(t.state))];
@@ -176,7 +185,7 @@ class SearchCommand {
  private:
   CLI::App* cmd_ = nullptr;
   std::string config_, objective_, sampler_ = "random", storage_ = "memory", study_name_, dataset_, load_, output_dir_,
-      model_;
+      model_, tensorboard_;
   std::int64_t max_length_ = 0, limit_ = 0;
   std::int64_t trials_ = 0;
   std::uint64_t seed_ = 0;

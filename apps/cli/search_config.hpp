@@ -30,6 +30,7 @@ struct SearchOverrides : search::StudyOverrides {
   std::optional<std::string> dataset, load, output_dir;  ///< MASE's `ch search --dataset/--load/--project-dir`
   std::optional<std::string> model;
   std::optional<std::int64_t> max_length, limit;  ///< text models: tokens per text, rows per split
+  std::optional<std::string> tensorboard;         ///< the trials as a TensorBoard log folder
 };
 
 namespace detail_search_config {
@@ -56,6 +57,7 @@ inline search::SearchJob read_job(const nlohmann::json& cfg, const SearchOverrid
   qnum::detail::require(!job.load.empty(), where, ": 'load_name' (the trained checkpoint to search from) is required");
   qnum::detail::require(!out_text.empty(), where, ": 'output_dir' (or MASE's project / project_dir) is required");
   job.out_dir = out_text;
+  if (ov.tensorboard) job.tensorboard_dir = *ov.tensorboard;
   job.batch = cfg.value("batch_size", std::int64_t{1024});
   qnum::detail::require(job.batch >= 1, where, ": batch_size must be >= 1");
   job.max_length = ov.max_length.value_or(cfg.value("max_length", std::int64_t{0}));

@@ -65,6 +65,12 @@ class TrainCommand {
                      "MASE's: the folder of --project's run (default mase_output); without --project, --output-dir");
     cmd_->add_option("--project", project_,
                      "MASE's project: the run goes to <project-dir or mase_output>/PROJECT/software/training_ckpts");
+    cmd_->add_option("--log-every-n-steps", log_every_n_steps_,
+                     "a metrics.jsonl row (step, loss, learning rate, grad norm) every N optimizer steps (MASE's; "
+                     "default 0: one row per epoch)");
+    cmd_->add_option("--tensorboard", tensorboard_,
+                     "write TensorBoard event files of the run into DIR (loss, learning rate and grad norm per step "
+                     "or every --log-every-n-steps, validation per epoch)");
     cmd_->add_flag("--resume", resume_, "continue the run saved as `last` in the output directory");
     cmd_->add_flag("--no-progress", no_progress_, "print no per-epoch progress");
     // BERT / text datasets only.
@@ -229,6 +235,7 @@ class TrainCommand {
     if (c.max_length > 0) std::printf(", max_length %lld", static_cast<long long>(c.max_length));
     std::printf(", seed %llu%s\n", static_cast<unsigned long long>(c.seed), resume_ ? " (resuming)" : "");
     std::printf("output   %s\n", t.output_dir().string().c_str());
+    if (!c.tensorboard_dir.empty()) std::printf("tensorboard %s\n", c.tensorboard_dir.c_str());
     std::fflush(stdout);
   }
 
@@ -264,13 +271,15 @@ class TrainCommand {
     if (given("--output-dir")) o.output_dir = output_dir_;
     if (given("--project-dir")) o.project_dir = project_dir_;
     if (given("--device")) o.device = Device::parse(device_).str();
+    if (given("--log-every-n-steps")) o.log_every_n_steps = log_every_n_steps_;
+    if (given("--tensorboard")) o.tensorboard = tensorboard_;
     return o;
   }
 
   CLI::App* cmd_ = nullptr;
   std::string model_, dataset_, config_path_, optimizer_, schedule_, schedule_unit_, output_dir_, device_, project_,
-      project_dir_;
-  std::int64_t max_steps_ = -1;
+      project_dir_, tensorboard_;
+  std::int64_t max_steps_ = -1, log_every_n_steps_ = 0;
   int max_epochs_ = 0, threads_ = 0;
   std::int64_t batch_size_ = 0;
   double learning_rate_ = 0, weight_decay_ = 0, warmup_ratio_ = 0, max_grad_norm_ = 0;

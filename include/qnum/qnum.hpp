@@ -85,6 +85,7 @@
 #include "qnum/io/mase_config.hpp"
 #include "qnum/io/npy.hpp"
 #include "qnum/io/safetensors.hpp"
+#include "qnum/io/tensorboard.hpp"
 #include "qnum/io/toml_guard.hpp"
 #include "qnum/io/torch_state_dict.hpp"
 
@@ -144,6 +145,7 @@
 #include "qnum/train/evaluate.hpp"
 #include "qnum/train/progress.hpp"
 #include "qnum/train/recipe.hpp"
+#include "qnum/train/run_log.hpp"
 #include "qnum/train/train.hpp"
 #include "qnum/train/trainer.hpp"
 

@@ -91,7 +91,11 @@ check_front by_type bt 3 linear
 run train 0 "$QNUM" train jsc-tiny jsc-synthetic --config "$CFG" --max-epochs 1 --output-dir r3 --no-progress
 has train 'accelerator = "gpu": ignored by qnum train' train.err
 has train 'passes: ignored by qnum train: used by qnum transform' train.err
-[ "$(wc -l < r3/metrics.jsonl)" -eq 1 ] || fail "train ran $(wc -l < r3/metrics.jsonl) epochs, want 1"
+[ "$(grep -c '^{"epoch"' r3/metrics.jsonl)" -eq 1 ] || fail "train ran $(grep -c '^{"epoch"' r3/metrics.jsonl) epochs, want 1"
+# MASE's log_every_n_steps = 5: a step row every 5 optimizer steps, before the epoch's row.
+grep -q '^{"step":5,"epoch":1,"loss":' r3/metrics.jsonl || fail "log_every_n_steps = 5: no row for step 5"
+! grep '^{"step"' r3/metrics.jsonl | grep -qv '^{"step":[0-9]*[05],' || fail "log_every_n_steps = 5: a row off the interval"
+grep -q '^{"epoch"' <(tail -n 1 r3/metrics.jsonl) || fail "the epoch row is not last"
 
 # eval_mode = false with MASE's basic_train: each trial's quantized model trains 512 rows first.
 sed 's/^eval_mode = true$/eval_mode = false/' "$CFG" > train_runner.toml

@@ -63,8 +63,7 @@ TEST_CASE("MASE's example configs: every top-level key is known, each command ho
   CHECK(note_for(train, "accelerator") ==
         "accelerator = \"gpu\": ignored by qnum train: qnum trains on the CPU (its CUDA kernels are a library, not "
         "a training backend)");
-  CHECK(note_for(train, "log_every_n_steps") ==
-        "log_every_n_steps = 5: ignored by qnum train: qnum logs once per epoch (metrics.jsonl)");
+  CHECK(has(train.honoured, "log_every_n_steps"));
   CHECK(note_for(train, "passes") ==
         "passes: ignored by qnum train: used by qnum transform (the passes `qnum "
         "transform` runs, in order)");

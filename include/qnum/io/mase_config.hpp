@@ -61,7 +61,8 @@ inline constexpr std::array<TopLevelKey, 39> kTopLevelKeys = {{
     {"batch_size", "--batch-size", "batch_size", "rows per batch"},
     {"to_debug", "--debug", "", "qnum has no debug mode: errors are already one line naming the problem", ""},
     {"log_level", "--log-level", "", "qnum prints progress and results only", ""},
-    {"report_to", "--report-to", "", "metrics go to metrics.jsonl in the run folder (no TensorBoard / W&B logger)", ""},
+    {"report_to", "--report-to", "",
+     "metrics go to metrics.jsonl in the run folder, and to TensorBoard with --tensorboard DIR (no W&B logger)", ""},
     {"seed", "--seed", "seed", "the seed of batch order, initialisation and samplers"},
     {"quant_config", "--quant-config", "", "put the quantize settings in [passes.quantize] (or pass --quantize)", ""},
     {"training_optimizer", "--training-optimizer", "optimizer", "adam, adamw or sgd", "train test"},
@@ -74,7 +75,8 @@ inline constexpr std::array<TopLevelKey, 39> kTopLevelKeys = {{
      "train test"},
     {"accumulate_grad_batches", "--accumulate-grad-batches", "",
      "one optimizer step per batch; raise batch_size instead", ""},
-    {"log_every_n_steps", "--log-every-n-steps", "", "qnum logs once per epoch (metrics.jsonl)", ""},
+    {"log_every_n_steps", "--log-every-n-steps", "log_every_n_steps",
+     "a metrics.jsonl row and TensorBoard's step scalars every N optimizer steps", "train"},
     {"t_max", "", "t_max", "the cosine schedule's half period in epochs (default: max_epochs)", "train test"},
     {"eta_min", "", "eta_min", "the cosine schedule's floor (default 1e-6)", "train test"},
     {"num_workers", "--cpu", "", "data loading runs in-process; compute threads are qnum's --threads", ""},
@@ -114,10 +116,13 @@ inline const TopLevelKey* find_top_level_key(std::string_view key) {
 inline std::vector<std::string> keys_read_by(Command c) {
   switch (c) {
     case Command::train:
-    case Command::test:
-      return {"model",        "dataset",    "max_epochs",  "max_steps", "batch_size", "learning_rate",
+    case Command::test: {
+      std::vector<std::string> keys = {"model",        "dataset",    "max_epochs",  "max_steps", "batch_size", "learning_rate",
               "optimizer",    "training_optimizer", "schedule", "t_max",   "eta_min",    "weight_decay",
               "seed",         "threads",    "output_dir",  "project_dir", "project",  "task"};
+      if (c == Command::train) keys.push_back("log_every_n_steps");
+      return keys;
+    }
     case Command::transform:
       return {"model",      "dataset", "load_name", "load",   "load_type", "output_dir", "project_dir",
               "batch_size", "seed",    "threads",   "passes", "transform", "task"};

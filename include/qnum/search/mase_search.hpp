@@ -93,6 +93,7 @@ struct SearchJob {
   std::int64_t batch = 1024;
   std::int64_t max_length = 0, limit = 0;  ///< text models (max_length 0: the checkpoint's)
   nlohmann::json meta;                     ///< the checkpoint's metadata
+  std::filesystem::path tensorboard_dir;   ///< non-empty: the trials as a TensorBoard log
 };
 
 namespace detail_mase_search {
@@ -482,6 +483,12 @@ inline void write_study_outputs(Study& study, const nlohmann::json& summary, con
   write_file_atomic(out_dir / "best.json", summary.dump(2) + "\n");
   const auto done = study.get_trials({TrialState::complete});
   const auto& metrics = plan.metrics;
+  if (!job.tensorboard_dir.empty()) {
+    std::vector<std::string> names;
+    for (const auto& m : metrics) names.push_back(m.name);
+    if (plan.sum_scaled) names = {"scaled_sum"};
+    write_study_tensorboard(study, job.tensorboard_dir, names);
+  }
   if (summary.contains("best_trial")) {
     if (!done.empty())
       write_file_atomic(out_dir / "best_transform.json", nlohmann::json{{"model", job.model},

@@ -1,22 +1,47 @@
 // What a finished study reports, shared by `qnum search`, `qnum study show` and the MASE
 // search configs (mase_search.hpp): a trial's parameters as text and JSON, a trial as MASE's
 // best.json holds it, the metrics as a study records them, MASE's "Best trial(s)" table, and
-// the best-so-far SVG of a single-objective study.
+// the best-so-far SVG of a single-objective study, and its trials as a TensorBoard log.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "qnum/io/tensorboard.hpp"
 
 #include "qnum/search/plot.hpp"
 #include "qnum/search/quantized_objective.hpp"
 #include "qnum/search/study.hpp"
 
 namespace qnum::search {
+
+/// Writes a study's completed trials as a TensorBoard log in `dir`: one scalar per trial and
+/// objective (tag "trial/<name>", step = the trial's number, wall time = its completion),
+/// rewritten whole from the study each time, so a resumed or shared study's log holds every
+/// trial once. `names` names the objectives in order.
+inline void write_study_tensorboard(Study& study, const std::filesystem::path& dir,
+                                    const std::vector<std::string>& names) {
+  std::vector<io::tensorboard::Scalar> scalars;
+  std::int64_t first = 0;
+  for (const auto& t : study.get_trials({TrialState::complete})) {
+    const double wall = t.datetime_complete
+                            ? std::chrono::duration<double>(t.datetime_complete->time_since_epoch()).count()
+                            : 0.0;
+    if (first == 0 || static_cast<std::int64_t>(wall) < first) first = static_cast<std::int64_t>(wall);
+    for (std::size_t i = 0; i < t.values.size(); ++i)
+      scalars.push_back({"trial/" + (i < names.size() ? names[i] : "value_" + std::to_string(i)), t.number,
+                         static_cast<float>(t.values[i]), wall});
+  }
+  std::sort(scalars.begin(), scalars.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  io::tensorboard::write_log_atomic(dir, scalars, first > 0 ? first : static_cast<std::int64_t>(io::tensorboard::wall_time_now()));
+}
 
 /// A trial's parameters as JSON (external values: choices as declared).
 inline nlohmann::json params_json(const FrozenTrial& t) {

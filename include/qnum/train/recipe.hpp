@@ -133,6 +133,11 @@ struct TrainConfig {
   /// Where metrics and checkpoints go; "<model>" and "<dataset>" are replaced by the names.
   std::string output_dir = "qnum-runs/<model>_<dataset>";
   bool progress = true;  ///< progress on stderr (a live line on a terminal, else a line per epoch)
+  /// > 0: a metrics.jsonl row every N optimizer steps (MASE's log_every_n_steps), and
+  /// TensorBoard's step scalars at that interval; 0: epoch rows only (TensorBoard: every step).
+  std::int64_t log_every_n_steps = 0;
+  /// Non-empty: the folder of this run's TensorBoard event files (train/run_log.hpp).
+  std::string tensorboard_dir;
 
   std::int64_t evaluation_batch_size() const { return eval_batch_size > 0 ? eval_batch_size : batch_size; }
 };
@@ -187,7 +192,9 @@ inline nlohmann::json to_json(const TrainConfig& c) {
           {"pad_to_multiple_of", c.pad_to_multiple_of},
           {"seed", c.seed},
           {"threads", c.threads},
-          {"output_dir", c.output_dir}};
+          {"output_dir", c.output_dir},
+          {"log_every_n_steps", c.log_every_n_steps},
+          {"tensorboard_dir", c.tensorboard_dir}};
 }
 
 /// The config saved as JSON by to_json (keys it lacks keep `defaults`' values); `what` names
@@ -225,6 +232,8 @@ inline TrainConfig config_from_json(const nlohmann::json& j, TrainConfig default
   get("seed", c.seed);
   get("threads", c.threads);
   get("output_dir", c.output_dir);
+  get("log_every_n_steps", c.log_every_n_steps);
+  get("tensorboard_dir", c.tensorboard_dir);
   return c;
 }
 
@@ -259,6 +268,12 @@ inline void validate(const TrainConfig& c) {
   require(c.max_length >= 0, "train: max_length must be >= 0, got ", c.max_length);
   require(c.pad_to_multiple_of >= 1, "train: pad_to_multiple_of must be >= 1");
   require(c.threads >= 0, "train: threads must be >= 0 (0 = default), got ", c.threads);
+  require(c.log_every_n_steps >= 0, "train: log_every_n_steps must be >= 0 (0: once per epoch), got ",
+          c.log_every_n_steps);
+  std::error_code ec;
+  require(c.tensorboard_dir.empty() || !std::filesystem::exists(c.tensorboard_dir, ec) ||
+              std::filesystem::is_directory(c.tensorboard_dir, ec),
+          "train: the TensorBoard folder '", c.tensorboard_dir, "' is a file");
   parse_schedule(c.schedule);
   bool known = false;
   for (const auto& n : optimizer_names()) known = known || n == c.optimizer;

@@ -9,7 +9,8 @@
 // go through forward, cross-entropy, backward, gradient clipping (max_grad_norm > 0), the
 // learning rate of the epoch or step, and an optimizer step; then evaluate on the validation
 // set (an epoch that max_steps cuts short is evaluated and saved as it ends; training then
-// stops); rewrite <output_dir>/metrics.jsonl atomically with every record so far; save `best`
+// stops); rewrite <output_dir>/metrics.jsonl atomically with every record so far (and the
+// step rows and TensorBoard scalars of run_log.hpp as they come); save `best`
 // when the validation loss is the lowest yet (MASE keeps the lowest val_loss) and `last`
 // always. The checkpoints' metadata carries the epoch, the best validation loss, the whole
 // history, the recipe and what passes made of the model, so fit(..., resume = true) restarts
@@ -49,33 +50,9 @@
 #include "qnum/train/evaluate.hpp"
 #include "qnum/train/progress.hpp"
 #include "qnum/train/recipe.hpp"
+#include "qnum/train/run_log.hpp"
 
 namespace qnum::train {
-
-/// One line of metrics.jsonl. `epoch` is 1-based; losses are means over rows.
-struct EpochRecord {
-  int epoch = 0;
-  double train_loss = 0, val_loss = 0, val_accuracy = 0, seconds = 0;
-};
-
-/// The record as a JSON object with keys epoch, train_loss, val_loss, val_accuracy, seconds.
-inline nlohmann::json to_json(const EpochRecord& r) {
-  return {{"epoch", r.epoch},
-          {"train_loss", r.train_loss},
-          {"val_loss", r.val_loss},
-          {"val_accuracy", r.val_accuracy},
-          {"seconds", r.seconds}};
-}
-
-/// The record from its JSON object (as written by to_json).
-inline EpochRecord epoch_record_from_json(const nlohmann::json& j) {
-  qnum::detail::require(j.is_object(), "metrics record: expected a JSON object, got ", j.dump());
-  auto num = [&](const char* k) {
-    qnum::detail::require(j.contains(k) && j[k].is_number(), "metrics record: '", k, "' missing in ", j.dump());
-    return j[k].get<double>();
-  };
-  return {static_cast<int>(num("epoch")), num("train_loss"), num("val_loss"), num("val_accuracy"), num("seconds")};
-}
 
 /// Trains a classifier as the file comment describes.
 class Trainer {
@@ -115,6 +92,9 @@ class Trainer {
     const int start = resume ? load_last() : 0;
     const data::BatchOptions bo{config_.batch_size, true, false, config_.seed, config_.pad_to_multiple_of};
     const std::int64_t per_epoch = data::batches(train, bo, 0).size();
+    log_ = std::make_unique<RunLog>(config_, metrics_file(), resume ? start : -1,
+                                    static_cast<std::int64_t>(start) * per_epoch);
+    log_->write_metrics(history_);
     total_steps_ = per_epoch * config_.max_epochs;
     if (config_.max_steps > 0) total_steps_ = std::min(total_steps_, config_.max_steps);  // Lightning's estimate
     warmup_ = config_.warmup_steps > 0
@@ -166,6 +146,14 @@ class Trainer {
         loss_sum += static_cast<double>(lv) * static_cast<double>(b.batch_size);
         rows += b.batch_size;
         progress.batch(e + 1, config_.max_epochs, i + 1, per_epoch, loss_sum / static_cast<double>(rows));
+        if (log_->records_step(step + 1)) {
+          StepRecord r{step + 1, e + 1, lv, opt_->lr(), std::nullopt};
+          if (config_.max_grad_norm > 0)
+            r.grad_norm = last_grad_norm();
+          else if (!on_device)  // the norm clipping would have computed (max_norm 0 clips nothing)
+            r.grad_norm = clip_grad_norm(params, 0);
+          log_->step(r, e + static_cast<double>(i + 1) / static_cast<double>(per_epoch));
+        }
         if (on_step_) on_step_(step + 1, lv);
       }
       const Evaluation ev = train::evaluate(*model_, forward_, val, config_.evaluation_batch_size(),
@@ -177,7 +165,8 @@ class Trainer {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const EpochRecord rec{e + 1, loss_sum / static_cast<double>(rows), ev.loss, ev.accuracy, seconds};
       history_.push_back(rec);
-      write_metrics();
+      log_->write_metrics(history_);
+      log_->epoch(rec, step);
       const bool best = rec.val_loss < best_val_loss_;
       if (best) {
         best_val_loss_ = rec.val_loss;
@@ -234,8 +223,8 @@ class Trainer {
   }
 
  private:
-  /// Loads `last` into the model and optimizer, restores history and best loss, rewrites
-  /// metrics.jsonl from the history, and returns the 0-based epoch to continue with.
+  /// Loads `last` into the model and optimizer, restores history and best loss, and returns
+  /// the 0-based epoch to continue with.
   int load_last() {
     const auto path = last_checkpoint();
     qnum::detail::require(std::filesystem::exists(path), "train: cannot resume: no checkpoint '", path.string(),
@@ -251,7 +240,6 @@ class Trainer {
     const auto& b = meta.value("best_val_loss", nlohmann::json(nullptr));
     best_val_loss_ = b.is_number() ? b.get<double>() : std::numeric_limits<double>::infinity();
     have_last_ = true;
-    write_metrics();
     return meta["epoch"].get<int>();
   }
 
@@ -271,19 +259,6 @@ class Trainer {
         {"structure", passes::describe_structure(*model_)}};
     for (const auto& [k, v] : extra_meta_.items()) meta[k] = v;
     return meta;
-  }
-
-  void write_metrics() const {
-    std::string text;
-    for (const auto& r : history_) {  // keys in the documented order, not sorted
-      const nlohmann::ordered_json line = {{"epoch", r.epoch},
-                                           {"train_loss", r.train_loss},
-                                           {"val_loss", r.val_loss},
-                                           {"val_accuracy", r.val_accuracy},
-                                           {"seconds", r.seconds}};
-      text += line.dump() + "\n";
-    }
-    write_file_atomic(metrics_file(), text);
   }
 
   [[noreturn]] void fail_non_finite(double v, const char* what, int epoch, const std::string& where) const {
@@ -306,6 +281,7 @@ class Trainer {
   nlohmann::json extra_meta_ = nlohmann::json::object();
   std::function<bool(const EpochRecord&)> on_epoch_;
   std::function<void(std::int64_t, float)> on_step_;
+  std::unique_ptr<RunLog> log_;
 };
 
 }  // namespace qnum::train
