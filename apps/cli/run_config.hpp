@@ -16,6 +16,9 @@
 //   task                                MASE's; only "classification" / "cls" (the only task)
 //   log_every_n_steps                   MASE's: a metrics.jsonl row every N optimizer steps
 //   tensorboard                         qnum's: the folder of the run's TensorBoard log
+//   accelerator                         MASE's: cpu, or gpu / cuda / auto = cuda where this
+//                                       build and machine have a CUDA device, else the CPU
+//                                       with one line saying so (accelerator_device)
 // MASE's other keys (accelerator, passes, search, ...; qnum/io/mase_config.hpp) are accepted
 // with one line on stderr saying why qnum train ignores them; any other key is a qnum::Error
 // naming it and listing the known ones. A value of the
@@ -110,8 +113,23 @@ struct RunOverrides {
 /// The TOML keys read_run_config accepts (qnum's spellings), for messages and docs.
 inline constexpr std::string_view kRunConfigKeys =
     "model, dataset, max_epochs, batch_size, learning_rate, optimizer, schedule, weight_decay, seed, threads, "
-    "device, output_dir, task, max_steps, t_max, eta_min, project, log_every_n_steps, tensorboard (MASE spellings: training_optimizer = optimizer, "
+    "device, output_dir, task, max_steps, t_max, eta_min, project, log_every_n_steps, tensorboard, accelerator (MASE spellings: training_optimizer = optimizer, "
     "project_dir = output_dir)";
+
+/// The device MASE's `accelerator` (Lightning's) means here: "cpu" is the CPU; "gpu", "cuda"
+/// and "auto" are cuda:0 where a CUDA backend is linked and sees a device, else the CPU, with
+/// a line on stderr saying so for gpu/cuda (a MASE config written for a GPU machine still runs).
+/// Other values (tpu, mps, ...) are a qnum::Error naming the ones qnum knows.
+inline std::string accelerator_device(std::string_view value, const std::string& where) {
+  if (value == "cpu") return "cpu";
+  qnum::detail::require(value == "gpu" || value == "cuda" || value == "auto", where, "accelerator '", value,
+                        "' is not one qnum trains on (cpu, gpu, cuda or auto)");
+  if (device_available(Device::cuda(0))) return Device::cuda(0).str();
+  if (value != "auto")
+    std::fprintf(stderr, "note: %saccelerator %s: no CUDA device in this build or on this machine: training on the CPU\n",
+                 where.c_str(), std::string(value).c_str());
+  return "cpu";
+}
 
 namespace detail {
 
@@ -197,6 +215,8 @@ inline RunOverrides parse_run_config(std::string_view text, const std::string& f
       o.threads = static_cast<int>(integer(0, int_max));
     else if (key == "device")
       o.device = Device::parse(text()).str();
+    else if (key == "accelerator")
+      o.device = accelerator_device(text(), at);
     else if (key == "optimizer" || key == "training_optimizer") {
       once(optimizer_spelling);
       o.optimizer = text();

@@ -59,6 +59,8 @@ class TrainCommand {
         "seed of the model initialisation and the batch order (default 0; a BERT run shuffles with 42 unless given)");
     cmd_->add_option("--threads", threads_, "threads (default: all)");
     cmd_->add_option("--device", device_, "where to train: cpu (default) or cuda (BERT models; needs a CUDA build)");
+    cmd_->add_option("--accelerator", accelerator_,
+                     "MASE's: cpu, or gpu/cuda/auto = --device cuda where a CUDA device is present, else the CPU");
     cmd_->add_option("--output-dir", output_dir_,
                      "where metrics.jsonl and the best/last checkpoints go (default qnum-runs/MODEL_DATASET)");
     cmd_->add_option("--project-dir", project_dir_,
@@ -270,6 +272,7 @@ class TrainCommand {
     if (given("--threads")) o.threads = threads_;
     if (given("--output-dir")) o.output_dir = output_dir_;
     if (given("--project-dir")) o.project_dir = project_dir_;
+    if (given("--accelerator")) o.device = accelerator_device(accelerator_, "--");
     if (given("--device")) o.device = Device::parse(device_).str();
     if (given("--log-every-n-steps")) o.log_every_n_steps = log_every_n_steps_;
     if (given("--tensorboard")) o.tensorboard = tensorboard_;
@@ -278,7 +281,7 @@ class TrainCommand {
 
   CLI::App* cmd_ = nullptr;
   std::string model_, dataset_, config_path_, optimizer_, schedule_, schedule_unit_, output_dir_, device_, project_,
-      project_dir_, tensorboard_;
+      project_dir_, tensorboard_, accelerator_;
   std::int64_t max_steps_ = -1, log_every_n_steps_ = 0;
   int max_epochs_ = 0, threads_ = 0;
   std::int64_t batch_size_ = 0;

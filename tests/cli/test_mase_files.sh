@@ -57,7 +57,7 @@ run base 0 "$QNUM" train jsc-tiny jsc-synthetic --max-epochs 1 --output-dir run 
 
 # MASE's lab-2 file, unchanged, with the data and checkpoint given as flags.
 run transform 0 "$QNUM" transform --config "$CFG" --dataset jsc-synthetic --load run/best --output-dir t
-has transform 'accelerator = "gpu": ignored by qnum transform: qnum trains on the CPU' transform.err
+has transform 'accelerator = "gpu": ignored by qnum transform: used by qnum train' transform.err
 has transform 'search: ignored by qnum transform: used by qnum search' transform.err
 has transform "layer(s) changed" transform.out
 ls t/*.csv > /dev/null 2>&1 || fail "transform wrote no CSV"
@@ -89,7 +89,9 @@ check_front by_type bt 3 linear
 
 # And trains (flags over the file: 1 epoch, not its 5; MODEL DATASET given).
 run train 0 "$QNUM" train jsc-tiny jsc-synthetic --config "$CFG" --max-epochs 1 --output-dir r3 --no-progress
-has train 'accelerator = "gpu": ignored by qnum train' train.err
+# accelerator = "gpu": cuda where there is a device, else the CPU with one line saying so.
+command -v nvidia-smi >/dev/null 2>&1 ||
+  has train 'accelerator gpu: no CUDA device in this build or on this machine: training on the CPU' train.err
 has train 'passes: ignored by qnum train: used by qnum transform' train.err
 [ "$(grep -c '^{"epoch"' r3/metrics.jsonl)" -eq 1 ] || fail "train ran $(grep -c '^{"epoch"' r3/metrics.jsonl) epochs, want 1"
 # MASE's log_every_n_steps = 5: a step row every 5 optimizer steps, before the epoch's row.
@@ -134,7 +136,10 @@ has steps "(t_max 2, eta_min 0.0001), max_steps 5" steps.out
 # ch spellings: explained in one line, or an error naming qnum's spelling.
 run ch_flags 0 "$QNUM" train jsc-tiny jsc-synthetic --max-epochs 1 --output-dir r2 --no-progress \
   --accelerator gpu --cpu=0 --load-type pl --task cls
-has ch_flags "note: --accelerator gpu: ignored by qnum train: qnum trains on the CPU" ch_flags.err
+command -v nvidia-smi >/dev/null 2>&1 ||
+  has ch_flags "note: --accelerator gpu: no CUDA device in this build or on this machine: training on the CPU" ch_flags.err
+expect_one_line_error accelerator "accelerator 'tpu' is not one qnum trains on" \
+  "$QNUM" train jsc-tiny jsc-synthetic --max-epochs 1 --output-dir r4 --no-progress --accelerator tpu
 has ch_flags "note: --cpu 0: ignored by qnum train" ch_flags.err
 has ch_flags "note: --load-type pl: ignored by qnum train" ch_flags.err
 expect_one_line_error project_dir "--project-dir x: qnum transform spells this --output-dir" \

@@ -60,9 +60,7 @@ TEST_CASE("MASE's example configs: every top-level key is known, each command ho
   const auto train = plan_top_level(cfg, Command::train, "jsc_toy_by_type.toml", keys_read_by(Command::train));
   CHECK(has(train.honoured, "max_epochs"));
   CHECK(has(train.honoured, "learning_rate"));
-  CHECK(note_for(train, "accelerator") ==
-        "accelerator = \"gpu\": ignored by qnum train: qnum trains on the CPU (its CUDA kernels are a library, not "
-        "a training backend)");
+  CHECK(has(train.honoured, "accelerator"));
   CHECK(has(train.honoured, "log_every_n_steps"));
   CHECK(note_for(train, "passes") ==
         "passes: ignored by qnum train: used by qnum transform (the passes `qnum "

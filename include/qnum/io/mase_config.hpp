@@ -82,8 +82,8 @@ inline constexpr std::array<TopLevelKey, 39> kTopLevelKeys = {{
     {"num_workers", "--cpu", "", "data loading runs in-process; compute threads are qnum's --threads", ""},
     {"num_devices", "--gpu", "", "one process on one machine", ""},
     {"num_nodes", "--nodes", "", "one process on one machine", ""},
-    {"accelerator", "--accelerator", "",
-     "qnum trains on the CPU (its CUDA kernels are a library, not a training backend)", ""},
+    {"accelerator", "--accelerator", "device",
+     "cpu; gpu, cuda or auto: --device cuda where a CUDA device is present, else the CPU", "train"},
     {"strategy", "--strategy", "", "no distributed training: one process on one machine", ""},
     {"is_to_auto_requeue", "--auto-requeue", "", "SLURM requeueing; a killed qnum run resumes with --resume", ""},
     {"github_ci", "--github-ci", "", "MASE's CI switch; nothing to switch in qnum", ""},
@@ -120,7 +120,7 @@ inline std::vector<std::string> keys_read_by(Command c) {
       std::vector<std::string> keys = {"model",        "dataset",    "max_epochs",  "max_steps", "batch_size", "learning_rate",
               "optimizer",    "training_optimizer", "schedule", "t_max",   "eta_min",    "weight_decay",
               "seed",         "threads",    "output_dir",  "project_dir", "project",  "task"};
-      if (c == Command::train) keys.push_back("log_every_n_steps");
+      if (c == Command::train) keys.insert(keys.end(), {"log_every_n_steps", "accelerator"});
       return keys;
     }
     case Command::transform:
