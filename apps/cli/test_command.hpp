@@ -34,7 +34,7 @@ class TestCommand {
     cmd_->add_option("MODEL", model_, "model the checkpoint was trained as")->required();
     cmd_->add_option("DATASET", dataset_, "dataset (its test split)")->required();
     cmd_->add_option("--load", load_, "checkpoint: best.safetensors, best.json or the stem .../best")->required();
-    cmd_->add_option("--batch-size", batch_size_, "rows per batch")->capture_default_str();
+    cmd_->add_option("--batch-size", batch_size_, "rows per batch (default: the model's evaluation batch: JSC 256, BERT 64)");
     cmd_->add_option("--threads", threads_, "threads (default: all)");
     cmd_->add_option("--device", device_, "where to evaluate: cpu (default) or cuda (BERT models)")->capture_default_str();
     cmd_->add_flag("--json", json_, "print one JSON object");
@@ -47,12 +47,20 @@ class TestCommand {
   bool parsed() const { return cmd_->parsed(); }
 
   void run() const {
-    qnum::detail::require(batch_size_ >= 1, "test: --batch-size must be >= 1, got ", batch_size_);
+    qnum::detail::require(cmd_->get_option("--batch-size")->count() == 0 || batch_size_ >= 1,
+                          "test: --batch-size must be >= 1, got ", batch_size_);
     qnum::detail::require(threads_ >= 0, "test: --threads must be >= 0, got ", threads_);
     if (threads_ > 0) set_num_threads(threads_);
     pipeline::require_matching_data(model_, dataset_);
     const pipeline::InputKind input = pipeline::model_spec(model_).input;
     const bool text = input == pipeline::InputKind::tokens;
+    if (!text)  // as train: the options of text data are refused for feature rows, not ignored
+      for (const char* name : {"--max-length", "--limit"})
+        qnum::detail::require(cmd_->get_option(name)->count() == 0, "test: ", name,
+                              " applies to BERT models only, not to ", model_);
+    const std::int64_t batch_size =
+        cmd_->get_option("--batch-size")->count() > 0 ? batch_size_
+                                                      : pipeline::default_recipe(model_).evaluation_batch_size();
     // A BERT name may be a pretrained download (data::resolve_pretrained); a .bin is torch's.
     const std::string load = text ? data::resolve_pretrained(load_).string() : load_;
     const auto meta = std::filesystem::path(load).extension() == ".bin" ? nlohmann::json::object()
@@ -62,10 +70,11 @@ class TestCommand {
     if (meta.contains("epoch")) out["epoch"] = meta["epoch"];
     const std::int64_t max_length = pipeline::run_max_length(meta, max_length_);
     const auto ev = pipeline::with_splits(input, dataset_, max_length, limit_, load, [&](const auto& data) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(data)>, data::TextSplits>)
+        require_training_tokenizer(meta, load, data);
       const auto m = model_for(load, meta, data);
       m.module->to(Device::parse(device_));
-      const bool batch_given = cmd_->get_option("--batch-size")->count() > 0;
-      return train::evaluate(*m.module, m.forward, data.test, batch_given || !text ? batch_size_ : 64);
+      return train::evaluate(*m.module, m.forward, data.test, batch_size);
     });
     if (text) out["max_length"] = max_length;
     out["count"] = ev.count;
@@ -82,6 +91,19 @@ class TestCommand {
   }
 
  private:
+  /// A checkpoint recording its tokenizer's fingerprint is evaluated only on text tokenized
+  /// with that tokenizer (as predict and the labs check): another vocabulary's ids would
+  /// index other embeddings and give a meaningless accuracy.
+  static void require_training_tokenizer(const nlohmann::json& meta, const std::string& load,
+                                         const data::TextSplits& data) {
+    if (!meta.contains("tokenizer_fingerprint") || !meta["tokenizer_fingerprint"].is_string() || !data.tokenizer)
+      return;
+    const std::string here = pipeline::tokenizer_fingerprint_hex(*data.tokenizer);
+    const std::string want = meta["tokenizer_fingerprint"].get<std::string>();
+    qnum::detail::require(here == want, "test: the dataset's tokenizer (fingerprint ", here,
+                          ") is not the one checkpoint '", load, "' was trained with (", want, ")");
+  }
+
   /// The model of checkpoint `load` (model_config, structure, weights); for a text model,
   /// Hugging Face weights too (config.json beside them, or the name's preset).
   template <class Splits>
@@ -99,7 +121,7 @@ class TestCommand {
 
   CLI::App* cmd_ = nullptr;
   std::string model_, dataset_, load_, device_ = "cpu";
-  std::int64_t batch_size_ = 256, max_length_ = 0, limit_ = 0;
+  std::int64_t batch_size_ = 0, max_length_ = 0, limit_ = 0;
   int threads_ = 0;
   bool json_ = false;
 };

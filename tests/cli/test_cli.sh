@@ -263,6 +263,18 @@ stderr_has "predict row overflow" "'1e39' is not a finite float32 number"
 LC_ALL=C sed 's/\\"features\\"/\\"featurez\\"/' "$run/best.safetensors" > "$work/old.safetensors"
 expect_error "predict no statistics" "$QNUM" predict jsc-tiny --load "$work/old" "$row"
 stderr_has "predict no statistics" "records no feature statistics"
+# qnum test: the options of text data refused for feature rows; another tokenizer refused.
+expect_error "test --limit on a feature model" "$QNUM" test jsc-tiny jsc-synthetic --load "$run/best" --limit 5
+stderr_has "test --limit on a feature model" "--limit applies to BERT models only, not to jsc-tiny"
+expect_error "test --max-length on a feature model" "$QNUM" test jsc-tiny jsc-synthetic --load "$run/best" --max-length 5
+"$QNUM" test $bert text-synthetic --load "$work/bert/best" --limit 16 --json > "$work/btest.json" 2>&1 && ok ||
+  bad "test bert exit code ($(cat "$work/btest.json"))"
+for f in safetensors json; do  # the fingerprint's first digit changed in place (same length)
+  LC_ALL=C sed 's/\(tokenizer_fingerprint\\*":\\*"\)[0-9a-f]/\1z/' "$work/bert/best.$f" > "$work/otherfp.$f"
+done
+cp "$work/bert/config.json" "$work/config.json" 2>/dev/null
+expect_error "test other tokenizer" "$QNUM" test $bert text-synthetic --load "$work/otherfp" --limit 16
+stderr_has "test other tokenizer" "is not the one checkpoint"
 expect_error "test bert with jsc checkpoint" "$QNUM" test $bert text-synthetic --load "$run/best"
 stderr_has "test bert with jsc checkpoint" "holds model 'jsc-tiny'"
 expect_error "bert on feature rows" "$QNUM" train bert-tiny jsc-synthetic
