@@ -57,6 +57,7 @@ struct CommonOptions {
   std::string output_dir;  ///< "" = qnum-runs/<program>_<model>_<dataset>
   int threads = 0;         ///< 0 = all
   std::string device = "cpu";  ///< where training runs; passes and scoring run on the host
+  std::string tensorboard;     ///< "" = none; else each training run's TensorBoard log goes under it
   bool progress = true;
 };
 
@@ -87,7 +88,21 @@ inline void add_common_options(CLI::App& app, CommonOptions& o) {
   app.add_option("--threads", o.threads, "threads (default: all)");
   app.add_option("--device", o.device, "where training runs: cpu or cuda (BERT models; a CUDA build)")
       ->capture_default_str();
+  app.add_option("--tensorboard", o.tensorboard,
+                 "TensorBoard logs of every training run under DIR, one folder per run (named as under "
+                 "--output-dir): `tensorboard --logdir DIR` shows them side by side");
   app.add_flag("!--no-progress", o.progress, "no per-epoch progress lines on stderr");
+}
+
+/// The TensorBoard folder of a lab's training run in `run_dir`: <--tensorboard>/<the run's
+/// path under the lab's folder `lab_dir`> (its name when it lies elsewhere); "" without
+/// --tensorboard.
+inline std::string run_tensorboard_dir(const CommonOptions& o, const std::filesystem::path& lab_dir,
+                                       const std::filesystem::path& run_dir) {
+  if (o.tensorboard.empty()) return {};
+  std::filesystem::path rel = run_dir.lexically_relative(lab_dir);
+  if (rel.empty() || *rel.begin() == "..") rel = run_dir.filename();
+  return (std::filesystem::path(o.tensorboard) / rel).string();
 }
 
 /// Checks the common options (model and dataset names are checked when they are used).
@@ -281,6 +296,7 @@ class Lab : public LabBase {
     c.threads = o_.threads;
     c.device = o_.device;
     c.output_dir = (dir_ / run).string();
+    c.tensorboard_dir = run_tensorboard_dir(o_, dir_, c.output_dir);
     c.progress = o_.progress;
     return c;
   }

@@ -225,6 +225,7 @@ class TextLab : public LabBase {
     c.threads = o_.threads;
     c.device = o_.device;
     c.output_dir = (dir_ / run).string();
+    c.tensorboard_dir = run_tensorboard_dir(o_, dir_, c.output_dir);
     c.progress = o_.progress;
     return c;
   }

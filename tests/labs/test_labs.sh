@@ -48,8 +48,13 @@ case "$mode" in
     grep -q "ptq_accuracy" "$tmp/ptq.out" || fail "ptq: no table on stdout"
     grep -q "fp32 test accuracy" "$tmp/ptq.err" || fail "ptq: no progress on stderr"
     # Deterministic: the same seed gives the same CSV.
-    run ptq2 0 "$LAB_PTQ_QAT" "${tiny[@]}" --widths 4,8 --qat-epochs 1 --output-dir "$tmp/ptq2"
+    # (with --tensorboard: a log per training run, named as the run's folder; no other change)
+    run ptq2 0 "$LAB_PTQ_QAT" "${tiny[@]}" --widths 4,8 --qat-epochs 1 --output-dir "$tmp/ptq2" --tensorboard "$tmp/tb"
     cmp -s "$tmp/ptq/results.csv" "$tmp/ptq2/results.csv" || fail "ptq: a rerun with the same seed differs"
+    for r in $(cd "$tmp/ptq2" && find . -name metrics.jsonl -printf '%h\n'); do
+      ls "$tmp/tb/$r"/events.out.tfevents.* >/dev/null 2>&1 || fail "ptq --tensorboard: no event file for run $r"
+    done
+    [ "$(find "$tmp/tb" -name 'events.out.tfevents.*' | wc -l)" -ge 2 ] || fail "ptq --tensorboard: fewer than 2 logs"
     # Without gnuplot: exit 0, CSV and script written, a message saying how to install it.
     QNUM_GNUPLOT=/nonexistent/gnuplot run nognu 0 "$LAB_PTQ_QAT" "${tiny[@]}" --widths 4 --qat-epochs 1 \
       --output-dir "$tmp/nognu"
