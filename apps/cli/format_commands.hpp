@@ -203,9 +203,10 @@ class DemoCommand {
           }
           std::printf("%-58s %-6s %8.3f %12.4g %10.2f %10.4g\n", text.c_str(), mode_name.c_str(), f.bits_per_value(),
                       err / double(n), 10 * std::log10(signal / std::max(err, 1e-300)), max_err);
-        } catch (const qnum::Error&) {
-          // e.g. OCP specials or rank-2 ternary: MASE has no such format (docs/formats.md).
-          std::printf("%-58s %-6s %8s\n", text.c_str(), mode_name.c_str(), "n/a");
+        } catch (const qnum::Error& e) {
+          // e.g. OCP specials or rank-2 ternary: MASE has no such format (docs/formats.md). The
+          // reason is printed, so an unexpected failure is not hidden behind "n/a".
+          std::printf("%-58s %-6s %8s  (%s)\n", text.c_str(), mode_name.c_str(), "n/a", e.what());
         }
       }
   }

@@ -149,6 +149,9 @@ grep -q '"naive_ms"' <<< "$out" && ok || bad "bench attention JSON: $out"
 # ---- demo ----------------------------------------------------------------------------------
 out=$("$QNUM" demo --size 4096) && ok || bad "demo exit code"
 grep -q "fp8_e4m3" <<< "$out" && ok || bad "demo table lacks fp8_e4m3"
+# A format MASE lacks says why in its row (issue 49: "n/a" alone hid every error).
+! grep "n/a" <<< "$out" | grep -qv "n/a  (" && grep -qi "n/a  (.*mase" <<< "$out" && ok ||
+  bad "demo: an n/a row without its reason: $(grep "n/a" <<< "$out" | head -n 2)"
 
 # ---- train / test (jsc-tiny on jsc-synthetic: ~1 s an epoch) ---------------------------------
 # stderr_has NAME TEXT: the last expect_error's message contains TEXT.
