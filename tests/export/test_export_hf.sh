@@ -5,30 +5,7 @@
 # one line. Runs with QNUM_PYTHON (the test venv); exit 77 (skipped) when it or transformers is
 # absent — a failure under CI=true, where it must run.
 set -u
-QNUM=${QNUM:?set QNUM to the qnum binary}
-py=${QNUM_PYTHON:-python3}
-skip=77
-[ "${CI:-}" = true ] && skip=1
-command -v "$py" >/dev/null 2>&1 || { echo "$py not found: skipped"; exit $skip; }
-"$py" -c "import transformers, torch" >/dev/null 2>&1 || { echo "transformers not installed for $py: skipped"; exit $skip; }
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
-expect_error() {  # NAME PATTERN CMD...: exit 2, one line on stderr containing PATTERN
-  local name=$1 pattern=$2; shift 2
-  "$@" > stdout 2> stderr
-  local rc=$?
-  if [ "$rc" -ne 2 ]; then bad "$name: exit code $rc, want 2 ($(cat stderr))"; return; fi
-  if [ "$(wc -l < stderr)" -ne 1 ]; then bad "$name: $(wc -l < stderr) lines on stderr, want 1"; return; fi
-  if ! grep -qF -- "$pattern" stderr; then bad "$name: stderr lacks '$pattern': $(cat stderr)"; return; fi
-  ok
-}
+source "$(dirname "$0")/../client_test_lib.sh" "transformers, torch"
 
 model=bert:2-32-2-64
 opts=(--limit 48 --max-length 24 --batch-size 16 --threads 1 --no-progress)

@@ -5,30 +5,7 @@
 # checkpoint for transformers). Every scalar equals metrics.jsonl's, each step once; bad input
 # refused with one line. Exit 77 (skipped) without tensorboard — a failure under CI=true.
 set -u
-QNUM=${QNUM:?set QNUM to the qnum binary}
-py=${QNUM_PYTHON:-python3}
-skip=77
-[ "${CI:-}" = true ] && skip=1
-command -v "$py" >/dev/null 2>&1 || { echo "$py not found: skipped"; exit $skip; }
-"$py" -c "import tensorboard" >/dev/null 2>&1 || { echo "tensorboard not installed for $py: skipped"; exit $skip; }
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
-expect_error() {  # NAME PATTERN CMD...: exit 2, one line on stderr containing PATTERN
-  local name=$1 pattern=$2; shift 2
-  "$@" > stdout 2> stderr
-  local rc=$?
-  if [ "$rc" -ne 2 ]; then bad "$name: exit code $rc, want 2 ($(cat stderr))"; return; fi
-  if [ "$(wc -l < stderr)" -ne 1 ]; then bad "$name: $(wc -l < stderr) lines on stderr, want 1"; return; fi
-  if ! grep -qF -- "$pattern" stderr; then bad "$name: stderr lacks '$pattern': $(cat stderr)"; return; fi
-  ok
-}
+source "$(dirname "$0")/../client_test_lib.sh" "tensorboard"
 
 # JSC: 3 epochs of jsc-synthetic at batch 1000, a row every step.
 jsc=(jsc-tiny jsc-synthetic --batch-size 1000 --threads 1 --no-progress --log-every-n-steps 1)

@@ -238,6 +238,13 @@ inline std::int64_t event_file_seconds(const std::filesystem::path& p) {
   return v;
 }
 
+/// This host's name, as event file names carry it ("" when unknown).
+inline std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return host;
+}
+
 /// Refuses a log folder that is a file, and creates it.
 inline void make_log_dir(const std::filesystem::path& dir) {
   std::error_code ec;
@@ -301,9 +308,7 @@ inline std::vector<Scalar> read_scalars(const std::filesystem::path& dir) {
 inline void write_log_atomic(const std::filesystem::path& dir, const std::vector<Scalar>& scalars,
                              std::int64_t seconds) {
   detail::make_log_dir(dir);
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  const auto file = dir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + ".qnum");
+  const auto file = dir / ("events.out.tfevents." + std::to_string(seconds) + "." + detail::host_name() + ".qnum");
   std::string bytes = detail::frame_record(detail::file_version_event(static_cast<double>(seconds)));
   for (const auto& s : scalars) bytes += detail::frame_record(detail::scalar_event(s));
   const auto tmp = dir / (".tmp.qnum-log." + std::to_string(::getpid()));
@@ -346,10 +351,8 @@ class EventWriter {
     // Named after every file already there, so TensorBoard reads this one last.
     std::int64_t seconds = static_cast<std::int64_t>(wall_time_now());
     for (const auto& f : event_files(dir)) seconds = std::max(seconds, detail::event_file_seconds(f) + 1);
-    char host[256] = {};
-    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-    file_ = dir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + "." + std::to_string(::getpid()) +
-                   ".0");
+    file_ = dir / ("events.out.tfevents." + std::to_string(seconds) + "." + detail::host_name() + "." +
+                   std::to_string(::getpid()) + ".0");
     out_.open(file_, std::ios::binary | std::ios::trunc);
     qnum::detail::require(out_.is_open(), "tensorboard: cannot create '", file_.string(), "'");
     write(detail::file_version_event(wall_time_now()));
