@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -497,4 +498,102 @@ TEST_CASE("kernel gemm: bad input throws qnum::Error") {
   std::vector<std::uint64_t> w(4);
   CHECK_THROWS_AS(qnum::gemm_binary_nt(w.data(), w.data(), ic.data(), 1, 1, 0), qnum::Error);
   CHECK_THROWS_AS(qnum::pack_binary(a.data(), 1, -3), qnum::Error);
+}
+
+namespace {
+
+/// op(A)·op(B)ᵀ by bf16_dot_reference on the rounded operands: the definition of the bf16 GEMM.
+std::vector<float> bf16_reference_nt(const std::vector<float>& a, const std::vector<float>& b, std::int64_t M,
+                                     std::int64_t N, std::int64_t K) {
+  std::vector<std::uint16_t> ah(a.size()), bh(b.size());
+  std::transform(a.begin(), a.end(), ah.begin(), qnum::bf16_operand);
+  std::transform(b.begin(), b.end(), bh.begin(), qnum::bf16_operand);
+  std::vector<float> c(static_cast<std::size_t>(M * N));
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j)
+      c[static_cast<std::size_t>(i * N + j)] = qnum::bf16_dot_reference(ah.data() + i * K, bh.data() + j * K, K);
+  return c;
+}
+
+std::vector<float> transposed(const std::vector<float>& x, std::int64_t rows, std::int64_t cols) {
+  std::vector<float> t(x.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) t[static_cast<std::size_t>(c * rows + r)] = x[static_cast<std::size_t>(r * cols + c)];
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("kernel gemm: bf16 NT, NN and TN equal the scalar bf16 reference bit for bit, on any thread count") {
+  const std::string path = qnum::kGemmBf16Native ? "vdpbf16ps (AVX512-BF16)" : "FMA emulation";
+  MESSAGE("bf16 GEMM path: " << path);
+  std::vector<Shape3> shapes = kShapes;
+  shapes.push_back({1, 768, 3071});  // M = 1, K odd and past every tile
+  shapes.push_back({33, 47, 2});     // odd N: a lone 16-column panel
+  shapes.push_back({9, 17, 3});
+  for (const auto& s : shapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    const auto a = randn(static_cast<std::size_t>(s.m * s.k), 11);
+    const auto b = randn(static_cast<std::size_t>(s.n * s.k), 12);
+    const auto ref = bf16_reference_nt(a, b, s.m, s.n, s.k);
+    const auto c = across_threads<float>([&] {
+      std::vector<float> out(ref.size(), -7.0f);
+      qnum::gemm_bf16_nt(a.data(), b.data(), out.data(), s.m, s.n, s.k);
+      return out;
+    });
+    CHECK(same_bits(c, ref));
+    const auto bt = transposed(b, s.n, s.k), at = transposed(a, s.m, s.k);
+    std::vector<float> cnn(ref.size()), ctn(ref.size());
+    qnum::gemm_bf16_nn(a.data(), bt.data(), cnn.data(), s.m, s.n, s.k);
+    qnum::gemm_bf16_tn(at.data(), bt.data(), ctn.data(), s.m, s.n, s.k);
+    CHECK(same_bits(cnn, ref));
+    CHECK(same_bits(ctn, ref));
+    std::vector<float> bias(static_cast<std::size_t>(s.n)), cb(ref.size());
+    for (std::size_t j = 0; j < bias.size(); ++j) bias[j] = 0.25f * static_cast<float>(j % 7) - 0.5f;
+    qnum::gemm_bf16_nt_bias(a.data(), b.data(), bias.data(), cb.data(), s.m, s.n, s.k);
+    int bad = 0;
+    for (std::int64_t i = 0; i < s.m; ++i)
+      for (std::int64_t j = 0; j < s.n; ++j) {
+        const auto q = static_cast<std::size_t>(i * s.n + j);
+        bad += std::bit_cast<std::uint32_t>(cb[q]) != std::bit_cast<std::uint32_t>(ref[q] + bias[static_cast<std::size_t>(j)]);
+      }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("kernel gemm: bf16 operands round to nearest even; subnormals, signed zeros and the pad follow vdpbf16ps") {
+  // Rounding: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 and goes to even (1); 1 + 3·2^-9 rounds up.
+  CHECK(qnum::bf16_operand(1.0f + 0x1p-8f) == 0x3F80);
+  CHECK(qnum::bf16_operand(1.0f + 3 * 0x1p-9f) == 0x3F81);
+  CHECK(qnum::bf16_operand(-0x1p-130f) == 0x8000);  // subnormal -> signed zero (DAZ)
+  CHECK(qnum::bf16_operand(std::numeric_limits<float>::quiet_NaN()) == 0x7FC0);
+  // Odd element of each pair first: pair 0 leaves 2^30; then (2^30 + 1) loses the 1 before
+  // -2^30 cancels, giving 0 (the even-first order would cancel first and keep the 1).
+  const std::vector<float> a = {0.0f, 0x1p30f, -0x1p30f, 1.0f}, b = {1.0f, 1.0f, 1.0f, 1.0f};
+  std::vector<float> c(1);
+  qnum::gemm_bf16_nt(a.data(), b.data(), c.data(), 1, 1, 4);
+  CHECK(c[0] == 0.0f);
+  // Products that underflow flush to zero: 2^-70 · 2^-70 = 2^-140, subnormal in fp32.
+  const std::vector<float> u = {0x1p-70f}, v = {0x1p-70f};
+  qnum::gemm_bf16_nt(u.data(), v.data(), c.data(), 1, 1, 1);
+  CHECK(std::bit_cast<std::uint32_t>(c[0]) == 0u);
+  // Random operands across the whole exponent range, subnormal products and sums included.
+  std::mt19937 g(5);
+  std::uniform_int_distribution<std::uint32_t> w;
+  for (std::int64_t K : {1, 2, 3, 8, 33}) {
+    const std::int64_t M = 5, N = 19;
+    std::vector<float> x(static_cast<std::size_t>(M * K)), y(static_cast<std::size_t>(N * K));
+    const auto draw = [&] {  // exponents 2^-126 .. 2^-20 and 2^60 .. 2^90, mostly finite
+      const std::uint32_t e = w(g) % 2 ? 1 + w(g) % 106 : 187 + w(g) % 30;
+      return std::bit_cast<float>((w(g) & 0x80000000u) | (e << 23) | (w(g) & 0x7FFFFFu));
+    };
+    for (auto& q : x) q = draw();
+    for (auto& q : y) q = draw();
+    std::vector<float> out(static_cast<std::size_t>(M * N));
+    qnum::gemm_bf16_nt(x.data(), y.data(), out.data(), M, N, K);
+    CAPTURE(K);
+    CHECK(same_bits(out, bf16_reference_nt(x, y, M, N, K)));
+  }
 }

@@ -1,0 +1,250 @@
+// bf16 GEMM: C = op(A)·op(B) with both operands rounded to bfloat16 (nearest even) and fp32
+// accumulation, in the NT, NN and TN forms of the fp32 GEMM: the products of a `--precision
+// bf16` step (tensor/precision.hpp).
+//
+// The arithmetic is that of AVX512-BF16's vdpbf16ps, measured on AMD Zen 4 and written in
+// Intel's pseudo-code: K is taken in pairs (2t, 2t+1), and every output element is one chain
+//     acc = ftz(fma(a[2t+1], b[2t+1], acc));  acc = ftz(fma(a[2t], b[2t], acc))
+// over t = 0 .. ceil(K/2)-1 from acc = +0 (an odd K pads one zero pair), with bf16 subnormal
+// operands read as zero (DAZ) and subnormal sums flushed to zero (FTZ), whatever MXCSR says.
+// bf16_dot_reference is that chain in scalar C++; the vdpbf16ps kernel (where the translation
+// unit is compiled for AVX512-BF16) and the FMA emulation (everywhere else) are bit-identical
+// to it, tested at awkward shapes. The chain never splits K, and tiles depend only on the
+// sizes, so the bits never depend on the thread count.
+//
+// Operands are packed once per call: A into strips of kBMR rows, B into panels of 16 columns,
+// each bf16 pair as one 32-bit word (the operand layout vdpbf16ps reads).
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "qnum/format/mx_packed.hpp"
+#include "qnum/kernel/gemm/tiles.hpp"
+#include "qnum/kernel/threading.hpp"
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#include <immintrin.h>
+#define QNUM_GEMM_BF16_NATIVE 1
+#else
+#define QNUM_GEMM_BF16_NATIVE 0
+#endif
+
+namespace qnum {
+
+/// Whether this translation unit's bf16 GEMM runs on vdpbf16ps (else the FMA emulation).
+inline constexpr bool kGemmBf16Native = QNUM_GEMM_BF16_NATIVE != 0;
+
+/// The bf16 operand of x: nearest even, NaN -> 0x7FC0, subnormal results -> signed zero (the
+/// DAZ of vdpbf16ps, applied once when packing).
+inline std::uint16_t bf16_operand(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);  // detail::mx_float_to_bf16_bits, branch-free
+  const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+  std::uint32_t h = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  h = nan ? 0x7FC0u : h;
+  h = (h & 0x7F80u) == 0 ? h & 0x8000u : h;
+  return static_cast<std::uint16_t>(h);
+}
+
+/// The float value of bf16 bits.
+inline float bf16_value(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+
+namespace detail {
+
+/// Subnormal -> signed zero (vdpbf16ps's FTZ).
+inline float bf16_ftz(float x) {
+  return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x;
+}
+
+}  // namespace detail
+
+/// One output element of the bf16 GEMM: Σ_k a[k]·b[k] over bf16 operands (already rounded,
+/// DAZ applied by bf16_operand) in vdpbf16ps's order. The definition every path equals.
+inline float bf16_dot_reference(const std::uint16_t* a, const std::uint16_t* b, std::int64_t K) {
+  float acc = 0.0f;
+  for (std::int64_t t = 0; 2 * t < K; ++t) {
+    const std::int64_t k0 = 2 * t, k1 = k0 + 1;
+    const float a1 = k1 < K ? bf16_value(a[k1]) : 0.0f, b1 = k1 < K ? bf16_value(b[k1]) : 0.0f;
+    acc = detail::bf16_ftz(std::fma(a1, b1, acc));
+    acc = detail::bf16_ftz(std::fma(bf16_value(a[k0]), bf16_value(b[k0]), acc));
+  }
+  return acc;
+}
+
+namespace detail {
+
+inline constexpr int kBMR = 8, kBNR = 32;  // register tile: 8 rows x 32 columns (16 zmm accumulators)
+
+/// op(A) or op(B) as a strided view: element (row r, depth k) at p[r·sr + k·sk].
+struct Bf16Operand {
+  const float* p;
+  std::int64_t sr, sk;
+  float at(std::int64_t r, std::int64_t k) const { return p[r * sr + k * sk]; }
+};
+
+/// The packed word of one pair: bf16(lo) | bf16(hi) << 16.
+inline std::uint32_t bf16_pair(float lo, float hi) {
+  return static_cast<std::uint32_t>(bf16_operand(lo)) | (static_cast<std::uint32_t>(bf16_operand(hi)) << 16);
+}
+
+/// Packs rows [0, R) of `op` into groups of `g` rows: group q holds, for each pair t, the g
+/// rows' words. Rows past R and the pad of an odd K are zero. Rows contiguous along K (sk = 1)
+/// are read a row at a time, rows contiguous across (sr = 1) a k at a time; both stream.
+inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int g, std::vector<std::uint32_t>& out) {
+  const std::int64_t T = ceil_div(K, 2), groups = ceil_div(R, g);
+  out.assign(static_cast<std::size_t>(groups * T * g), 0u);
+  std::uint32_t* po = out.data();
+  const Bf16Operand o = op;
+  parallel_for(groups, 4, [=](std::int64_t qb, std::int64_t qe) {
+    for (std::int64_t q = qb; q < qe; ++q) {
+      const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
+      std::uint32_t* d = po + q * T * g;
+      if (o.sk == 1) {  // each row's words into a row-major scratch (vectorised), then interleaved
+        thread_local std::vector<std::uint16_t> rows;  // row r: 2T halves (its T words, little-endian)
+        rows.assign(static_cast<std::size_t>(g * 2 * T), 0);
+        std::uint16_t* h = rows.data();
+        for (std::int64_t r = 0; r < nr; ++r) {
+          const float* x = o.p + (r0 + r) * o.sr;
+          std::uint16_t* hr = h + r * 2 * T;
+          for (std::int64_t k = 0; k < K; ++k) hr[k] = bf16_operand(x[k]);
+        }
+        for (std::int64_t t = 0; t < T; ++t)
+          for (std::int64_t r = 0; r < nr; ++r)
+            d[t * g + r] = static_cast<std::uint32_t>(h[(r * T + t) * 2]) | (static_cast<std::uint32_t>(h[(r * T + t) * 2 + 1]) << 16);
+      } else {
+        for (std::int64_t t = 0; t < T; ++t) {
+          std::uint32_t* dt = d + t * g;
+          const float* x0 = o.p + 2 * t * o.sk + r0 * o.sr;
+          if (2 * t + 1 < K) {
+            const float* x1 = x0 + o.sk;
+            for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[r * o.sr], x1[r * o.sr]);
+          } else {
+            for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[r * o.sr], 0.0f);
+          }
+        }
+      }
+    }
+  });
+}
+
+/// The 8x32 register tile: acc[r][c] over all T pairs; A strip `a` (T x 8 words), B panels
+/// `b0`, `b1` (T x 16 words each). Writes the full tile to `out` (row stride 32).
+inline void bf16_tile(const std::uint32_t* a, const std::uint32_t* b0, const std::uint32_t* b1, std::int64_t T,
+                      float* out) {
+#if QNUM_GEMM_BF16_NATIVE
+  __m512 c[kBMR][2];  // fully unrolled below, so the 16 accumulators stay in registers
+#pragma GCC unroll 8
+  for (int r = 0; r < kBMR; ++r) c[r][0] = c[r][1] = _mm512_setzero_ps();
+  for (std::int64_t t = 0; t < T; ++t) {
+    const __m512bh v0 = (__m512bh)_mm512_loadu_si512(b0 + t * 16);
+    const __m512bh v1 = (__m512bh)_mm512_loadu_si512(b1 + t * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kBMR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[t * kBMR + r]));
+      c[r][0] = _mm512_dpbf16_ps(c[r][0], av, v0);
+      c[r][1] = _mm512_dpbf16_ps(c[r][1], av, v1);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kBMR; ++r) {
+    _mm512_storeu_ps(out + r * kBNR, c[r][0]);
+    _mm512_storeu_ps(out + r * kBNR + 16, c[r][1]);
+  }
+#else
+  // The same chain per lane on FMAs: a product of two bf16 values is exact in fp32, so one
+  // fma per operand pair rounds as vdpbf16ps does; the flush is bf16_ftz.
+  alignas(64) float acc[kBMR][kBNR] = {};
+  const auto lo = [](std::uint32_t w) { return std::bit_cast<float>(w << 16); };
+  const auto hi = [](std::uint32_t w) { return std::bit_cast<float>(w & 0xFFFF0000u); };
+  const float tiny = std::numeric_limits<float>::min();
+  for (std::int64_t t = 0; t < T; ++t) {
+    alignas(64) float bl[kBNR], bh[kBNR];
+    for (int j = 0; j < 16; ++j) {
+      bl[j] = lo(b0[t * 16 + j]), bh[j] = hi(b0[t * 16 + j]);
+      bl[16 + j] = lo(b1[t * 16 + j]), bh[16 + j] = hi(b1[t * 16 + j]);
+    }
+    for (int r = 0; r < kBMR; ++r) {
+      const float al = lo(a[t * kBMR + r]), ah = hi(a[t * kBMR + r]);
+      for (int j = 0; j < kBNR; ++j) {
+        float s = std::fma(ah, bh[j], acc[r][j]);
+        s = std::fabs(s) < tiny ? std::copysign(0.0f, s) : s;
+        s = std::fma(al, bl[j], s);
+        acc[r][j] = std::fabs(s) < tiny ? std::copysign(0.0f, s) : s;
+      }
+    }
+  }
+  std::memcpy(out, acc, sizeof acc);
+#endif
+}
+
+/// C[M,N] = op(A)·op(B)ᵀ (+ bias[N]) on the packed operands; `a`/`b` give element (i,k) / (j,k).
+inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const float* bias, float* C, std::int64_t M,
+                           std::int64_t N, std::int64_t K) {
+  gemm_check("gemm_bf16", M, N, K, a.p, b.p, C);
+  thread_local std::vector<std::uint32_t> pa, pb;  // reused: packed once per call
+  pack_bf16(a, M, K, kBMR, pa);
+  pack_bf16(b, N, K, 16, pb);
+  const std::int64_t T = ceil_div(K, 2);
+  const std::uint32_t* pap = pa.data();
+  const std::uint32_t* pbp = pb.data();
+  const std::int64_t npanels = ceil_div(N, 16);
+  // Tiles of 64 rows x 256 columns: B panels stay in L2 while the row strips pass over them.
+  const bool parallel = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
+  thread_local std::vector<std::uint32_t> zeros;  // the missing second panel of an odd panel count
+  if (npanels % 2 == 1) zeros.assign(static_cast<std::size_t>(T * 16), 0u);
+  const std::uint32_t* pz = zeros.data();
+  gemm_tiles(
+      M, N, 8 * kBMR, 8 * kBNR,
+      [=](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+        alignas(64) float tile[kBMR * kBNR];
+        for (std::int64_t j = j0; j < j1; j += kBNR) {
+          const std::int64_t p = j / 16;
+          const std::uint32_t* b0 = pbp + p * T * 16;
+          const std::uint32_t* b1 = p + 1 < npanels ? pbp + (p + 1) * T * 16 : pz;
+          const std::int64_t nc = std::min<std::int64_t>(kBNR, j1 - j);
+          for (std::int64_t i = i0; i < i1; i += kBMR) {
+            bf16_tile(pap + (i / kBMR) * T * kBMR, b0, b1, T, tile);
+            const std::int64_t mr = std::min<std::int64_t>(kBMR, i1 - i);
+            for (std::int64_t r = 0; r < mr; ++r) {
+              float* c = C + (i + r) * N + j;
+              const float* s = tile + r * kBNR;
+              if (bias)
+                for (std::int64_t q = 0; q < nc; ++q) c[q] = s[q] + bias[j + q];
+              else
+                std::memcpy(c, s, static_cast<std::size_t>(nc) * sizeof(float));
+            }
+          }
+        }
+      },
+      parallel);
+}
+
+}  // namespace detail
+
+/// C[M,N] = A[M,K]·B[N,K]ᵀ in bf16 products with fp32 accumulation (see the file comment).
+inline void gemm_bf16_nt(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  detail::gemm_bf16_impl({A, K, 1}, {B, K, 1}, nullptr, C, M, N, K);
+}
+
+/// As gemm_bf16_nt, plus bias[N] added to every row after the product (rounded once).
+inline void gemm_bf16_nt_bias(const float* A, const float* B, const float* bias, float* C, std::int64_t M,
+                              std::int64_t N, std::int64_t K) {
+  detail::gemm_bf16_impl({A, K, 1}, {B, K, 1}, bias, C, M, N, K);
+}
+
+/// C[M,N] = A[M,K]·B[K,N].
+inline void gemm_bf16_nn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  detail::gemm_bf16_impl({A, K, 1}, {B, 1, N}, nullptr, C, M, N, K);
+}
+
+/// C[M,N] = A[K,M]ᵀ·B[K,N].
+inline void gemm_bf16_tn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
+  detail::gemm_bf16_impl({A, 1, M}, {B, 1, N}, nullptr, C, M, N, K);
+}
+
+}  // namespace qnum
