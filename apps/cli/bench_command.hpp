@@ -1,6 +1,7 @@
-// `qnum bench quantize|gemm|attention|train`: a kernel against its baseline in the same run
-// (bench_quantize.hpp, common/bench_gemm.hpp, bench_attention.hpp, common/bench_train.hpp),
-// printed as `key  value` lines or one JSON object.
+// `qnum bench quantize|gemm|attention|train|train-step`: a kernel against its baseline in the
+// same run (bench_quantize.hpp, common/bench_gemm.hpp, bench_attention.hpp,
+// common/bench_train.hpp), or a BERT training step to set beside PyTorch's
+// (common/bench_train_step.hpp), printed as `key  value` lines or one JSON object.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@
 #include "bench_quantize.hpp"
 #include "common/bench_gemm.hpp"
 #include "common/bench_train.hpp"
+#include "common/bench_train_step.hpp"
 #include "format_commands.hpp"
 
 namespace qnum::cli {
@@ -35,7 +37,7 @@ class BenchCommand {
     gemm_->add_option("--m", g_m_, "rows of A and C")->capture_default_str();
     gemm_->add_option("--n", g_n_, "columns of C")->capture_default_str();
     gemm_->add_option("--k", g_k_, "reduction length")->capture_default_str();
-    gemm_->add_option("--kind", g_kind_, "fp32, int8, mxint8 or binary")->capture_default_str();
+    gemm_->add_option("--kind", g_kind_, "fp32, bf16, int8, mxint8 or binary")->capture_default_str();
     attention_ = cmd_->add_subcommand("attention", "fused (flash-style) vs naive attention forward");
     attention_->add_option("--seq", a_seq_, "sequence length")->capture_default_str();
     attention_->add_option("--heads", a_heads_, "attention heads")->capture_default_str();
@@ -45,7 +47,13 @@ class BenchCommand {
         ->capture_default_str();
     train_->add_option("--rows", t_rows_, "training rows in the epoch")->capture_default_str();
     train_->add_option("--batch-size", t_batch_, "rows per batch")->capture_default_str();
-    for (auto* sub : {quantize_, gemm_, attention_, train_}) {
+    step_ = cmd_->add_subcommand("train-step", "one BERT training step (AdamW, clipping) in fp32 or bf16 products");
+    step_->add_option("--model", s_model_, "BERT name (bert-tiny ... bert-base, bert:L-H-A-I)")->capture_default_str();
+    step_->add_option("--batch", s_batch_, "sequences per batch")->capture_default_str();
+    step_->add_option("--seq", s_seq_, "tokens per sequence")->capture_default_str();
+    step_->add_option("--precision", s_precision_, "fp32 or bf16")->capture_default_str();
+    step_->add_option("--steps", s_steps_, "timed steps (after one warm-up step)")->capture_default_str();
+    for (auto* sub : {quantize_, gemm_, attention_, train_, step_}) {
       sub->add_flag("--json", json_, "print one JSON object");
       sub->add_option("--threads", threads_, "threads")->capture_default_str();
     }
@@ -63,6 +71,8 @@ class BenchCommand {
       print(bench_attention_json(a_seq_, a_heads_, a_dim_, threads_));
     else if (*train_)
       print(bench_train_json(bench_train(t_model_, t_rows_, t_batch_, threads_)));
+    else if (*step_)
+      print(bench_train_step_json(bench_train_step(s_model_, s_batch_, s_seq_, s_precision_, threads_, s_steps_)));
   }
 
  private:
@@ -82,7 +92,8 @@ class BenchCommand {
     }
   }
 
-  CLI::App *cmd_ = nullptr, *quantize_ = nullptr, *gemm_ = nullptr, *attention_ = nullptr, *train_ = nullptr;
+  CLI::App *cmd_ = nullptr, *quantize_ = nullptr, *gemm_ = nullptr, *attention_ = nullptr, *train_ = nullptr,
+           *step_ = nullptr;
   bool json_ = false;
   int threads_ = 1;
   std::string q_spec_, q_mode_ = "exact";
@@ -93,6 +104,9 @@ class BenchCommand {
   std::int64_t a_seq_ = 512, a_heads_ = 12, a_dim_ = 64;
   std::string t_model_ = "jsc-tiny";
   std::int64_t t_rows_ = 600000, t_batch_ = 256;
+  std::string s_model_ = "bert-tiny", s_precision_ = "fp32";
+  std::int64_t s_batch_ = 32, s_seq_ = 128;
+  int s_steps_ = 5;
 };
 
 }  // namespace qnum::cli

@@ -19,6 +19,7 @@
 //   accelerator                         MASE's: cpu, or gpu / cuda / auto = cuda where this
 //                                       build and machine have a CUDA device, else the CPU
 //                                       with one line saying so (accelerator_device)
+//   precision                           Lightning's: fp32 (32-true) or bf16 (bf16-mixed)
 // MASE's other keys (accelerator, passes, search, ...; qnum/io/mase_config.hpp) are accepted
 // with one line on stderr saying why qnum train ignores them; any other key is a qnum::Error
 // naming it and listing the known ones. A value of the
@@ -49,7 +50,7 @@ namespace qnum::cli {
 /// TrainConfig value as it is.
 struct RunOverrides {
   std::optional<std::string> model, dataset, optimizer, schedule, output_dir, device, project, project_dir,
-      tensorboard;
+      tensorboard, precision;
   std::optional<int> max_epochs, threads, t_max;
   std::optional<std::int64_t> batch_size, max_steps, log_every_n_steps;
   std::optional<double> learning_rate, weight_decay, eta_min;
@@ -79,6 +80,7 @@ struct RunOverrides {
     if (seed) c.seed = *seed;
     if (log_every_n_steps) c.log_every_n_steps = *log_every_n_steps;
     if (tensorboard) c.tensorboard_dir = *tensorboard;
+    if (precision) c.precision = *precision;
   }
 
   /// The fields given in `later` replace these.
@@ -107,14 +109,15 @@ struct RunOverrides {
     take(seed, later.seed);
     take(log_every_n_steps, later.log_every_n_steps);
     take(tensorboard, later.tensorboard);
+    take(precision, later.precision);
   }
 };
 
 /// The TOML keys read_run_config accepts (qnum's spellings), for messages and docs.
 inline constexpr std::string_view kRunConfigKeys =
     "model, dataset, max_epochs, batch_size, learning_rate, optimizer, schedule, weight_decay, seed, threads, "
-    "device, output_dir, task, max_steps, t_max, eta_min, project, log_every_n_steps, tensorboard, accelerator (MASE spellings: training_optimizer = optimizer, "
-    "project_dir = output_dir)";
+    "device, output_dir, task, max_steps, t_max, eta_min, project, log_every_n_steps, tensorboard, accelerator, "
+    "precision (MASE spellings: training_optimizer = optimizer, project_dir = output_dir)";
 
 /// The device MASE's `accelerator` (Lightning's) means here: "cpu" is the CPU; "gpu", "cuda"
 /// and "auto" are cuda:0 where a CUDA backend is linked and sees a device, else the CPU, with
@@ -237,7 +240,11 @@ inline RunOverrides parse_run_config(std::string_view text, const std::string& f
       o.log_every_n_steps = integer(0, i64_max);
     else if (key == "tensorboard")
       o.tensorboard = text();
-    else if (key == "task") {
+    else if (key == "precision") {  // Lightning's Trainer(precision=): "bf16-mixed", "32-true", or qnum's names
+      o.precision = text();
+      require(find_precision(*o.precision).has_value(), at, "precision '", *o.precision, "' is unknown (known: ",
+              kKnownPrecisions, ")");
+    } else if (key == "task") {
       const auto t = text();
       require(t == "classification" || t == "cls", at, "task '", t,
               "' is not supported (qnum train does classification: task = \"classification\" or \"cls\")");

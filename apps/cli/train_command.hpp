@@ -73,6 +73,9 @@ class TrainCommand {
     cmd_->add_option("--tensorboard", tensorboard_,
                      "write TensorBoard event files of the run into DIR (loss, learning rate and grad norm per step "
                      "or every --log-every-n-steps, validation per epoch)");
+    cmd_->add_option("--precision", precision_,
+                     "the products' precision: fp32 (default) or bf16 (bf16 operands, fp32 accumulation and weights; "
+                     "Lightning's bf16-mixed)");
     cmd_->add_flag("--resume", resume_, "continue the run saved as `last` in the output directory");
     cmd_->add_flag("--no-progress", no_progress_, "print no per-epoch progress");
     // BERT / text datasets only.
@@ -235,6 +238,7 @@ class TrainCommand {
     if (c.max_steps > 0) std::printf(", max_steps %lld", static_cast<long long>(c.max_steps));
     std::printf(", weight_decay %g, max_grad_norm %g", c.weight_decay, c.max_grad_norm);
     if (c.max_length > 0) std::printf(", max_length %lld", static_cast<long long>(c.max_length));
+    if (c.precision != "fp32") std::printf(", precision %s", c.precision.c_str());
     std::printf(", seed %llu%s\n", static_cast<unsigned long long>(c.seed), resume_ ? " (resuming)" : "");
     std::printf("output   %s\n", t.output_dir().string().c_str());
     if (!c.tensorboard_dir.empty()) std::printf("tensorboard %s\n", c.tensorboard_dir.c_str());
@@ -276,12 +280,13 @@ class TrainCommand {
     if (given("--device")) o.device = Device::parse(device_).str();
     if (given("--log-every-n-steps")) o.log_every_n_steps = log_every_n_steps_;
     if (given("--tensorboard")) o.tensorboard = tensorboard_;
+    if (given("--precision")) o.precision = std::string(to_string(parse_precision(precision_)));
     return o;
   }
 
   CLI::App* cmd_ = nullptr;
   std::string model_, dataset_, config_path_, optimizer_, schedule_, schedule_unit_, output_dir_, device_, project_,
-      project_dir_, tensorboard_, accelerator_;
+      project_dir_, tensorboard_, accelerator_, precision_;
   std::int64_t max_steps_ = -1, log_every_n_steps_ = 0;
   int max_epochs_ = 0, threads_ = 0;
   std::int64_t batch_size_ = 0;

@@ -17,6 +17,7 @@ namespace qnum_bench_gemm {
 
 /// Operands of one GEMM kind, prepared once; run() does one C = A·Bᵀ (NT form).
 ///   fp32:   gemm_f32_nt on float A [M,K], B [N,K]
+///   bf16:   gemm_bf16_nt on the same floats (rounded to bf16 while packing, fp32 accumulation)
 ///   int8:   gemm_fixed8_nt (int8 codes, int32 accumulation, rescale to float)
 ///   mxint8: gemm_mxint8_f32_nt (float activations quantized to MXINT8 on the fly, MXINT8 weights)
 ///   binary: gemm_binary_nt (packed ±1 rows); FLOPs counted as 2·M·N·K equivalent operations
@@ -55,6 +56,8 @@ struct GemmCase {
   void run() {
     if (kind == "fp32")
       qnum::gemm_f32_nt(af.data(), bf.data(), cf.data(), m, n, k);
+    else if (kind == "bf16")
+      qnum::gemm_bf16_nt(af.data(), bf.data(), cf.data(), m, n, k);
     else if (kind == "int8")
       qnum::gemm_fixed8_nt(a8.data(), 5, b8.data(), 5, cf.data(), m, n, k);
     else if (kind == "mxint8")
@@ -73,8 +76,8 @@ inline double seconds_of(GemmCase& c) {
 
 /// Checks the arguments of `qnum bench gemm`; qnum::Error names the bad one.
 inline void check_args(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& kind, int threads) {
-  qnum::detail::require(kind == "fp32" || kind == "int8" || kind == "mxint8" || kind == "binary", "bench gemm: kind '",
-                        kind, "' must be one of fp32, int8, mxint8, binary");
+  qnum::detail::require(kind == "fp32" || kind == "bf16" || kind == "int8" || kind == "mxint8" || kind == "binary",
+                        "bench gemm: kind '", kind, "' must be one of fp32, bf16, int8, mxint8, binary");
   qnum::detail::require(m >= 1 && n >= 1 && k >= 1, "bench gemm: sizes m=", m, " n=", n, " k=", k, " must all be >= 1");
   constexpr std::int64_t lim = std::int64_t{1} << 16, elems = std::int64_t{1} << 26;
   qnum::detail::require(m <= lim && n <= lim && k <= lim, "bench gemm: sizes m=", m, " n=", n, " k=", k,

@@ -525,8 +525,7 @@ std::vector<float> transposed(const std::vector<float>& x, std::int64_t rows, st
 }  // namespace
 
 TEST_CASE("kernel gemm: bf16 NT, NN and TN equal the scalar bf16 reference bit for bit, on any thread count") {
-  const std::string path = qnum::kGemmBf16Native ? "vdpbf16ps (AVX512-BF16)" : "FMA emulation";
-  MESSAGE("bf16 GEMM path: " << path);
+  MESSAGE("bf16 GEMM path: " << std::string(qnum::bf16_engine()));
   std::vector<Shape3> shapes = kShapes;
   shapes.push_back({1, 768, 3071});  // M = 1, K odd and past every tile
   shapes.push_back({33, 47, 2});     // odd N: a lone 16-column panel

@@ -3,6 +3,7 @@
 // last checkpoints reload to exactly the evaluation the trainer recorded for them.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -115,4 +116,43 @@ TEST_CASE("train: a jsc-mlp with BatchNorm reaches high accuracy on jsc-syntheti
           records[4].val_accuracy);
   CHECK(records.back().val_accuracy > 0.65);  // reaches ~0.74
   CHECK(model->is_training());
+}
+
+TEST_CASE("train: precision bf16 learns as fp32 does, and its checkpoints evaluate in either precision") {
+  TempDir dir32("fit-fp32"), dir16("fit-bf16");
+  const auto& d = small_jsc();
+  auto m32 = qnum::models::make_jsc_model("jsc-tiny", 1), m16 = qnum::models::make_jsc_model("jsc-tiny", 1);
+  train::TrainConfig c16 = quick_config("jsc-tiny", dir16, 4);
+  c16.precision = "bf16-mixed";  // Lightning's spelling
+  train::Trainer t32(m32, quick_config("jsc-tiny", dir32, 4)), t16(m16, c16);
+  const auto r32 = t32.fit(d.train, d.val), r16 = t16.fit(d.train, d.val);
+  MESSAGE("jsc-tiny val accuracy fp32 ", r32.back().val_accuracy, ", bf16 ", r16.back().val_accuracy);
+  CHECK(r16.back().val_accuracy > 0.55);
+  CHECK(std::fabs(r16.back().val_accuracy - r32.back().val_accuracy) < 0.03);
+  CHECK_FALSE(qnum_test::same_bits(m16->state_dict(), m32->state_dict()));  // the products were rounded
+  CHECK(qnum::matmul_precision() == qnum::Precision::fp32);                  // fit's scope ended
+
+  // The last checkpoint (fp32 master weights) reloads; under bf16 it gives the recorded
+  // validation exactly, under fp32 nearly (the same model, products rounded differently).
+  auto fresh = qnum::models::make_jsc_model("jsc-tiny", 99);
+  const auto meta = train::load_checkpoint(t16.last_checkpoint(), *fresh, nullptr);
+  CHECK(meta["config"]["precision"] == "bf16-mixed");
+  {
+    const qnum::PrecisionScope bf16(qnum::Precision::bf16);
+    CHECK(train::evaluate(*fresh, d.val, 128).loss == r16.back().val_loss);
+  }
+  const auto ev32 = train::evaluate(*fresh, d.val, 128);
+  CHECK(ev32.loss != r16.back().val_loss);
+  CHECK(ev32.loss == doctest::Approx(r16.back().val_loss).epsilon(0.02));
+  CHECK(std::fabs(ev32.accuracy - r16.back().val_accuracy) < 0.02);
+  // A trainer with the run's config evaluates in its precision.
+  CHECK(t16.evaluate(d.val).loss == r16.back().val_loss);
+
+  train::TrainConfig bad = quick_config("jsc-tiny", dir16, 1);
+  bad.precision = "fp16";
+  CHECK_THROWS_WITH_AS(train::validate(bad), doctest::Contains("precision 'fp16' is unknown (known: fp32, bf16"),
+                       qnum::Error);
+  bad.precision = "bf16";
+  bad.device = "cuda";
+  CHECK_THROWS_WITH_AS(train::validate(bad), doctest::Contains("precision bf16 runs on the CPU only"), qnum::Error);
 }

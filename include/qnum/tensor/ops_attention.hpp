@@ -11,7 +11,8 @@
 // arithmetic), the scale, mask and dropout are the same float operations, softmax is
 // softmax_lines, and dropout's mask is the Dropout op's for the same seed (element i of the
 // [B, heads, Tq, T] scores kept when CounterRng(seed).uniform4(i) >= p).
-// tests/tensor/test_ops_attention.cpp checks this.
+// tests/tensor/test_ops_attention.cpp checks this. Under bf16 matmul_precision() both run the
+// bf16 GEMM, whose chain does not depend on the layout, so the two still agree bit for bit.
 #pragma once
 
 #include <algorithm>
@@ -63,7 +64,10 @@ inline void head_gemm(GemmForm form, const float* A, std::int64_t lda, const flo
     for (std::int64_t i = 0; i < M; ++i) std::fill_n(C + i * ldc, N, 0.0f);
     return;
   }
-  gemm_f32_strided(form, A, lda, B, ldb, C, ldc, M, N, K);
+  if (matmul_precision() == Precision::bf16)
+    gemm_bf16_strided(form, A, lda, B, ldb, C, ldc, M, N, K);
+  else
+    gemm_f32_strided(form, A, lda, B, ldb, C, ldc, M, N, K);
 }
 
 /// One (batch, head)'s probabilities: s = Q·Kᵀ, × scale, + the mask row (when given), softmax

@@ -1,7 +1,8 @@
 // Matrix products, each differentiable, on the library's fp32 GEMM (kernel/gemm.hpp):
 // matmul (2-D x 2-D; batched [..., M, K] x [..., K, N] with equal batch dimensions; and
 // [..., M, K] x [K, N] with b shared by the batch) and linear (y = x·Wᵀ + b, PyTorch's
-// weight layout [out, in]). Backward: dA = dC·Bᵀ and dB = Aᵀ·dC, also on the GEMM.
+// weight layout [out, in]). Backward: dA = dC·Bᵀ and dB = Aᵀ·dC, also on the GEMM. Under
+// matmul_precision() bf16 (tensor/precision.hpp) every one of them runs on the bf16 GEMM.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "qnum/kernel/gemm.hpp"
 #include "qnum/tensor/autograd.hpp"
 #include "qnum/tensor/device_ops.hpp"
+#include "qnum/tensor/precision.hpp"
 
 namespace qnum {
 
@@ -25,7 +27,10 @@ inline void mm_nt(const float* A, const float* B, float* C, std::int64_t M, std:
     std::fill_n(C, M * N, 0.0f);
     return;
   }
-  gemm_f32_nt(A, B, C, M, N, K);
+  if (matmul_precision() == Precision::bf16)
+    gemm_bf16_nt(A, B, C, M, N, K);
+  else
+    gemm_f32_nt(A, B, C, M, N, K);
 }
 
 /// C[M,N] = A[M,K]·B[K,N] for any sizes.
@@ -35,7 +40,10 @@ inline void mm_nn(const float* A, const float* B, float* C, std::int64_t M, std:
     std::fill_n(C, M * N, 0.0f);
     return;
   }
-  gemm_f32_nn(A, B, C, M, N, K);
+  if (matmul_precision() == Precision::bf16)
+    gemm_bf16_nn(A, B, C, M, N, K);
+  else
+    gemm_f32_nn(A, B, C, M, N, K);
 }
 
 /// C[M,N] = A[K,M]ᵀ·B[K,N] for any sizes (the kernel reads A transposed; no copy).
@@ -45,7 +53,10 @@ inline void mm_tn(const float* A, const float* B, float* C, std::int64_t M, std:
     std::fill_n(C, M * N, 0.0f);
     return;
   }
-  gemm_f32_tn(A, B, C, M, N, K);
+  if (matmul_precision() == Precision::bf16)
+    gemm_bf16_tn(A, B, C, M, N, K);
+  else
+    gemm_f32_tn(A, B, C, M, N, K);
 }
 
 /// How matmul maps its operands onto GEMMs: `batch` products of [M,K]·[K,N]; b advances by
@@ -196,9 +207,12 @@ inline Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias =
   Shape shape = x.shape();
   shape.back() = out;
   FloatBuffer y(static_cast<std::size_t>(rows * out));
-  if (bias.defined() && rows > 0 && out > 0 && in > 0)  // bias added in the GEMM's epilogue
-    gemm_f32_nt_bias(x.data(), weight.data(), bias.data(), y.data(), rows, out, in);
-  else {
+  if (bias.defined() && rows > 0 && out > 0 && in > 0) {  // bias added in the GEMM's epilogue
+    if (matmul_precision() == Precision::bf16)
+      gemm_bf16_nt_bias(x.data(), weight.data(), bias.data(), y.data(), rows, out, in);
+    else
+      gemm_f32_nt_bias(x.data(), weight.data(), bias.data(), y.data(), rows, out, in);
+  } else {
     detail::mm_nt(x.data(), weight.data(), y.data(), rows, out, in);
     if (bias.defined()) {
       const float* pb = bias.data();

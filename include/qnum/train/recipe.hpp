@@ -37,6 +37,7 @@
 #include "qnum/core/error.hpp"
 #include "qnum/nn/optim.hpp"
 #include "qnum/nn/schedule.hpp"
+#include "qnum/tensor/precision.hpp"
 
 namespace qnum::train {
 
@@ -138,6 +139,10 @@ struct TrainConfig {
   std::int64_t log_every_n_steps = 0;
   /// Non-empty: the folder of this run's TensorBoard event files (train/run_log.hpp).
   std::string tensorboard_dir;
+  /// The products' precision (tensor/precision.hpp): "fp32", or "bf16" (bf16 operands, fp32
+  /// accumulation; weights, optimizer and everything else fp32). Lightning's "bf16-mixed" and
+  /// "32-true" are read too. Checkpoints hold fp32 weights either way.
+  std::string precision = "fp32";
 
   std::int64_t evaluation_batch_size() const { return eval_batch_size > 0 ? eval_batch_size : batch_size; }
 };
@@ -194,7 +199,8 @@ inline nlohmann::json to_json(const TrainConfig& c) {
           {"threads", c.threads},
           {"output_dir", c.output_dir},
           {"log_every_n_steps", c.log_every_n_steps},
-          {"tensorboard_dir", c.tensorboard_dir}};
+          {"tensorboard_dir", c.tensorboard_dir},
+          {"precision", c.precision}};
 }
 
 /// The config saved as JSON by to_json (keys it lacks keep `defaults`' values); `what` names
@@ -234,6 +240,7 @@ inline TrainConfig config_from_json(const nlohmann::json& j, TrainConfig default
   get("output_dir", c.output_dir);
   get("log_every_n_steps", c.log_every_n_steps);
   get("tensorboard_dir", c.tensorboard_dir);
+  get("precision", c.precision);
   return c;
 }
 
@@ -270,6 +277,9 @@ inline void validate(const TrainConfig& c) {
   require(c.threads >= 0, "train: threads must be >= 0 (0 = default), got ", c.threads);
   require(c.log_every_n_steps >= 0, "train: log_every_n_steps must be >= 0 (0: once per epoch), got ",
           c.log_every_n_steps);
+  const Precision precision = parse_precision(c.precision);
+  require(precision == Precision::fp32 || c.device == "cpu", "train: precision ", c.precision,
+          " runs on the CPU only (device ", c.device, "); use precision fp32 there");
   std::error_code ec;
   require(c.tensorboard_dir.empty() || !std::filesystem::exists(c.tensorboard_dir, ec) ||
               std::filesystem::is_directory(c.tensorboard_dir, ec),

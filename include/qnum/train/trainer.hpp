@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -53,6 +54,16 @@
 #include "qnum/train/run_log.hpp"
 
 namespace qnum::train {
+
+namespace detail {
+/// Says once per process, on stderr, when bf16 products run on the emulation (same bits, slower).
+inline void note_bf16_engine(Precision p) {
+  static bool said = false;
+  if (p != Precision::bf16 || kGemmBf16Native || said) return;
+  said = true;
+  std::fprintf(stderr, "note: precision bf16 runs its products on %s\n", bf16_engine());
+}
+}  // namespace detail
 
 /// Trains a classifier as the file comment describes.
 class Trainer {
@@ -82,6 +93,8 @@ class Trainer {
     qnum::detail::require(train.size() > 0, "train: the training set is empty");
     qnum::detail::require(val.size() > 0, "train: the validation set is empty");
     if (config_.threads > 0) set_num_threads(config_.threads);
+    const PrecisionScope precision(parse_precision(config_.precision));
+    detail::note_bf16_engine(matmul_precision());
     std::error_code ec;
     std::filesystem::create_directories(out_dir_, ec);
     qnum::detail::require(!ec, "train: cannot create output directory '", out_dir_.string(), "': ", ec.message());
@@ -184,6 +197,7 @@ class Trainer {
   /// Evaluates the current model on `d` (e.g. the test split at the end of a run).
   template <class Data>
   Evaluation evaluate(const Data& d) const {
+    const PrecisionScope precision(parse_precision(config_.precision));
     return train::evaluate(*model_, forward_, d, config_.evaluation_batch_size(), config_.pad_to_multiple_of);
   }
 

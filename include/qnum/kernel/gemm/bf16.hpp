@@ -40,6 +40,11 @@ namespace qnum {
 /// Whether this translation unit's bf16 GEMM runs on vdpbf16ps (else the FMA emulation).
 inline constexpr bool kGemmBf16Native = QNUM_GEMM_BF16_NATIVE != 0;
 
+/// What runs the bf16 products, in words.
+inline const char* bf16_engine() {
+  return kGemmBf16Native ? "vdpbf16ps (AVX512-BF16)" : "an FMA emulation (this build has no AVX512-BF16)";
+}
+
 /// The bf16 operand of x: nearest even, NaN -> 0x7FC0, subnormal results -> signed zero (the
 /// DAZ of vdpbf16ps, applied once when packing).
 inline std::uint16_t bf16_operand(float x) {
@@ -95,12 +100,13 @@ inline std::uint32_t bf16_pair(float lo, float hi) {
 /// Packs rows [0, R) of `op` into groups of `g` rows: group q holds, for each pair t, the g
 /// rows' words. Rows past R and the pad of an odd K are zero. Rows contiguous along K (sk = 1)
 /// are read a row at a time, rows contiguous across (sr = 1) a k at a time; both stream.
-inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int g, std::vector<std::uint32_t>& out) {
+inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int g, std::vector<std::uint32_t>& out,
+                      bool parallel) {
   const std::int64_t T = ceil_div(K, 2), groups = ceil_div(R, g);
   out.assign(static_cast<std::size_t>(groups * T * g), 0u);
   std::uint32_t* po = out.data();
   const Bf16Operand o = op;
-  parallel_for(groups, 4, [=](std::int64_t qb, std::int64_t qe) {
+  const auto pack = [=](std::int64_t qb, std::int64_t qe) {
     for (std::int64_t q = qb; q < qe; ++q) {
       const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
       std::uint32_t* d = po + q * T * g;
@@ -129,7 +135,11 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
         }
       }
     }
-  });
+  };
+  if (parallel)
+    parallel_for(groups, 4, pack);
+  else
+    pack(0, groups);
 }
 
 /// The 8x32 register tile: acc[r][c] over all T pairs; A strip `a` (T x 8 words), B panels
@@ -183,18 +193,18 @@ inline void bf16_tile(const std::uint32_t* a, const std::uint32_t* b0, const std
 }
 
 /// C[M,N] = op(A)·op(B)ᵀ (+ bias[N]) on the packed operands; `a`/`b` give element (i,k) / (j,k).
-inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const float* bias, float* C, std::int64_t M,
-                           std::int64_t N, std::int64_t K) {
+inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const float* bias, float* C, std::int64_t ldc,
+                           std::int64_t M, std::int64_t N, std::int64_t K) {
   gemm_check("gemm_bf16", M, N, K, a.p, b.p, C);
+  const bool parallel = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
   thread_local std::vector<std::uint32_t> pa, pb;  // reused: packed once per call
-  pack_bf16(a, M, K, kBMR, pa);
-  pack_bf16(b, N, K, 16, pb);
+  pack_bf16(a, M, K, kBMR, pa, parallel);
+  pack_bf16(b, N, K, 16, pb, parallel);
   const std::int64_t T = ceil_div(K, 2);
   const std::uint32_t* pap = pa.data();
   const std::uint32_t* pbp = pb.data();
   const std::int64_t npanels = ceil_div(N, 16);
   // Tiles of 64 rows x 256 columns: B panels stay in L2 while the row strips pass over them.
-  const bool parallel = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
   thread_local std::vector<std::uint32_t> zeros;  // the missing second panel of an odd panel count
   if (npanels % 2 == 1) zeros.assign(static_cast<std::size_t>(T * 16), 0u);
   const std::uint32_t* pz = zeros.data();
@@ -211,7 +221,7 @@ inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const flo
             bf16_tile(pap + (i / kBMR) * T * kBMR, b0, b1, T, tile);
             const std::int64_t mr = std::min<std::int64_t>(kBMR, i1 - i);
             for (std::int64_t r = 0; r < mr; ++r) {
-              float* c = C + (i + r) * N + j;
+              float* c = C + (i + r) * ldc + j;
               const float* s = tile + r * kBNR;
               if (bias)
                 for (std::int64_t q = 0; q < nc; ++q) c[q] = s[q] + bias[j + q];
@@ -228,23 +238,36 @@ inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const flo
 
 /// C[M,N] = A[M,K]·B[N,K]ᵀ in bf16 products with fp32 accumulation (see the file comment).
 inline void gemm_bf16_nt(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
-  detail::gemm_bf16_impl({A, K, 1}, {B, K, 1}, nullptr, C, M, N, K);
+  detail::gemm_bf16_impl({A, K, 1}, {B, K, 1}, nullptr, C, N, M, N, K);
 }
 
 /// As gemm_bf16_nt, plus bias[N] added to every row after the product (rounded once).
 inline void gemm_bf16_nt_bias(const float* A, const float* B, const float* bias, float* C, std::int64_t M,
                               std::int64_t N, std::int64_t K) {
-  detail::gemm_bf16_impl({A, K, 1}, {B, K, 1}, bias, C, M, N, K);
+  detail::gemm_bf16_impl({A, K, 1}, {B, K, 1}, bias, C, N, M, N, K);
 }
 
 /// C[M,N] = A[M,K]·B[K,N].
 inline void gemm_bf16_nn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
-  detail::gemm_bf16_impl({A, K, 1}, {B, 1, N}, nullptr, C, M, N, K);
+  detail::gemm_bf16_impl({A, K, 1}, {B, 1, N}, nullptr, C, N, M, N, K);
 }
 
 /// C[M,N] = A[K,M]ᵀ·B[K,N].
 inline void gemm_bf16_tn(const float* A, const float* B, float* C, std::int64_t M, std::int64_t N, std::int64_t K) {
-  detail::gemm_bf16_impl({A, 1, M}, {B, 1, N}, nullptr, C, M, N, K);
+  detail::gemm_bf16_impl({A, 1, M}, {B, 1, N}, nullptr, C, N, M, N, K);
+}
+
+/// The three forms on blocks of larger row-major tensors (rows lda, ldb, ldc floats apart), as
+/// gemm_f32_strided: one head of a [T, heads·D] activation. Same chain and bits as the dense forms.
+inline void gemm_bf16_strided(GemmForm form, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
+                              float* C, std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K) {
+  const bool nt = form == GemmForm::nt, a_t = form == GemmForm::tn;
+  const std::int64_t a_row = a_t ? M : K, b_row = nt ? K : N;
+  detail::require(lda >= a_row && ldb >= b_row && ldc >= N, "gemm_bf16_strided: strides lda=", lda, " ldb=", ldb,
+                  " ldc=", ldc, " are shorter than the rows (", a_row, ", ", b_row, ", ", N, ")");
+  const detail::Bf16Operand a = a_t ? detail::Bf16Operand{A, 1, lda} : detail::Bf16Operand{A, lda, 1};
+  const detail::Bf16Operand b = nt ? detail::Bf16Operand{B, ldb, 1} : detail::Bf16Operand{B, 1, ldb};
+  detail::gemm_bf16_impl(a, b, nullptr, C, ldc, M, N, K);
 }
 
 }  // namespace qnum

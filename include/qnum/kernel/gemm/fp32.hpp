@@ -211,7 +211,6 @@ inline void gemm_f32_tn(const float* A, const float* B, float* C, std::int64_t M
 /// The three products on blocks of larger row-major tensors: A, B and C rows lda, ldb and ldc
 /// floats apart (each at least its row length), e.g. one head of a [T, heads·D] activation.
 /// Same kernel, order and bits as the dense forms above.
-enum class GemmForm { nt, nn, tn };
 inline void gemm_f32_strided(GemmForm form, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
                              float* C, std::int64_t ldc, std::int64_t M, std::int64_t N, std::int64_t K) {
   detail::gemm_check("gemm_f32_strided", M, N, K, A, B, C);

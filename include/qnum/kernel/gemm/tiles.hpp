@@ -9,6 +9,13 @@
 #include "qnum/core/error.hpp"
 #include "qnum/kernel/threading.hpp"
 
+namespace qnum {
+
+/// The three product forms: C = A·Bᵀ (nt), A·B (nn), Aᵀ·B (tn).
+enum class GemmForm { nt, nn, tn };
+
+}  // namespace qnum
+
 namespace qnum::detail {
 
 inline void gemm_check(const char* what, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
