@@ -20,8 +20,13 @@ data_in 8/4, weight 8/7, bias 8/5. Everything else is the fp32 step unchanged; Q
 (eval, no grad, quantized forward) is timed too. The JSON carries "qat": true/false.
     python3 bench/torch_bert_baseline.py --batch 32 --seq 128 --threads 1
     python3 bench/torch_bert_baseline.py --batch 32 --seq 128 --threads 1 --qat
+    python3 bench/torch_bert_baseline.py --model bert:4-256-4-1024 --autocast bf16 --threads 1
+--model takes qnum's BERT names; --autocast bf16 runs the forward and loss under PyTorch's CPU
+autocast to bfloat16 (its products on oneDNN's bf16 kernels; backward follows the casts), the
+peer of `qnum bench train-step --precision bf16`.
 """
 import argparse
+import contextlib
 import json
 import statistics
 import time
@@ -117,6 +122,22 @@ def quantize_linears(model, config):
     return n
 
 
+# qnum's presets (models/bert.hpp): the Google BERT miniatures and bert-base.
+PRESETS = {"bert-tiny": (2, 128, 2, 512), "bert-mini": (4, 256, 4, 1024), "bert-small": (4, 512, 8, 2048),
+           "bert-medium": (8, 512, 8, 2048), "bert-base": (12, 768, 12, 3072)}
+
+
+def bert_shape(name):
+    if name in PRESETS:
+        return PRESETS[name]
+    if name.startswith("bert:"):
+        parts = name[5:].split("-")
+        if len(parts) in (3, 4) and all(p.isdigit() and int(p) > 0 for p in parts):
+            v = [int(p) for p in parts]
+            return tuple(v) if len(v) == 4 else (v[0], v[1], v[2], 4 * v[1])
+    raise SystemExit(f"--model {name!r}: expected one of {', '.join(PRESETS)} or bert:L-H-A[-I]")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=32)
@@ -129,11 +150,19 @@ def main():
                          "scaled_dot_product_attention, transformers' default)")
     ap.add_argument("--qat", action="store_true",
                     help="MASE-style LinearInteger (int8 QAT) on every Linear")
+    ap.add_argument("--model", default="bert-tiny",
+                    help="bert-tiny, bert-mini, bert-small, bert-medium, bert-base or bert:L-H-A-I "
+                         "(layers-hidden-heads-intermediate), as qnum's model names")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16) "
+                         "(the step and inference), as a PyTorch user turns on bf16 mixed precision")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=30522, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=512, num_labels=2, attn_implementation=a.attn)
+    layers, hidden, heads, inter = bert_shape(a.model)
+    cfg = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                     intermediate_size=inter, num_labels=2, attn_implementation=a.attn)
+    amp = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.autocast == "bf16" else contextlib.nullcontext
     model = BertForSequenceClassification(cfg)
     n_quant = quantize_linears(model, QAT_CONFIG) if a.qat else 0
     model.train()
@@ -145,7 +174,8 @@ def main():
     for i in range(a.warmup + a.steps):
         t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad()
-        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        with amp():
+            out = model(input_ids=ids, attention_mask=mask, labels=labels)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -158,12 +188,13 @@ def main():
     with torch.no_grad():
         for i in range(a.warmup + a.steps):
             t0, c0 = time.perf_counter(), time.process_time()
-            model(input_ids=ids, attention_mask=mask)
+            with amp():
+                model(input_ids=ids, attention_mask=mask)
             if i >= a.warmup:
                 inf.append(time.perf_counter() - t0)
                 inf_cpu.append(time.process_time() - c0)
-    res = {"framework": "torch " + torch.__version__, "batch": a.batch, "seq": a.seq, "attn": a.attn,
-           "threads": a.threads}
+    res = {"framework": "torch " + torch.__version__, "model": a.model, "autocast": a.autocast, "batch": a.batch,
+           "seq": a.seq, "attn": a.attn, "threads": a.threads}
     if a.qat:
         res.update({"qat": True, "quantized_linears": n_quant,
                     "qat_config": {k: v for k, v in QAT_CONFIG.items() if k != "name"}})

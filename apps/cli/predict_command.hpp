@@ -50,6 +50,8 @@ class PredictCommand {
     cmd_->add_option("--input", input_, "a file with one input per line");
     cmd_->add_option("--batch-size", batch_size_, "inputs per forward pass (default 64)");
     cmd_->add_option("--device", device_, "where to run: cpu (default) or cuda")->capture_default_str();
+    cmd_->add_option("--precision", precision_,
+                     "the products' precision: fp32 or bf16 (default: the run's, as its checkpoint records)");
     cmd_->add_flag("--json", json_, "one JSON object per input: input, label, label_index, probabilities, logits (text: token_ids)");
   }
   PredictCommand(const PredictCommand&) = delete;
@@ -70,6 +72,7 @@ class PredictCommand {
     train::load_checkpoint(load_, *m.module, nullptr);
     m.module->to(Device::parse(device_));
     m.module->eval();
+    const PrecisionScope precision(parse_precision(cmd_->get_option("--precision")->count() > 0 ? precision_ : train::checkpoint_precision(meta)));
     if (text) {
       const data::TokenDataset tokens = tokenize(meta, inputs);
       print(m, data::batches(tokens, {batch_size_, false, false, 0}), data::text_dataset_labels(), inputs, &tokens);
@@ -194,7 +197,7 @@ class PredictCommand {
   }
 
   CLI::App* cmd_ = nullptr;
-  std::string model_, load_, input_, device_ = "cpu";
+  std::string model_, load_, input_, device_ = "cpu", precision_;
   std::vector<std::string> inputs_;
   std::int64_t batch_size_ = 64;
   bool json_ = false;

@@ -38,6 +38,8 @@ class TestCommand {
     cmd_->add_option("--threads", threads_, "threads (default: all)");
     cmd_->add_option("--device", device_, "where to evaluate: cpu (default) or cuda (BERT models)")->capture_default_str();
     cmd_->add_flag("--json", json_, "print one JSON object");
+    cmd_->add_option("--precision", precision_,
+                     "the products' precision: fp32 or bf16 (default: the run's, as its checkpoint records)");
     cmd_->add_option("--max-length", max_length_, "BERT: tokens per text (default: the run's)");
     cmd_->add_option("--limit", limit_, "BERT: at most N test rows");
   }
@@ -69,6 +71,8 @@ class TestCommand {
     nlohmann::json out{{"model", model_}, {"dataset", dataset_}, {"checkpoint", load_}, {"split", "test"}};
     if (meta.contains("epoch")) out["epoch"] = meta["epoch"];
     const std::int64_t max_length = pipeline::run_max_length(meta, max_length_);
+    const PrecisionScope precision(parse_precision(cmd_->get_option("--precision")->count() > 0 ? precision_ : train::checkpoint_precision(meta)));
+    if (matmul_precision() != Precision::fp32) out["precision"] = to_string(matmul_precision());
     const auto ev = pipeline::with_splits(input, dataset_, max_length, limit_, load, [&](const auto& data) {
       if constexpr (std::is_same_v<std::decay_t<decltype(data)>, data::TextSplits>)
         require_training_tokenizer(meta, load, data);
@@ -120,7 +124,7 @@ class TestCommand {
   }
 
   CLI::App* cmd_ = nullptr;
-  std::string model_, dataset_, load_, device_ = "cpu";
+  std::string model_, dataset_, load_, device_ = "cpu", precision_;
   std::int64_t batch_size_ = 0, max_length_ = 0, limit_ = 0;
   int threads_ = 0;
   bool json_ = false;

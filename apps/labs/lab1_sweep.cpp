@@ -153,6 +153,7 @@ int run(int argc, char** argv) {
         if (s.name == "learning-rate") c.learning_rate = std::stod(v);
         c.output_dir = (dir / s.name / v).string();
         c.tensorboard_dir = qnum::labs::run_tensorboard_dir(common, dir, c.output_dir);
+        c.precision = common.precision;
         if (common.progress) std::fprintf(stderr, "lab1-sweep: %s %s\n", s.name.c_str(), v.c_str());
         const Run r = train_one(common, data, c);
         csv += v + "," + LabBase::fmt(r.val_accuracy, 6) + "," + LabBase::fmt(r.test_accuracy, 6) + "," +

@@ -58,6 +58,7 @@ struct CommonOptions {
   int threads = 0;         ///< 0 = all
   std::string device = "cpu";  ///< where training runs; passes and scoring run on the host
   std::string tensorboard;     ///< "" = none; else each training run's TensorBoard log goes under it
+  std::string precision = "fp32";  ///< the products' precision (tensor/precision.hpp) of every run and score
   bool progress = true;
 };
 
@@ -91,6 +92,10 @@ inline void add_common_options(CLI::App& app, CommonOptions& o) {
   app.add_option("--tensorboard", o.tensorboard,
                  "TensorBoard logs of every training run under DIR, one folder per run (named as under "
                  "--output-dir): `tensorboard --logdir DIR` shows them side by side");
+  app.add_option("--precision", o.precision,
+                 "the products' precision of every training run and evaluation: fp32, or bf16 (bf16 operands, fp32 "
+                 "accumulation and weights)")
+      ->capture_default_str();
   app.add_flag("!--no-progress", o.progress, "no per-epoch progress lines on stderr");
 }
 
@@ -114,6 +119,8 @@ inline void validate(const CommonOptions& o) {
   require(std::isfinite(o.finetune_learning_rate) && o.finetune_learning_rate > 0,
           "--finetune-learning-rate must be > 0, got ", o.finetune_learning_rate);
   require(o.threads >= 0, "--threads must be >= 1, got ", o.threads);
+  require(find_precision(o.precision).has_value(), "--precision '", o.precision, "' is unknown (known: ",
+          kKnownPrecisions, ")");
 }
 
 /// Sorted copy of `v`; duplicates are an error naming the option.
@@ -152,6 +159,7 @@ class LabBase {
   /// step (--load) and `qnum test` rebuild it. Returns the tensor file.
   std::filesystem::path save_model_with(nn::Module& model, const std::string& name, nlohmann::json extra) const {
     nlohmann::json meta{{"model", o_.model}, {"dataset", o_.dataset}, {"structure", passes::describe_structure(model)}};
+    if (o_.precision != "fp32") meta["precision"] = o_.precision;  // qnum test / predict evaluate in it
     for (const auto& [k, v] : extra.items()) meta[k] = v;
     const auto file = train::save_checkpoint(dir_, name, model, nullptr, meta);
     note("saved " + file.string());
@@ -159,8 +167,8 @@ class LabBase {
   }
 
   /// Checks the options and sets the threads; the output folder is made by make_dir().
-  LabBase(std::string program, CommonOptions o) : program_(std::move(program)), o_(std::move(o)) {
-    validate(o_);
+  LabBase(std::string program, CommonOptions o)
+      : program_(std::move(program)), o_(std::move(o)), precision_((validate(o_), parse_precision(o_.precision))) {
     if (o_.threads > 0) set_num_threads(o_.threads);
     dir_ = o_.output_dir.empty() ? std::filesystem::path("qnum-runs") / (program_ + "_" + o_.model + "_" + o_.dataset)
                                  : std::filesystem::path(o_.output_dir);
@@ -174,6 +182,7 @@ class LabBase {
 
   std::string program_;
   CommonOptions o_;
+  PrecisionScope precision_;  ///< the lab's products (training runs, PTQ scores, trials) in --precision
   std::filesystem::path dir_;
   double fp32_accuracy_ = 0.0;
   nlohmann::json structure_ = nullptr;  ///< of the loaded starting model (load_start), rebuilt in copies
@@ -297,6 +306,7 @@ class Lab : public LabBase {
     c.device = o_.device;
     c.output_dir = (dir_ / run).string();
     c.tensorboard_dir = run_tensorboard_dir(o_, dir_, c.output_dir);
+    c.precision = o_.precision;
     c.progress = o_.progress;
     return c;
   }

@@ -226,6 +226,7 @@ class TextLab : public LabBase {
     c.device = o_.device;
     c.output_dir = (dir_ / run).string();
     c.tensorboard_dir = run_tensorboard_dir(o_, dir_, c.output_dir);
+    c.precision = o_.precision;
     c.progress = o_.progress;
     return c;
   }

@@ -187,6 +187,30 @@ printf '%s\n' '# MASE lab 1, offline' 'model = "jsc-tiny"' 'dataset = "jsc-synth
 "$QNUM" train --config "$work/run.toml" --no-progress > /dev/null && ok || bad "train --config exit code"
 [ "$(cut -d, -f1-4 "$work/run-toml/metrics.jsonl" 2>/dev/null)" = "$(head -n 2 "$run/metrics.jsonl" | cut -d, -f1-4)" ] &&
   ok || bad "train --config: metrics differ from the command-line run"
+# --precision bf16 (bf16 products, fp32 weights): the run records it, qnum test evaluates in it by
+# default and in fp32 when asked; the TOML key takes Lightning's spelling; the same run by both.
+run16="$work/run-bf16"
+out=$("$QNUM" train jsc-tiny jsc-synthetic --max-epochs 2 --precision bf16 --output-dir "$run16" --no-progress) &&
+  ok || bad "train --precision bf16 exit code: $out"
+grep -q "precision bf16" <<< "$out" && ok || bad "train --precision bf16 does not say so: $out"
+grep -q '"precision": *"bf16"' "$run16/last.json" && ok || bad "the bf16 run's checkpoint does not record it"
+[ "$(cut -d, -f1-4 "$run16/metrics.jsonl")" != "$(head -n 2 "$run/metrics.jsonl" | cut -d, -f1-4)" ] &&
+  ok || bad "train --precision bf16 gave fp32's losses (the products were not rounded)"
+t16=$("$QNUM" test jsc-tiny jsc-synthetic --load "$run16/best" --json) && ok || bad "test of a bf16 run"
+grep -q '"precision":"bf16"' <<< "$t16" && ok || bad "test does not evaluate a bf16 run in bf16: $t16"
+t32=$("$QNUM" test jsc-tiny jsc-synthetic --load "$run16/best" --json --precision fp32) && ok ||
+  bad "test --precision fp32 of a bf16 run"
+! grep -q '"precision"' <<< "$t32" && [ "$t32" != "$t16" ] && ok || bad "test --precision fp32: $t32 vs $t16"
+printf '%s\n' 'model = "jsc-tiny"' 'dataset = "jsc-synthetic"' 'max_epochs = 2' 'precision = "bf16-mixed"' \
+  "output_dir = \"$work/run-bf16-toml\"" > "$work/bf16.toml"
+"$QNUM" train --config "$work/bf16.toml" --no-progress > /dev/null && ok || bad "TOML precision exit code"
+[ "$(cut -d, -f1-4 "$work/run-bf16-toml/metrics.jsonl" 2>/dev/null)" = "$(cut -d, -f1-4 "$run16/metrics.jsonl")" ] &&
+  ok || bad "TOML precision = bf16-mixed: metrics differ from --precision bf16"
+expect_error "unknown precision" "$QNUM" train jsc-tiny jsc-synthetic --precision fp16
+stderr_has "unknown precision" "precision 'fp16' is unknown (known: fp32, bf16"
+printf 'precision = "half"\n' > "$work/bad.toml"
+expect_error "unknown TOML precision" "$QNUM" train jsc-tiny jsc-synthetic --config "$work/bad.toml"
+stderr_has "unknown TOML precision" "bad.toml:1:"
 # bad input: one line, exit 2
 printf 'model = "jsc-tiny"\nbatchsize = 256\n' > "$work/bad.toml"
 expect_error "unknown TOML key" "$QNUM" train --config "$work/bad.toml"

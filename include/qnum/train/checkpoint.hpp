@@ -127,6 +127,18 @@ inline nlohmann::json read_checkpoint_meta(const std::filesystem::path& path) {
   return detail::embedded_meta(read_safetensors(file), what).value_or(nlohmann::json::object());
 }
 
+/// The products' precision the checkpoint's model was made in: its run config's "precision"
+/// (a Trainer's checkpoint) or a top-level "precision" (a lab's saved model); "fp32" when it
+/// records none (runs before the setting existed, torch files).
+inline std::string checkpoint_precision(const nlohmann::json& meta) {
+  if (!meta.is_object()) return "fp32";
+  if (meta.contains("config") && meta["config"].is_object() && meta["config"].contains("precision") &&
+      meta["config"]["precision"].is_string())
+    return meta["config"]["precision"].get<std::string>();
+  if (meta.contains("precision") && meta["precision"].is_string()) return meta["precision"].get<std::string>();
+  return "fp32";
+}
+
 /// Loads checkpoint tensors already read (parse_safetensors) and their metadata `meta` into
 /// `model` (and `opt`, when not null), as load_checkpoint does; `what` names the checkpoint.
 inline void load_checkpoint_state(SafetensorsFile st, const nlohmann::json& meta, const std::string& what,
