@@ -107,6 +107,7 @@ search::BasicQuantizedEvaluator<Data> trial_evaluator(const search::SearchJob& j
   ev.finetune = pipeline::default_recipe(job.model);
   if constexpr (tokens) ev.finetune.max_length = job.max_length;
   ev.finetune.dataset = job.dataset;
+  ev.finetune.precision = train::checkpoint_precision(job.meta);
   return ev;
 }
 
@@ -142,6 +143,11 @@ inline void run_search_config(const std::string& path, const SearchOverrides& ov
   plan.space_name = s["search_space"]["name"].get<std::string>();
 
   if (cfg.contains("threads")) set_num_threads(cfg["threads"].get<int>());
+  // Trials are scored (and fine-tuned) in the precision the checkpoint's model was made in.
+  const std::string precision = train::checkpoint_precision(job.meta);
+  const PrecisionScope scope(parse_precision(precision));
+  if (matmul_precision() != Precision::fp32)
+    std::cerr << "note: trials run in precision " << precision << " (the checkpoint's)\n";
   pipeline::with_splits(base.input, job.dataset, job.max_length, job.limit, job.load, [&](const auto& data) {
     const auto [split, train] = search::plan_splits(plan, data);
     auto ev = trial_evaluator(job, fresh, split);

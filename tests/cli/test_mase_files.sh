@@ -70,6 +70,11 @@ has search 'seed.linear is an op: it applies when setup.by = "type"' search.err
 has search 'Best trials (Pareto front):' search.out
 check_front search s 3 2
 
+# A checkpoint trained in bf16 is searched in bf16 (its trials scored and fine-tuned so).
+run base16 0 "$QNUM" train jsc-tiny jsc-synthetic --max-epochs 1 --precision bf16 --output-dir run16 --no-progress
+run search16 0 "$QNUM" search --config "$CFG" --dataset jsc-synthetic --load run16/best --output-dir s16 --trials 2
+has search16 'trials run in precision bf16' search16.err
+
 # MASE's toy model and its search file (by name, every layer and ReLU from the default
 # seed; 20 trials in the file, 4 here) and transform file (by type, frac width 9 > width 8).
 run toy_train 0 "$QNUM" train toy jsc-synthetic --max-epochs 1 --output-dir toyrun --no-progress
