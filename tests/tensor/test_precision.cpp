@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <span>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -86,35 +87,68 @@ TEST_CASE("precision: linear's forward and backward products are the bf16 chain 
   CHECK(bits_of(qnum::linear(x0, w0, b0).values()) == bits_of(f32));
 }
 
-TEST_CASE("precision: bf16 products are within bf16's bound of a double reference, and outside fp32's") {
+namespace {
+
+/// Counts of the entries of `got` (fp32 results of x·y, x [M,K], y [K,N], both as row-major
+/// doubles' sources) outside bf16's bound and outside fp32's bound of the double product.
+struct BoundCounts {
+  int outside_bf16 = 0, outside_fp32 = 0;
+};
+BoundCounts bound_counts(std::span<const float> got, const std::vector<double>& x, const std::vector<double>& y,
+                         std::int64_t M, std::int64_t N, std::int64_t K) {
   // |bf16(a)·bf16(b) - a·b| <= (2^-8 + 2^-16)|a·b| per term, plus fp32's accumulation error.
-  const std::int64_t M = 24, N = 40, K = 300;
-  const Tensor a = Tensor::randn({M, K}, 5), b = Tensor::randn({K, N}, 6);
-  Tensor c;
-  {
-    const PrecisionScope bf16(Precision::bf16);
-    c = qnum::matmul(a, b);
-  }
-  const Tensor c32 = qnum::matmul(a, b);
   const double u = std::ldexp(1.0, -24), gamma = static_cast<double>(K) * u / (1 - static_cast<double>(K) * u);
-  int outside_bf16 = 0, outside_fp32 = 0, bf16_outside_fp32 = 0;
+  BoundCounts n;
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t j = 0; j < N; ++j) {
       double s = 0, abs = 0;
       for (std::int64_t k = 0; k < K; ++k) {
-        const double p = static_cast<double>(a.values()[i * K + k]) * b.values()[k * N + j];
+        const double p = x[static_cast<std::size_t>(i * K + k)] * y[static_cast<std::size_t>(k * N + j)];
         s += p;
         abs += std::fabs(p);
       }
-      const double e16 = std::fabs(c.values()[i * N + j] - s), e32 = std::fabs(c32.values()[i * N + j] - s);
-      outside_bf16 += e16 > (std::ldexp(1.0, -8) + std::ldexp(1.0, -16) + gamma) * abs;
-      outside_fp32 += e32 > gamma * abs;
-      bf16_outside_fp32 += e16 > gamma * abs;
+      const double e = std::fabs(got[static_cast<std::size_t>(i * N + j)] - s);
+      n.outside_bf16 += e > (std::ldexp(1.0, -8) + std::ldexp(1.0, -16) + gamma) * abs;
+      n.outside_fp32 += e > gamma * abs;
     }
-  CHECK(outside_bf16 == 0);
-  CHECK(outside_fp32 == 0);
+  return n;
+}
+
+std::vector<double> as_double(const Tensor& t, bool transpose = false) {
+  const auto v = t.to_vector();
+  if (!transpose) return {v.begin(), v.end()};
+  const std::int64_t r = t.shape()[0], c = t.shape()[1];
+  std::vector<double> d(v.size());
+  for (std::int64_t i = 0; i < r; ++i)
+    for (std::int64_t j = 0; j < c; ++j) d[static_cast<std::size_t>(j * r + i)] = v[static_cast<std::size_t>(i * c + j)];
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("precision: bf16 products and gradients are within bf16's bound of double precision, outside fp32's") {
+  const std::int64_t M = 24, N = 40, K = 300;
+  const Tensor a0 = Tensor::randn({M, K}, 5), b0 = Tensor::randn({K, N}, 6), g = Tensor::randn({M, N}, 7);
+  Tensor a = a0.clone().set_requires_grad(true), b = b0.clone().set_requires_grad(true);
+  Tensor c;
+  {
+    const PrecisionScope bf16(Precision::bf16);
+    c = qnum::matmul(a, b);
+    c.backward(g);
+  }
+  const Tensor c32 = qnum::matmul(a0, b0);
+  // The forward c = a·b, and the gradients dA = g·bᵀ, dB = aᵀ·g, each against double.
+  const BoundCounts fwd = bound_counts(c.values(), as_double(a0), as_double(b0), M, N, K);
+  const BoundCounts da = bound_counts(a.grad(), as_double(g), as_double(b0, true), M, K, N);
+  const BoundCounts db = bound_counts(b.grad(), as_double(a0, true), as_double(g), K, N, M);
+  CHECK(fwd.outside_bf16 == 0);
+  CHECK(da.outside_bf16 == 0);
+  CHECK(db.outside_bf16 == 0);
+  CHECK(bound_counts(c32.values(), as_double(a0), as_double(b0), M, N, K).outside_fp32 == 0);
   // The operands were rounded: most bf16 results lie outside fp32's bound.
-  CHECK(bf16_outside_fp32 > M * N / 2);
+  CHECK(fwd.outside_fp32 > M * N / 2);
+  CHECK(da.outside_fp32 > M * K / 2);
+  CHECK(db.outside_fp32 > K * N / 2);
 }
 
 TEST_CASE("precision: the attention op equals its layer composition bit for bit under bf16 too") {

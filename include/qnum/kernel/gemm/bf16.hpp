@@ -12,8 +12,9 @@
 // to it, tested at awkward shapes. The chain never splits K, and tiles depend only on the
 // sizes, so the bits never depend on the thread count.
 //
-// Operands are packed once per call: A into strips of kBMR rows, B into panels of 16 columns,
-// each bf16 pair as one 32-bit word (the operand layout vdpbf16ps reads).
+// Operands are packed once per call: B into panels of 16 columns, each bf16 pair of a column
+// one 32-bit word (the operand layout vdpbf16ps reads); A row-major as bf16 (or, read
+// transposed, in strips of 8 rows), a row's pair broadcast from one word.
 #pragma once
 
 #include <algorithm>
@@ -142,10 +143,40 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
     pack(0, groups);
 }
 
-/// The 8x32 register tile: acc[r][c] over all T pairs; A strip `a` (T x 8 words), B panels
+/// Packs rows [0, R) of `op` (rows contiguous along K: sk = 1) row-major: row r is its 2T
+/// bf16 halves (the pad of an odd K zero), so the tile reads a row's pair t as one word.
+inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K, std::vector<std::uint16_t>& out,
+                           bool parallel) {
+  const std::int64_t T = ceil_div(K, 2);
+  out.resize(static_cast<std::size_t>(R * 2 * T));
+  std::uint16_t* po = out.data();
+  const Bf16Operand o = op;
+  const auto pack = [=](std::int64_t rb, std::int64_t re) {
+    for (std::int64_t r = rb; r < re; ++r) {
+      const float* __restrict x = o.p + r * o.sr;
+      std::uint16_t* __restrict h = po + r * 2 * T;
+      for (std::int64_t k = 0; k < K; ++k) h[k] = bf16_operand(x[k]);
+      if (K % 2) h[K] = 0;
+    }
+  };
+  if (parallel)
+    parallel_for(R, 64, pack);
+  else
+    pack(0, R);
+}
+
+/// The word of A's row r at pair t: 4 bytes at rows[r] + t·step (row-major rows: step 4; a
+/// strip of 8 rows: step 32).
+inline std::uint32_t bf16_a_word(const unsigned char* row, std::int64_t t, std::int64_t step) {
+  std::uint32_t w;
+  std::memcpy(&w, row + t * step, sizeof w);
+  return w;
+}
+
+/// The 8x32 register tile: acc[r][c] over all T pairs; A's 8 rows `a` (bf16_a_word), B panels
 /// `b0`, `b1` (T x 16 words each). Writes the full tile to `out` (row stride 32).
-inline void bf16_tile(const std::uint32_t* a, const std::uint32_t* b0, const std::uint32_t* b1, std::int64_t T,
-                      float* out) {
+inline void bf16_tile(const unsigned char* const* a, std::int64_t step, const std::uint32_t* b0,
+                      const std::uint32_t* b1, std::int64_t T, float* out) {
 #if QNUM_GEMM_BF16_NATIVE
   __m512 c[kBMR][2];  // fully unrolled below, so the 16 accumulators stay in registers
 #pragma GCC unroll 8
@@ -155,7 +186,7 @@ inline void bf16_tile(const std::uint32_t* a, const std::uint32_t* b0, const std
     const __m512bh v1 = (__m512bh)_mm512_loadu_si512(b1 + t * 16);
 #pragma GCC unroll 8
     for (int r = 0; r < kBMR; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[t * kBMR + r]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(bf16_a_word(a[r], t, step)));
       c[r][0] = _mm512_dpbf16_ps(c[r][0], av, v0);
       c[r][1] = _mm512_dpbf16_ps(c[r][1], av, v1);
     }
@@ -179,7 +210,8 @@ inline void bf16_tile(const std::uint32_t* a, const std::uint32_t* b0, const std
       bl[16 + j] = lo(b1[t * 16 + j]), bh[16 + j] = hi(b1[t * 16 + j]);
     }
     for (int r = 0; r < kBMR; ++r) {
-      const float al = lo(a[t * kBMR + r]), ah = hi(a[t * kBMR + r]);
+      const std::uint32_t w = bf16_a_word(a[r], t, step);
+      const float al = lo(w), ah = hi(w);
       for (int j = 0; j < kBNR; ++j) {
         float s = std::fma(ah, bh[j], acc[r][j]);
         s = std::fabs(s) < tiny ? std::copysign(0.0f, s) : s;
@@ -197,11 +229,20 @@ inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const flo
                            std::int64_t M, std::int64_t N, std::int64_t K) {
   gemm_check("gemm_bf16", M, N, K, a.p, b.p, C);
   const bool parallel = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
-  thread_local std::vector<std::uint32_t> pa, pb;  // reused: packed once per call
-  pack_bf16(a, M, K, kBMR, pa, parallel);
+  // Reused buffers, packed once per call. A rows contiguous along K (NT, NN) are converted in
+  // place order (row-major halves, no interleave); A read transposed (TN) goes into strips of
+  // 8 rows, which that layout reads contiguously.
+  thread_local std::vector<std::uint16_t> pa_rows;
+  thread_local std::vector<std::uint32_t> pa_strips, pb;
+  const bool a_rows = a.sk == 1;
+  if (a_rows)
+    pack_bf16_rows(a, M, K, pa_rows, parallel);
+  else
+    pack_bf16(a, M, K, kBMR, pa_strips, parallel);
   pack_bf16(b, N, K, 16, pb, parallel);
   const std::int64_t T = ceil_div(K, 2);
-  const std::uint32_t* pap = pa.data();
+  const auto* par = reinterpret_cast<const unsigned char*>(pa_rows.data());
+  const auto* pas = reinterpret_cast<const unsigned char*>(pa_strips.data());
   const std::uint32_t* pbp = pb.data();
   const std::int64_t npanels = ceil_div(N, 16);
   // Tiles of 64 rows x 256 columns: B panels stay in L2 while the row strips pass over them.
@@ -218,8 +259,11 @@ inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const flo
           const std::uint32_t* b1 = p + 1 < npanels ? pbp + (p + 1) * T * 16 : pz;
           const std::int64_t nc = std::min<std::int64_t>(kBNR, j1 - j);
           for (std::int64_t i = i0; i < i1; i += kBMR) {
-            bf16_tile(pap + (i / kBMR) * T * kBMR, b0, b1, T, tile);
             const std::int64_t mr = std::min<std::int64_t>(kBMR, i1 - i);
+            const unsigned char* rows[kBMR];
+            for (std::int64_t r = 0; r < kBMR; ++r)  // rows past M repeat the last (their results are dropped)
+              rows[r] = a_rows ? par + std::min(i + r, M - 1) * 4 * T : pas + ((i / kBMR) * T * kBMR + r) * 4;
+            bf16_tile(rows, a_rows ? 4 : 4 * kBMR, b0, b1, T, tile);
             for (std::int64_t r = 0; r < mr; ++r) {
               float* c = C + (i + r) * ldc + j;
               const float* s = tile + r * kBNR;
