@@ -85,6 +85,7 @@ inline float bf16_dot_reference(const std::uint16_t* a, const std::uint16_t* b, 
 namespace detail {
 
 inline constexpr int kBMR = 8, kBNR = 32;  // register tile: 8 rows x 32 columns (16 zmm accumulators)
+inline constexpr std::int64_t kBTC = 256;  // pairs of K per pass over a tile (512 values)
 
 /// op(A) or op(B) as a strided view: element (row r, depth k) at p[r·sr + k·sk].
 struct Bf16Operand {
@@ -100,21 +101,22 @@ inline std::uint32_t bf16_pair(float lo, float hi) {
 
 /// Packs rows [0, R) of `op` into groups of `g` rows: group q holds, for each pair t, the g
 /// rows' words. Rows past R and the pad of an odd K are zero. Rows contiguous along K (sk = 1)
-/// are read a row at a time, rows contiguous across (sr = 1) a k at a time; both stream.
+/// are converted a row at a time into a scratch and interleaved; rows contiguous across
+/// (sr = 1) are read two whole k-lines at a time, each feeding every group's word t.
 inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int g, std::vector<std::uint32_t>& out,
                       bool parallel) {
   const std::int64_t T = ceil_div(K, 2), groups = ceil_div(R, g);
   out.assign(static_cast<std::size_t>(groups * T * g), 0u);
   std::uint32_t* po = out.data();
   const Bf16Operand o = op;
-  const auto pack = [=](std::int64_t qb, std::int64_t qe) {
-    for (std::int64_t q = qb; q < qe; ++q) {
-      const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
-      std::uint32_t* d = po + q * T * g;
-      if (o.sk == 1) {  // each row's words into a row-major scratch (vectorised), then interleaved
-        thread_local std::vector<std::uint16_t> rows;  // row r: 2T halves (its T words, little-endian)
-        rows.assign(static_cast<std::size_t>(g * 2 * T), 0);
-        std::uint16_t* h = rows.data();
+  if (o.sk == 1) {
+    const auto pack = [=](std::int64_t qb, std::int64_t qe) {
+      thread_local std::vector<std::uint16_t> rows;  // row r: 2T halves (its T words, little-endian)
+      rows.assign(static_cast<std::size_t>(g * 2 * T), 0);
+      std::uint16_t* h = rows.data();
+      for (std::int64_t q = qb; q < qe; ++q) {
+        const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
+        std::uint32_t* d = po + q * T * g;
         for (std::int64_t r = 0; r < nr; ++r) {
           const float* x = o.p + (r0 + r) * o.sr;
           std::uint16_t* hr = h + r * 2 * T;
@@ -122,25 +124,34 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
         }
         for (std::int64_t t = 0; t < T; ++t)
           for (std::int64_t r = 0; r < nr; ++r)
-            d[t * g + r] = static_cast<std::uint32_t>(h[(r * T + t) * 2]) | (static_cast<std::uint32_t>(h[(r * T + t) * 2 + 1]) << 16);
-      } else {
-        for (std::int64_t t = 0; t < T; ++t) {
-          std::uint32_t* dt = d + t * g;
-          const float* x0 = o.p + 2 * t * o.sk + r0 * o.sr;
-          if (2 * t + 1 < K) {
-            const float* x1 = x0 + o.sk;
-            for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[r * o.sr], x1[r * o.sr]);
-          } else {
-            for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[r * o.sr], 0.0f);
-          }
-        }
+            d[t * g + r] = static_cast<std::uint32_t>(h[(r * T + t) * 2]) |
+                           (static_cast<std::uint32_t>(h[(r * T + t) * 2 + 1]) << 16);
+      }
+    };
+    if (parallel)
+      parallel_for(groups, 4, pack);
+    else
+      pack(0, groups);
+    return;
+  }
+  const auto pack = [=](std::int64_t tb, std::int64_t te) {
+    for (std::int64_t t = tb; t < te; ++t) {
+      const float* x0 = o.p + 2 * t * o.sk;
+      const float* x1 = 2 * t + 1 < K ? x0 + o.sk : nullptr;
+      for (std::int64_t q = 0; q < groups; ++q) {
+        const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
+        std::uint32_t* dt = po + (q * T + t) * g;
+        if (x1)
+          for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[(r0 + r) * o.sr], x1[(r0 + r) * o.sr]);
+        else
+          for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[(r0 + r) * o.sr], 0.0f);
       }
     }
   };
   if (parallel)
-    parallel_for(groups, 4, pack);
+    parallel_for(T, 64, pack);
   else
-    pack(0, groups);
+    pack(0, T);
 }
 
 /// Packs rows [0, R) of `op` (rows contiguous along K: sk = 1) row-major: row r is its 2T
@@ -173,15 +184,19 @@ inline std::uint32_t bf16_a_word(const unsigned char* row, std::int64_t t, std::
   return w;
 }
 
-/// The 8x32 register tile: acc[r][c] over all T pairs; A's 8 rows `a` (bf16_a_word), B panels
-/// `b0`, `b1` (T x 16 words each). Writes the full tile to `out` (row stride 32).
+/// The 8x32 register tile over pairs [t0, t1): A's 8 rows `a` (bf16_a_word), B panels `b0`,
+/// `b1` (16 words per pair each). Starts from `out` (row stride 32) when `resume`, else from
+/// zero, and writes the tile back: the chain of a longer K continues exactly where it stopped.
 inline void bf16_tile(const unsigned char* const* a, std::int64_t step, const std::uint32_t* b0,
-                      const std::uint32_t* b1, std::int64_t T, float* out) {
+                      const std::uint32_t* b1, std::int64_t t0, std::int64_t t1, bool resume, float* out) {
 #if QNUM_GEMM_BF16_NATIVE
   __m512 c[kBMR][2];  // fully unrolled below, so the 16 accumulators stay in registers
 #pragma GCC unroll 8
-  for (int r = 0; r < kBMR; ++r) c[r][0] = c[r][1] = _mm512_setzero_ps();
-  for (std::int64_t t = 0; t < T; ++t) {
+  for (int r = 0; r < kBMR; ++r) {
+    c[r][0] = resume ? _mm512_loadu_ps(out + r * kBNR) : _mm512_setzero_ps();
+    c[r][1] = resume ? _mm512_loadu_ps(out + r * kBNR + 16) : _mm512_setzero_ps();
+  }
+  for (std::int64_t t = t0; t < t1; ++t) {
     const __m512bh v0 = (__m512bh)_mm512_loadu_si512(b0 + t * 16);
     const __m512bh v1 = (__m512bh)_mm512_loadu_si512(b1 + t * 16);
 #pragma GCC unroll 8
@@ -200,10 +215,11 @@ inline void bf16_tile(const unsigned char* const* a, std::int64_t step, const st
   // The same chain per lane on FMAs: a product of two bf16 values is exact in fp32, so one
   // fma per operand pair rounds as vdpbf16ps does; the flush is bf16_ftz.
   alignas(64) float acc[kBMR][kBNR] = {};
+  if (resume) std::memcpy(acc, out, sizeof acc);
   const auto lo = [](std::uint32_t w) { return std::bit_cast<float>(w << 16); };
   const auto hi = [](std::uint32_t w) { return std::bit_cast<float>(w & 0xFFFF0000u); };
   const float tiny = std::numeric_limits<float>::min();
-  for (std::int64_t t = 0; t < T; ++t) {
+  for (std::int64_t t = t0; t < t1; ++t) {
     alignas(64) float bl[kBNR], bh[kBNR];
     for (int j = 0; j < 16; ++j) {
       bl[j] = lo(b0[t * 16 + j]), bh[j] = hi(b0[t * 16 + j]);
@@ -253,24 +269,34 @@ inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const flo
       M, N, 8 * kBMR, 8 * kBNR,
       [=](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
         alignas(64) float tile[kBMR * kBNR];
-        for (std::int64_t j = j0; j < j1; j += kBNR) {
-          const std::int64_t p = j / 16;
-          const std::uint32_t* b0 = pbp + p * T * 16;
-          const std::uint32_t* b1 = p + 1 < npanels ? pbp + (p + 1) * T * 16 : pz;
-          const std::int64_t nc = std::min<std::int64_t>(kBNR, j1 - j);
-          for (std::int64_t i = i0; i < i1; i += kBMR) {
-            const std::int64_t mr = std::min<std::int64_t>(kBMR, i1 - i);
-            const unsigned char* rows[kBMR];
-            for (std::int64_t r = 0; r < kBMR; ++r)  // rows past M repeat the last (their results are dropped)
-              rows[r] = a_rows ? par + std::min(i + r, M - 1) * 4 * T : pas + ((i / kBMR) * T * kBMR + r) * 4;
-            bf16_tile(rows, a_rows ? 4 : 4 * kBMR, b0, b1, T, tile);
-            for (std::int64_t r = 0; r < mr; ++r) {
-              float* c = C + (i + r) * ldc + j;
-              const float* s = tile + r * kBNR;
-              if (bias)
-                for (std::int64_t q = 0; q < nc; ++q) c[q] = s[q] + bias[j + q];
-              else
-                std::memcpy(c, s, static_cast<std::size_t>(nc) * sizeof(float));
+        // K in chunks of kBTC pairs so the tile's A rows and B panels stay in L2; between
+        // chunks the partial sums wait in C (fp32: the accumulator itself), so the chain and
+        // its bits are those of one pass.
+        for (std::int64_t t0 = 0; t0 < T; t0 += kBTC) {
+          const std::int64_t t1 = std::min(T, t0 + kBTC);
+          const bool last = t1 == T;
+          for (std::int64_t j = j0; j < j1; j += kBNR) {
+            const std::int64_t p = j / 16;
+            const std::uint32_t* b0 = pbp + p * T * 16;
+            const std::uint32_t* b1 = p + 1 < npanels ? pbp + (p + 1) * T * 16 : pz;
+            const std::int64_t nc = std::min<std::int64_t>(kBNR, j1 - j);
+            for (std::int64_t i = i0; i < i1; i += kBMR) {
+              const std::int64_t mr = std::min<std::int64_t>(kBMR, i1 - i);
+              const unsigned char* rows[kBMR];
+              for (std::int64_t r = 0; r < kBMR; ++r)  // rows past M repeat the last (their results are dropped)
+                rows[r] = a_rows ? par + std::min(i + r, M - 1) * 4 * T : pas + ((i / kBMR) * T * kBMR + r) * 4;
+              if (t0 > 0)
+                for (std::int64_t r = 0; r < mr; ++r)
+                  std::memcpy(tile + r * kBNR, C + (i + r) * ldc + j, static_cast<std::size_t>(nc) * sizeof(float));
+              bf16_tile(rows, a_rows ? 4 : 4 * kBMR, b0, b1, t0, t1, t0 > 0, tile);
+              for (std::int64_t r = 0; r < mr; ++r) {
+                float* c = C + (i + r) * ldc + j;
+                const float* s = tile + r * kBNR;
+                if (bias && last)
+                  for (std::int64_t q = 0; q < nc; ++q) c[q] = s[q] + bias[j + q];
+                else
+                  std::memcpy(c, s, static_cast<std::size_t>(nc) * sizeof(float));
+              }
             }
           }
         }
