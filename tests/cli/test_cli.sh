@@ -136,6 +136,17 @@ out=$("$QNUM" bench quantize --format block_log --mode mase --size 4096 --sigma 
 grep -q '"sigma": 0.02' <<< "$out" && ok || bad "bench quantize JSON sigma: $out"
 out=$("$QNUM" bench quantize --format residual_sign --size 4096 --json) && ok || bad "bench residual_sign: $out"
 grep -q '"format": "residual_sign' <<< "$out" && ok || bad "bench residual_sign JSON: $out"
+# a BERT training step in each precision: the same model and batch, losses close, engines named
+for p in fp32 bf16; do
+  out=$("$QNUM" bench train-step --model bert:1-32-2-64 --batch 2 --seq 8 --steps 1 --precision $p --json) && ok ||
+    bad "bench train-step $p: $out"
+  grep -q "\"precision\":\"$p\"" <<< "$out" && grep -q '"median_ms":' <<< "$out" && grep -q '"engine":' <<< "$out" &&
+    ok || bad "bench train-step $p JSON: $out"
+done
+expect_error "bench train-step precision" "$QNUM" bench train-step --precision fp16
+expect_error "bench train-step model" "$QNUM" bench train-step --model jsc-tiny
+out=$("$QNUM" bench gemm --kind bf16 --m 64 --n 48 --k 33 --json) && grep -q '"kind": "bf16"' <<< "$out" && ok ||
+  bad "bench gemm --kind bf16: $out"
 # run-time ISA dispatch: QNUM_MAX_ISA caps the level; an unknown level is a one-line error
 out=$(QNUM_MAX_ISA=baseline "$QNUM" bench quantize --format fp8_e4m3 --size 4096 --json) && ok || bad "bench capped"
 grep -q '"isa": "baseline"' <<< "$out" && ok || bad "QNUM_MAX_ISA=baseline not honoured: $out"
