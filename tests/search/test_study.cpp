@@ -1,11 +1,13 @@
 // Study, Trial, RandomSampler, GridSampler and MedianPruner on the in-memory storage.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "qnum/search/grid_sampler.hpp"
 #include "qnum/search/in_memory_storage.hpp"
@@ -252,4 +254,91 @@ TEST_CASE("search.pruner: MedianPruner follows Optuna's rule") {
       1);
   CHECK(decisions == std::vector<bool>{false, false, false});
   CHECK(error_of([] { MedianPruner(-1); }).find("n_startup_trials cannot be negative") != std::string::npos);
+}
+
+namespace {
+
+/// An in-memory storage whose writes of a trial's system attributes can fail: as a dead
+/// database would (`broken`), or after another worker finished the trial (`race`).
+class FlakyStorage final : public Storage {
+ public:
+  std::shared_ptr<InMemoryStorage> s = std::make_shared<InMemoryStorage>();
+  bool broken = false, race = false;
+
+  std::int64_t create_new_study(const std::vector<StudyDirection>& d, const std::string& n) override {
+    return s->create_new_study(d, n);
+  }
+  std::optional<StudyInfo> find_study(const std::string& n) override { return s->find_study(n); }
+  StudyInfo get_study(std::int64_t id) override { return s->get_study(id); }
+  std::vector<StudyInfo> get_all_studies() override { return s->get_all_studies(); }
+  void set_study_user_attr(std::int64_t id, const std::string& k, const nlohmann::json& v) override {
+    s->set_study_user_attr(id, k, v);
+  }
+  void set_study_system_attr(std::int64_t id, const std::string& k, const nlohmann::json& v) override {
+    s->set_study_system_attr(id, k, v);
+  }
+  nlohmann::json get_study_user_attrs(std::int64_t id) override { return s->get_study_user_attrs(id); }
+  nlohmann::json get_study_system_attrs(std::int64_t id) override { return s->get_study_system_attrs(id); }
+  std::int64_t create_new_trial(std::int64_t id, const FrozenTrial* t, bool hb) override {
+    return s->create_new_trial(id, t, hb);
+  }
+  void set_trial_param(std::int64_t id, const std::string& n, double v, const Distribution& d) override {
+    s->set_trial_param(id, n, v, d);
+  }
+  void set_trial_intermediate_value(std::int64_t id, std::int64_t step, double v) override {
+    s->set_trial_intermediate_value(id, step, v);
+  }
+  bool set_trial_state_values(std::int64_t id, TrialState st, const std::vector<double>& v, bool hb) override {
+    return s->set_trial_state_values(id, st, v, hb);
+  }
+  void set_trial_user_attr(std::int64_t id, const std::string& k, const nlohmann::json& v) override {
+    s->set_trial_user_attr(id, k, v);
+  }
+  void set_trial_system_attr(std::int64_t id, const std::string& k, const nlohmann::json& v) override {
+    if (broken) qnum::detail::fail("storage: disk I/O error");
+    if (race) {  // the owner finishes it first; writing to a finished trial is then an error
+      s->set_trial_state_values(id, TrialState::complete, {1.0}, false);
+      qnum::detail::fail("trial ", id, " is already finished");
+    }
+    s->set_trial_system_attr(id, k, v);
+  }
+  FrozenTrial get_trial(std::int64_t id) override { return s->get_trial(id); }
+  std::vector<FrozenTrial> get_all_trials(std::int64_t id, const std::vector<TrialState>& st) override {
+    return s->get_all_trials(id, st);
+  }
+  std::int64_t get_n_trials(std::int64_t id, const std::vector<TrialState>& st) override {
+    return s->get_n_trials(id, st);
+  }
+  std::int64_t claim_grid_id(std::int64_t sid, std::int64_t tid, const nlohmann::json& sp, std::int64_t pref,
+                             const std::vector<std::int64_t>& order) override {
+    return s->claim_grid_id(sid, tid, sp, pref, order);
+  }
+  void record_heartbeat(std::int64_t id) override { s->record_heartbeat(id); }
+  std::vector<std::int64_t> get_stale_trial_ids(std::int64_t id, double grace) override {
+    return s->get_stale_trial_ids(id, grace);
+  }
+  std::string url() const override { return "flaky"; }
+};
+
+}  // namespace
+
+TEST_CASE("search.study: failing stale trials hides a finished trial's race, never a storage error") {
+  for (const bool race : {false, true}) {
+    CAPTURE(race);
+    auto storage = std::make_shared<FlakyStorage>();
+    Study s(storage, "stale", {StudyDirection::minimize});
+    s.enable_heartbeat(0.01, 0.0);
+    const std::int64_t id = storage->create_new_trial(s.study_id(), nullptr, /*first_heartbeat=*/true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    REQUIRE(storage->get_stale_trial_ids(s.study_id(), 0.0) == std::vector<std::int64_t>{id});
+    storage->race = race;
+    storage->broken = !race;
+    if (race) {  // another worker finished it: nothing to fail, no error
+      CHECK(s.fail_stale_trials().empty());
+      CHECK(storage->get_trial(id).state == TrialState::complete);
+    } else {  // the storage failed: the error reaches the caller, the trial stays as it was
+      CHECK(error_of([&] { s.fail_stale_trials(); }).find("disk I/O error") != std::string::npos);
+      CHECK(storage->get_trial(id).state == TrialState::running);
+    }
+  }
 }

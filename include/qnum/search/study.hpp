@@ -177,7 +177,9 @@ class Study final : public StudyView {
         storage_->set_trial_system_attr(id, "fail_reason", "heartbeat stale: the worker stopped without finishing");
         if (storage_->set_trial_state_values(id, TrialState::fail)) failed.push_back(t.number);
       } catch (const qnum::Error&) {
-        // Another worker finished or failed it first.
+        // Another worker finished or failed it first: then it is no longer RUNNING. Anything
+        // else (the storage itself failing) is the caller's to see, not ours to hide.
+        if (storage_->get_trial(id).state == TrialState::running) throw;
       }
     }
     return failed;
