@@ -72,6 +72,7 @@
 #include "qnum/tensor/ops_quant.hpp"
 #include "qnum/tensor/ops_reduce.hpp"
 #include "qnum/tensor/ops_shape.hpp"
+#include "qnum/tensor/precision.hpp"
 #include "qnum/tensor/tensor.hpp"
 #include "qnum/tensor/vec_math.hpp"
 
