@@ -13,9 +13,12 @@
 #include <vector>
 
 #include "qnum/kernel/gemm.hpp"
+#include "bf16_reference.hpp"
 #include "kernel/helpers.hpp"
 
+using qnum_test::bf16_reference_nt;
 using qnum_test::randn;
+using qnum_test::transposed;
 
 namespace {
 
@@ -98,18 +101,12 @@ TEST_CASE("kernel gemm: fp32 NT, NN and TN within gamma_K of the double referenc
     });
     // B transposed to [K,N] for the NN form: same kernel after packing (or reading B in place,
     // N a multiple of the panel width up to kBInPlaceMaxN), so the same bits.
-    std::vector<float> bt(b.size());
-    for (std::int64_t j = 0; j < s.n; ++j)
-      for (std::int64_t k = 0; k < s.k; ++k)
-        bt[static_cast<std::size_t>(k * s.n + j)] = b[static_cast<std::size_t>(j * s.k + k)];
+    const auto bt = transposed(b, s.n, s.k);
     std::vector<float> cnn(c.size());
     qnum::gemm_f32_nn(a.data(), bt.data(), cnn.data(), s.m, s.n, s.k);
     CHECK(same_bits(c, cnn));
     // A given transposed ([K,M]) to the TN form: read in place while packing, the same bits.
-    std::vector<float> at(a.size());
-    for (std::int64_t i = 0; i < s.m; ++i)
-      for (std::int64_t k = 0; k < s.k; ++k)
-        at[static_cast<std::size_t>(k * s.m + i)] = a[static_cast<std::size_t>(i * s.k + k)];
+    const auto at = transposed(a, s.m, s.k);
     const auto ctn = across_threads<float>([&] {
       std::vector<float> out(c.size(), -7.0f);
       qnum::gemm_f32_tn(at.data(), bt.data(), out.data(), s.m, s.n, s.k);
@@ -499,30 +496,6 @@ TEST_CASE("kernel gemm: bad input throws qnum::Error") {
   CHECK_THROWS_AS(qnum::gemm_binary_nt(w.data(), w.data(), ic.data(), 1, 1, 0), qnum::Error);
   CHECK_THROWS_AS(qnum::pack_binary(a.data(), 1, -3), qnum::Error);
 }
-
-namespace {
-
-/// op(A)·op(B)ᵀ by bf16_dot_reference on the rounded operands: the definition of the bf16 GEMM.
-std::vector<float> bf16_reference_nt(const std::vector<float>& a, const std::vector<float>& b, std::int64_t M,
-                                     std::int64_t N, std::int64_t K) {
-  std::vector<std::uint16_t> ah(a.size()), bh(b.size());
-  std::transform(a.begin(), a.end(), ah.begin(), qnum::bf16_operand);
-  std::transform(b.begin(), b.end(), bh.begin(), qnum::bf16_operand);
-  std::vector<float> c(static_cast<std::size_t>(M * N));
-  for (std::int64_t i = 0; i < M; ++i)
-    for (std::int64_t j = 0; j < N; ++j)
-      c[static_cast<std::size_t>(i * N + j)] = qnum::bf16_dot_reference(ah.data() + i * K, bh.data() + j * K, K);
-  return c;
-}
-
-std::vector<float> transposed(const std::vector<float>& x, std::int64_t rows, std::int64_t cols) {
-  std::vector<float> t(x.size());
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) t[static_cast<std::size_t>(c * rows + r)] = x[static_cast<std::size_t>(r * cols + c)];
-  return t;
-}
-
-}  // namespace
 
 TEST_CASE("kernel gemm: bf16 NT, NN and TN equal the scalar bf16 reference bit for bit, on any thread count") {
   MESSAGE("bf16 GEMM path: " << std::string(qnum::bf16_engine()));

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bf16_reference.hpp"
 #include "qnum/core/error.hpp"
 #include "qnum/kernel/attention.hpp"
 #include "qnum/kernel/gemm.hpp"
@@ -21,32 +22,10 @@
 using qnum::Precision;
 using qnum::PrecisionScope;
 using qnum::Tensor;
+using qnum_test::bf16_reference_nt;
+using qnum_test::transposed;
 
 namespace {
-
-/// C[i,j] = bf16 chain of row i of a [M,K] and row j of b [N,K] (+ bias[j]): the definition.
-std::vector<float> bf16_nt(const std::vector<float>& a, const std::vector<float>& b, std::int64_t M, std::int64_t N,
-                           std::int64_t K, const std::vector<float>& bias = {}) {
-  std::vector<std::uint16_t> ah(a.size()), bh(b.size());
-  std::transform(a.begin(), a.end(), ah.begin(), qnum::bf16_operand);
-  std::transform(b.begin(), b.end(), bh.begin(), qnum::bf16_operand);
-  std::vector<float> c(static_cast<std::size_t>(M * N));
-  for (std::int64_t i = 0; i < M; ++i)
-    for (std::int64_t j = 0; j < N; ++j) {
-      float v = qnum::bf16_dot_reference(ah.data() + i * K, bh.data() + j * K, K);
-      if (!bias.empty()) v += bias[static_cast<std::size_t>(j)];
-      c[static_cast<std::size_t>(i * N + j)] = v;
-    }
-  return c;
-}
-
-std::vector<float> transposed_copy(const std::vector<float>& x, std::int64_t rows, std::int64_t cols) {
-  std::vector<float> t(x.size());
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c)
-      t[static_cast<std::size_t>(c * rows + r)] = x[static_cast<std::size_t>(r * cols + c)];
-  return t;
-}
 
 std::vector<std::uint32_t> bits_of(std::span<const float> x) {
   std::vector<std::uint32_t> b;
@@ -72,10 +51,10 @@ TEST_CASE("precision: linear's forward and backward products are the bf16 chain 
     y.backward(g);
   }
   const auto xv = x0.to_vector(), wv = w0.to_vector(), bv = b0.to_vector(), gv = g.to_vector();
-  CHECK(bits_of(y.values()) == bits_of(bf16_nt(xv, wv, rows, out, in, bv)));
+  CHECK(bits_of(y.values()) == bits_of(bf16_reference_nt(xv, wv, rows, out, in, bv)));
   // dx = g·W: rows of g against columns of W; dW = gᵀ·x: columns of g against columns of x.
-  CHECK(bits_of(x.grad()) == bits_of(bf16_nt(gv, transposed_copy(wv, out, in), rows, in, out)));
-  CHECK(bits_of(w.grad()) == bits_of(bf16_nt(transposed_copy(gv, rows, out), transposed_copy(xv, rows, in), out, in, rows)));
+  CHECK(bits_of(x.grad()) == bits_of(bf16_reference_nt(gv, transposed(wv, out, in), rows, in, out)));
+  CHECK(bits_of(w.grad()) == bits_of(bf16_reference_nt(transposed(gv, rows, out), transposed(xv, rows, in), out, in, rows)));
   // The bias gradient is a sum, not a product: fp32 as ever.
   const Tensor b2 = b0.clone().set_requires_grad(true);
   qnum::linear(x0, w0, b2).backward(g);
