@@ -1,6 +1,6 @@
-// The bf16 GEMM's definition for tests: op(A)·op(B)ᵀ element by element with
-// qnum::bf16_dot_reference on the rounded operands, and a row-major transpose to build the
-// NN / TN operands of the same product. Shared by the kernel and tensor suites.
+// The bf16 GEMM's definition for tests: op(A)·op(B)ᵀ element by element with qnum::bf16_dot
+// on the rounded operands, in the chain this process's GEMM runs (qnum::bf16_gemm_chain()),
+// and a row-major transpose to build the NN / TN operands of the same product. Shared by the kernel and tensor suites.
 #pragma once
 
 #include <algorithm>
@@ -28,9 +28,10 @@ inline std::vector<float> bf16_reference_nt(const std::vector<float>& a, const s
   std::transform(a.begin(), a.end(), ah.begin(), qnum::bf16_operand);
   std::transform(b.begin(), b.end(), bh.begin(), qnum::bf16_operand);
   std::vector<float> c(static_cast<std::size_t>(M * N));
+  const qnum::Bf16Chain chain = qnum::bf16_gemm_chain();
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t j = 0; j < N; ++j) {
-      float v = qnum::bf16_dot_reference(ah.data() + i * K, bh.data() + j * K, K);
+      float v = qnum::bf16_dot(ah.data() + i * K, bh.data() + j * K, K, chain);
       if (!bias.empty()) v += bias[static_cast<std::size_t>(j)];
       c[static_cast<std::size_t>(i * N + j)] = v;
     }

@@ -52,12 +52,13 @@ Isa select() {
   Isa best = Isa::baseline;
   for (Isa isa : compiled_isas())
     if (cpu_runs(isa)) best = isa;
-  if (const char* cap = std::getenv("QNUM_MAX_ISA"); cap != nullptr && *cap != '\0') {
+  // `amx` (kernel/amx.hpp: the GEMMs' tiles) is above every quantize level: no cap here.
+  if (const char* cap = std::getenv("QNUM_MAX_ISA"); cap != nullptr && *cap != '\0' && std::string_view(cap) != "amx") {
     Isa limit;
     try {
       limit = parse_isa(cap);
     } catch (const Error&) {
-      qnum::detail::fail("QNUM_MAX_ISA=", cap, ": expected baseline, avx2 or avx512");
+      qnum::detail::fail("QNUM_MAX_ISA=", cap, ": expected baseline, avx2, avx512 or amx");
     }
     if (limit < best) best = limit;
   }

@@ -8,8 +8,10 @@
 //   avx2      x86-64-v3: AVX2, FMA, BMI2, F16C   (x86-64 only)
 //   avx512    x86-64-v4: AVX-512 F/CD/DQ/BW/VL   (x86-64 only)
 // Every copy is bit-identical to the scalar reference (the kernel tests run each one the CPU
-// supports). The environment variable QNUM_MAX_ISA (baseline, avx2, avx512) caps the choice,
-// as oneDNN's ONEDNN_MAX_CPU_ISA does: for reproducing a narrower machine's speed.
+// supports). The environment variable QNUM_MAX_ISA (baseline, avx2, avx512, amx) caps the choice,
+// as oneDNN's ONEDNN_MAX_CPU_ISA does: for reproducing a narrower machine's speed. `amx` leaves
+// quantize at its widest level and lets the GEMMs use AMX tiles (kernel/amx.hpp), which every
+// lower level turns off.
 #pragma once
 
 #include <span>

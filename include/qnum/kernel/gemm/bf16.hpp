@@ -2,19 +2,23 @@
 // accumulation, in the NT, NN and TN forms of the fp32 GEMM: the products of a `--precision
 // bf16` step (tensor/precision.hpp).
 //
-// The arithmetic is that of AVX512-BF16's vdpbf16ps, measured on AMD Zen 4 and written in
-// Intel's pseudo-code: K is taken in pairs (2t, 2t+1), and every output element is one chain
-//     acc = ftz(fma(a[2t+1], b[2t+1], acc));  acc = ftz(fma(a[2t], b[2t], acc))
-// over t = 0 .. ceil(K/2)-1 from acc = +0 (an odd K pads one zero pair), with bf16 subnormal
-// operands read as zero (DAZ) and subnormal sums flushed to zero (FTZ), whatever MXCSR says.
-// bf16_dot_reference is that chain in scalar C++; the vdpbf16ps kernel (where the translation
-// unit is compiled for AVX512-BF16) and the FMA emulation (everywhere else) are bit-identical
-// to it, tested at awkward shapes. The chain never splits K, and tiles depend only on the
-// sizes, so the bits never depend on the thread count.
+// The accumulation follows the engine that runs it, each engine's arithmetic measured and
+// written as a scalar chain that its kernel equals bit for bit (Bf16Chain):
+//  - pairs (AVX512-BF16's vdpbf16ps, measured on AMD Zen 4 and Sapphire Rapids, as Intel's
+//    pseudo-code): K is taken in pairs (2t, 2t+1), and every output element is one chain
+//        acc = ftz(fma(a[2t+1], b[2t+1], acc));  acc = ftz(fma(a[2t], b[2t], acc))
+//    over t = 0 .. ceil(K/2)-1 from acc = +0 (an odd K pads one zero pair): bf16_dot_reference.
+//    The vdpbf16ps kernel and the FMA emulation (everywhere else) run it.
+//  - tiles (AMX-BF16's TDPBF16PS, gemm/bf16_amx.hpp): per 32-value block of K, an even and an
+//    odd chain from zero, their sum added to the running sum: bf16_dot_reference_tiles.
+// Both read bf16 subnormal operands as zero (DAZ) and flush subnormal results (FTZ), whatever
+// MXCSR says. The chain never splits K, and tiles depend only on the sizes, so the bits never
+// depend on the thread count; they do depend on the engine (bf16_gemm_chain()), as they would
+// in any library that runs on these units.
 //
 // Operands are packed once per call: B into panels of 16 columns, each bf16 pair of a column
-// one 32-bit word (the operand layout vdpbf16ps reads); A row-major as bf16 (or, read
-// transposed, in strips of 8 rows), a row's pair broadcast from one word.
+// one 32-bit word (the operand layout vdpbf16ps and the tiles read); A row-major as bf16 (or,
+// for vdpbf16ps when read transposed, in strips of 8 rows), a row's pair one word.
 #pragma once
 
 #include <algorithm>
@@ -26,6 +30,8 @@
 #include <vector>
 
 #include "qnum/format/mx_packed.hpp"
+#include "qnum/kernel/amx.hpp"
+#include "qnum/kernel/gemm/bf16_amx.hpp"
 #include "qnum/kernel/gemm/tiles.hpp"
 #include "qnum/kernel/threading.hpp"
 
@@ -41,8 +47,20 @@ namespace qnum {
 /// Whether this translation unit's bf16 GEMM runs on vdpbf16ps (else the FMA emulation).
 inline constexpr bool kGemmBf16Native = QNUM_GEMM_BF16_NATIVE != 0;
 
+/// The accumulation chain of the bf16 GEMM (see the file comment).
+enum class Bf16Chain { pairs, tiles };
+
+/// The chain this process's bf16 GEMM runs: tiles where AMX is enabled (kernel::amx_enabled()).
+inline Bf16Chain bf16_gemm_chain() {
+  return detail::kGemmBf16AmxCompiled && kernel::amx_enabled() ? Bf16Chain::tiles : Bf16Chain::pairs;
+}
+
+/// Whether the bf16 products run on a bf16 unit (AMX tiles or vdpbf16ps), not the emulation.
+inline bool bf16_gemm_native() { return kGemmBf16Native || bf16_gemm_chain() == Bf16Chain::tiles; }
+
 /// What runs the bf16 products, in words.
 inline const char* bf16_engine() {
+  if (bf16_gemm_chain() == Bf16Chain::tiles) return "AMX-BF16 tiles (TDPBF16PS)";
   return kGemmBf16Native ? "vdpbf16ps (AVX512-BF16)" : "an FMA emulation (this build has no AVX512-BF16)";
 }
 
@@ -81,6 +99,29 @@ inline float bf16_dot_reference(const std::uint16_t* a, const std::uint16_t* b, 
   return acc;
 }
 
+/// One output element in TDPBF16PS's chain: per block of 32 values (the pad of the last block
+/// zero and taking part), an even and an odd chain from +0, their sum added to the running sum.
+inline float bf16_dot_reference_tiles(const std::uint16_t* a, const std::uint16_t* b, std::int64_t K) {
+  float acc = 0.0f;
+  for (std::int64_t k0 = 0; k0 < K; k0 += 32) {
+    float even = 0.0f, odd = 0.0f;
+    for (std::int64_t k = k0; k < k0 + 32; k += 2) {
+      const auto at = [K](const std::uint16_t* x, std::int64_t i) {
+        return i < K ? detail::mx_bf16_bits_to_float(x[i]) : 0.0f;
+      };
+      even = detail::bf16_ftz(std::fma(at(a, k), at(b, k), even));
+      odd = detail::bf16_ftz(std::fma(at(a, k + 1), at(b, k + 1), odd));
+    }
+    acc = detail::bf16_ftz(acc + detail::bf16_ftz(even + odd));
+  }
+  return acc;
+}
+
+/// One output element in `chain`'s order.
+inline float bf16_dot(const std::uint16_t* a, const std::uint16_t* b, std::int64_t K, Bf16Chain chain) {
+  return chain == Bf16Chain::tiles ? bf16_dot_reference_tiles(a, b, K) : bf16_dot_reference(a, b, K);
+}
+
 namespace detail {
 
 inline constexpr int kBMR = 8, kBNR = 32;  // register tile: 8 rows x 32 columns (16 zmm accumulators)
@@ -98,14 +139,16 @@ inline std::uint32_t bf16_pair(float lo, float hi) {
   return static_cast<std::uint32_t>(bf16_operand(lo)) | (static_cast<std::uint32_t>(bf16_operand(hi)) << 16);
 }
 
-/// Packs rows [0, R) of `op` into groups of `g` rows: group q holds, for each pair t, the g
-/// rows' words. Rows past R and the pad of an odd K are zero. Rows contiguous along K (sk = 1)
-/// are converted a row at a time into a scratch and interleaved; rows contiguous across
-/// (sr = 1) are read two whole k-lines at a time, each feeding every group's word t.
+/// Packs rows [0, R) of `op` into groups of `g` rows: group q holds, for each pair t < Tp, the
+/// g rows' words (Tp >= ceil(K/2) pairs; at least `min_groups` groups). Rows past R and pairs
+/// past K are zero. Rows contiguous along K (sk = 1) are converted a row at a time into a
+/// scratch and interleaved; rows contiguous across (sr = 1) are read two whole k-lines at a
+/// time, each feeding every group's word t.
 inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int g, std::vector<std::uint32_t>& out,
-                      bool parallel) {
+                      bool parallel, std::int64_t Tp = 0, std::int64_t min_groups = 0) {
   const std::int64_t T = ceil_div(K, 2), groups = ceil_div(R, g);
-  out.assign(static_cast<std::size_t>(groups * T * g), 0u);
+  if (Tp < T) Tp = T;
+  out.assign(static_cast<std::size_t>(std::max(groups, min_groups) * Tp * g), 0u);
   std::uint32_t* po = out.data();
   const Bf16Operand o = op;
   if (o.sk == 1) {
@@ -115,7 +158,7 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
       std::uint16_t* h = rows.data();
       for (std::int64_t q = qb; q < qe; ++q) {
         const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
-        std::uint32_t* d = po + q * T * g;
+        std::uint32_t* d = po + q * Tp * g;
         for (std::int64_t r = 0; r < nr; ++r) {
           const float* x = o.p + (r0 + r) * o.sr;
           std::uint16_t* hr = h + r * 2 * T;
@@ -139,7 +182,7 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
       const float* x1 = 2 * t + 1 < K ? x0 + o.sk : nullptr;
       for (std::int64_t q = 0; q < groups; ++q) {
         const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
-        std::uint32_t* dt = po + (q * T + t) * g;
+        std::uint32_t* dt = po + (q * Tp + t) * g;
         if (x1)
           for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[(r0 + r) * o.sr], x1[(r0 + r) * o.sr]);
         else
@@ -153,26 +196,48 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
     pack(0, T);
 }
 
-/// Packs rows [0, R) of `op` (rows contiguous along K: sk = 1) row-major: row r is its 2T
-/// bf16 halves (the pad of an odd K zero), so the tile reads a row's pair t as one word.
+/// Packs rows [0, R) of `op` (rows contiguous along K: sk = 1) row-major: row r is its 2·Tp
+/// bf16 halves (Tp >= ceil(K/2); past K zero), so the tile reads a row's pair t as one word;
+/// rows R .. min_rows-1, when asked for, are zero.
 inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K, std::vector<std::uint16_t>& out,
-                           bool parallel) {
-  const std::int64_t T = ceil_div(K, 2);
-  out.resize(static_cast<std::size_t>(R * 2 * T));
+                           bool parallel, std::int64_t Tp = 0, std::int64_t min_rows = 0) {
+  Tp = std::max(Tp, ceil_div(K, 2));
+  const std::int64_t rows = std::max(R, min_rows);
+  out.resize(static_cast<std::size_t>(rows * 2 * Tp));
   std::uint16_t* po = out.data();
+  if (rows > R) std::fill(po + R * 2 * Tp, po + rows * 2 * Tp, std::uint16_t{0});
   const Bf16Operand o = op;
   const auto pack = [=](std::int64_t rb, std::int64_t re) {
     for (std::int64_t r = rb; r < re; ++r) {
       const float* __restrict x = o.p + r * o.sr;
-      std::uint16_t* __restrict h = po + r * 2 * T;
+      std::uint16_t* __restrict h = po + r * 2 * Tp;
       for (std::int64_t k = 0; k < K; ++k) h[k] = bf16_operand(x[k]);
-      if (K % 2) h[K] = 0;
+      for (std::int64_t k = K; k < 2 * Tp; ++k) h[k] = 0;
     }
   };
   if (parallel)
     parallel_for(R, 64, pack);
   else
     pack(0, R);
+}
+
+/// The bf16 GEMM on AMX tiles: operands packed in bf16_amx.hpp's layouts (K padded to blocks of
+/// 32 values, A rows to blocks of 32, B to an even number of 16-column panels).
+inline void gemm_bf16_tiles(const Bf16Operand& a, const Bf16Operand& b, const float* bias, float* C, std::int64_t ldc,
+                            std::int64_t M, std::int64_t N, std::int64_t K, bool parallel) {
+  const std::int64_t Tp = ceil_div(K, 32) * 16, Mp = ceil_div(M, 32) * 32, panels = ceil_div(N, 32) * 2;
+  thread_local std::vector<std::uint16_t> pa_rows;
+  thread_local std::vector<std::uint32_t> pa_words, pb;
+  const std::uint32_t* pa;
+  if (a.sk == 1) {
+    pack_bf16_rows(a, M, K, pa_rows, parallel, Tp, Mp);
+    pa = reinterpret_cast<const std::uint32_t*>(pa_rows.data());
+  } else {
+    pack_bf16(a, M, K, 1, pa_words, parallel, Tp, Mp);  // groups of one row: row-major words
+    pa = pa_words.data();
+  }
+  pack_bf16(b, N, K, 16, pb, parallel, Tp, panels);
+  gemm_bf16_amx(pa, pb.data(), Tp, bias, C, ldc, M, N, parallel);
 }
 
 /// The word of A's row r at pair t: 4 bytes at rows[r] + t·step (row-major rows: step 4; a
@@ -240,6 +305,10 @@ inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const flo
                            std::int64_t M, std::int64_t N, std::int64_t K) {
   gemm_check("gemm_bf16", M, N, K, a.p, b.p, C);
   const bool parallel = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= kGemmSerialFlops;
+  if (bf16_gemm_chain() == Bf16Chain::tiles) {
+    gemm_bf16_tiles(a, b, bias, C, ldc, M, N, K, parallel);
+    return;
+  }
   // Reused buffers, packed once per call. A rows contiguous along K (NT, NN) are converted in
   // place order (row-major halves, no interleave); A read transposed (TN) goes into strips of
   // 8 rows, which that layout reads contiguously.
