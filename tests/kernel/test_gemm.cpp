@@ -535,14 +535,38 @@ TEST_CASE("kernel gemm: bf16 NT, NN and TN equal the scalar bf16 reference bit f
   }
 }
 
+TEST_CASE("kernel gemm: the two bf16 chains are vdpbf16ps's pairs and TDPBF16PS's even/odd chains per 32 values") {
+  // pairs: pair 0 gives 1, then 1 + 2^30 loses the 1, and -2^30 cancels: 0. tiles: the even
+  // chain cancels 2^30 - 2^30 = 0, the odd chain keeps 1 + 0: 1.
+  const std::vector<std::uint16_t> a = {qnum::bf16_operand(0x1p30f), qnum::bf16_operand(1.0f),
+                                        qnum::bf16_operand(-0x1p30f), 0};
+  const std::vector<std::uint16_t> ones(4, qnum::bf16_operand(1.0f));
+  CHECK(qnum::bf16_dot(a.data(), ones.data(), 4, qnum::Bf16Chain::pairs) == 0.0f);
+  CHECK(qnum::bf16_dot(a.data(), ones.data(), 4, qnum::Bf16Chain::tiles) == 1.0f);
+  // Across blocks the tiles chain adds each block's sum to the running one: 2^30 in block 0,
+  // then block 1's 1 (lost) and -2^30 (cancels), summed first to -2^30 + 1 -> -2^30: 0.
+  std::vector<std::uint16_t> x(64, 0), y(64, qnum::bf16_operand(1.0f));
+  x[0] = qnum::bf16_operand(0x1p30f), x[32] = qnum::bf16_operand(1.0f), x[34] = qnum::bf16_operand(-0x1p30f);
+  CHECK(qnum::bf16_dot(x.data(), y.data(), 64, qnum::Bf16Chain::tiles) == 0.0f);
+  // The GEMM runs the chain bf16_gemm_chain() names (tiles only where AMX is enabled).
+  MESSAGE("bf16 chain: " << (qnum::bf16_gemm_chain() == qnum::Bf16Chain::tiles ? "tiles (AMX)" : "pairs"));
+  const std::vector<float> af = {0x1p30f, 1.0f, -0x1p30f, 0.0f}, bf = {1.0f, 1.0f, 1.0f, 1.0f};
+  std::vector<float> c(1);
+  qnum::gemm_bf16_nt(af.data(), bf.data(), c.data(), 1, 1, 4);
+  CHECK(c[0] == (qnum::bf16_gemm_chain() == qnum::Bf16Chain::tiles ? 1.0f : 0.0f));
+  if (qnum::kernel::kAmxCompiled && !qnum::kernel::amx_enabled())
+    MESSAGE("AMX compiled in but not enabled here (CPU, OS or QNUM_MAX_ISA): the AMX kernels did not run");
+}
+
 TEST_CASE("kernel gemm: bf16 operands round to nearest even; subnormals, signed zeros and the pad follow vdpbf16ps") {
   // Rounding: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 and goes to even (1); 1 + 3·2^-9 rounds up.
   CHECK(qnum::bf16_operand(1.0f + 0x1p-8f) == 0x3F80);
   CHECK(qnum::bf16_operand(1.0f + 3 * 0x1p-9f) == 0x3F81);
   CHECK(qnum::bf16_operand(-0x1p-130f) == 0x8000);  // subnormal -> signed zero (DAZ)
   CHECK(qnum::bf16_operand(std::numeric_limits<float>::quiet_NaN()) == 0x7FC0);
-  // Odd element of each pair first: pair 0 leaves 2^30; then (2^30 + 1) loses the 1 before
-  // -2^30 cancels, giving 0 (the even-first order would cancel first and keep the 1).
+  // pairs: odd element of each pair first: pair 0 leaves 2^30; then (2^30 + 1) loses the 1
+  // before -2^30 cancels, giving 0 (the even-first order would cancel first and keep the 1).
+  // tiles: even chain 0 - 2^30, odd chain 2^30 + 1 -> 2^30, summed: 0 as well.
   const std::vector<float> a = {0.0f, 0x1p30f, -0x1p30f, 1.0f}, b = {1.0f, 1.0f, 1.0f, 1.0f};
   std::vector<float> c(1);
   qnum::gemm_bf16_nt(a.data(), b.data(), c.data(), 1, 1, 4);

@@ -56,10 +56,10 @@
 namespace qnum::train {
 
 namespace detail {
-/// Says once per process, on stderr, when bf16 products run on the emulation (same bits, slower).
+/// Says once per process, on stderr, when bf16 products run on the emulation (vdpbf16ps's bits, slower).
 inline void note_bf16_engine(Precision p) {
   static bool said = false;
-  if (p != Precision::bf16 || kGemmBf16Native || said) return;
+  if (p != Precision::bf16 || bf16_gemm_native() || said) return;
   said = true;
   std::fprintf(stderr, "note: precision bf16 runs its products on %s\n", bf16_engine());
 }

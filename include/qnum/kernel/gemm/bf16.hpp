@@ -139,6 +139,46 @@ inline std::uint32_t bf16_pair(float lo, float hi) {
   return static_cast<std::uint32_t>(bf16_operand(lo)) | (static_cast<std::uint32_t>(bf16_operand(hi)) << 16);
 }
 
+#if QNUM_GEMM_BF16_NATIVE
+/// bf16_operand of 16 lanes at once. vcvtneps2bf16 rounds to nearest even but reads fp32
+/// subnormals as zero, so two kinds of lane are set right after it: NaN (-> 0x7FC0) and the
+/// subnormals that round up to the smallest normal bf16 (-> ±0x0080), exhaustively checked.
+inline __m256i bf16_operand16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000));
+  const __mmask16 up = _mm512_cmpge_epu32_mask(mag, _mm512_set1_epi32(0x007F8000)) &
+                       _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(0x00800000));
+  const __m256i sign = _mm256_and_si256(_mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)), _mm256_set1_epi16(-0x8000));
+  __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+  h = _mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(0x7FC0));
+  return _mm256_mask_mov_epi16(h, up, _mm256_or_si256(sign, _mm256_set1_epi16(0x0080)));
+}
+
+/// The pair words of 16 rows (lanes past n zero) from two k-lines contiguous across rows.
+inline __m512i bf16_pair16(const float* x0, const float* x1, int n) {
+  const __mmask16 m = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  const __m512i lo = _mm512_cvtepu16_epi32(bf16_operand16(_mm512_maskz_loadu_ps(m, x0)));
+  if (!x1) return lo;
+  const __m512i hi = _mm512_cvtepu16_epi32(bf16_operand16(_mm512_maskz_loadu_ps(m, x1)));
+  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+#endif
+
+/// h[k] = bf16_operand(x[k]) for k < n.
+inline void bf16_convert(const float* __restrict x, std::uint16_t* __restrict h, std::int64_t n) {
+  std::int64_t k = 0;
+#if QNUM_GEMM_BF16_NATIVE
+  for (; k + 16 <= n; k += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + k), bf16_operand16(_mm512_loadu_ps(x + k)));
+  if (k < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - k)) - 1);
+    _mm256_mask_storeu_epi16(h + k, m, bf16_operand16(_mm512_maskz_loadu_ps(m, x + k)));
+    return;
+  }
+#endif
+  for (; k < n; ++k) h[k] = bf16_operand(x[k]);
+}
+
 /// Packs rows [0, R) of `op` into groups of `g` rows: group q holds, for each pair t < Tp, the
 /// g rows' words (Tp >= ceil(K/2) pairs; at least `min_groups` groups). Rows past R and pairs
 /// past K are zero. Rows contiguous along K (sk = 1) are converted a row at a time into a
@@ -160,11 +200,20 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
         const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
         std::uint32_t* d = po + q * Tp * g;
         for (std::int64_t r = 0; r < nr; ++r) {
-          const float* x = o.p + (r0 + r) * o.sr;
-          std::uint16_t* hr = h + r * 2 * T;
-          for (std::int64_t k = 0; k < K; ++k) hr[k] = bf16_operand(x[k]);
+          bf16_convert(o.p + (r0 + r) * o.sr, h + r * 2 * T, K);
         }
-        for (std::int64_t t = 0; t < T; ++t)
+        std::int64_t t = 0;
+#if QNUM_GEMM_BF16_NATIVE
+        if (g == 16) {  // a 16-word line per pair, gathered from the 16 converted rows
+          const __mmask16 m = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
+          const __m512i rows_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                     _mm512_set1_epi32(static_cast<int>(T)));
+          const auto* w = reinterpret_cast<const int*>(h);
+          for (; t < T; ++t)
+            _mm512_storeu_si512(d + t * 16, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, rows_at, w + t, 4));
+        }
+#endif
+        for (; t < T; ++t)
           for (std::int64_t r = 0; r < nr; ++r)
             d[t * g + r] = static_cast<std::uint32_t>(h[(r * T + t) * 2]) |
                            (static_cast<std::uint32_t>(h[(r * T + t) * 2 + 1]) << 16);
@@ -183,6 +232,13 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
       for (std::int64_t q = 0; q < groups; ++q) {
         const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
         std::uint32_t* dt = po + (q * Tp + t) * g;
+#if QNUM_GEMM_BF16_NATIVE
+        if (o.sr == 1 && g >= 8) {  // the group's rows are contiguous in both lines
+          const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1);
+          _mm512_mask_storeu_epi32(dt, m, bf16_pair16(x0 + r0, x1 ? x1 + r0 : nullptr, static_cast<int>(nr)));
+          continue;
+        }
+#endif
         if (x1)
           for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[(r0 + r) * o.sr], x1[(r0 + r) * o.sr]);
         else
@@ -211,7 +267,7 @@ inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K
     for (std::int64_t r = rb; r < re; ++r) {
       const float* __restrict x = o.p + r * o.sr;
       std::uint16_t* __restrict h = po + r * 2 * Tp;
-      for (std::int64_t k = 0; k < K; ++k) h[k] = bf16_operand(x[k]);
+      bf16_convert(x, h, K);
       for (std::int64_t k = K; k < 2 * Tp; ++k) h[k] = 0;
     }
   };
@@ -221,23 +277,63 @@ inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K
     pack(0, R);
 }
 
+/// Packs rows [0, R) of `op` for the AMX tiles (bf16_amx.hpp's A layout): per strip of 16 rows
+/// and step of 16 pairs one 1 KiB block, row r's 16 words 64 bytes apart; Tp pairs a row (past
+/// K zero), rows up to min_rows zero. Rows along K (sk = 1) are converted 32 values at a time
+/// into their block row; rows across (sr = 1) are built a pair line of 16 rows at a time and
+/// written out transposed.
+inline void pack_bf16_amx_a(const Bf16Operand& op, std::int64_t R, std::int64_t K, std::vector<std::uint32_t>& out,
+                            bool parallel, std::int64_t Tp, std::int64_t min_rows) {
+  const std::int64_t T = ceil_div(K, 2), steps = Tp / 16, strips = ceil_div(std::max(R, min_rows), 16);
+  out.assign(static_cast<std::size_t>(strips * Tp * 16), 0u);
+  std::uint32_t* po = out.data();
+  const Bf16Operand o = op;
+  const auto pack = [=](std::int64_t sb, std::int64_t se) {
+    alignas(64) std::uint32_t block[16][16];  // [pair][row]
+    for (std::int64_t st = sb; st < se; ++st) {
+      const std::int64_t r0 = st * 16, nr = std::min<std::int64_t>(16, R - r0);
+      std::uint32_t* strip = po + st * steps * 256;
+      if (o.sk == 1) {
+        for (std::int64_t r = 0; r < nr; ++r)
+          for (std::int64_t u = 0; u * 32 < K; ++u)
+            bf16_convert(o.p + (r0 + r) * o.sr + u * 32, reinterpret_cast<std::uint16_t*>(strip + u * 256 + r * 16),
+                         std::min<std::int64_t>(32, K - u * 32));
+        continue;
+      }
+      for (std::int64_t t0 = 0; t0 < T; t0 += 16) {
+        const std::int64_t nt = std::min<std::int64_t>(16, T - t0);
+        for (std::int64_t t = 0; t < nt; ++t) {
+          const float* x0 = o.p + 2 * (t0 + t) * o.sk + r0 * o.sr;
+          const float* x1 = 2 * (t0 + t) + 1 < K ? x0 + o.sk : nullptr;
+#if QNUM_GEMM_BF16_NATIVE
+          if (o.sr == 1) {
+            _mm512_store_si512(block[t], bf16_pair16(x0, x1, static_cast<int>(nr)));
+            continue;
+          }
+#endif
+          for (std::int64_t r = 0; r < nr; ++r) block[t][r] = bf16_pair(x0[r * o.sr], x1 ? x1[r * o.sr] : 0.0f);
+        }
+        std::uint32_t* d = strip + (t0 / 16) * 256;
+        for (std::int64_t r = 0; r < nr; ++r)
+          for (std::int64_t t = 0; t < nt; ++t) d[r * 16 + t] = block[t][r];
+      }
+    }
+  };
+  if (parallel)
+    parallel_for(ceil_div(R, 16), 1, pack);
+  else
+    pack(0, ceil_div(R, 16));
+}
+
 /// The bf16 GEMM on AMX tiles: operands packed in bf16_amx.hpp's layouts (K padded to blocks of
 /// 32 values, A rows to blocks of 32, B to an even number of 16-column panels).
 inline void gemm_bf16_tiles(const Bf16Operand& a, const Bf16Operand& b, const float* bias, float* C, std::int64_t ldc,
                             std::int64_t M, std::int64_t N, std::int64_t K, bool parallel) {
   const std::int64_t Tp = ceil_div(K, 32) * 16, Mp = ceil_div(M, 32) * 32, panels = ceil_div(N, 32) * 2;
-  thread_local std::vector<std::uint16_t> pa_rows;
-  thread_local std::vector<std::uint32_t> pa_words, pb;
-  const std::uint32_t* pa;
-  if (a.sk == 1) {
-    pack_bf16_rows(a, M, K, pa_rows, parallel, Tp, Mp);
-    pa = reinterpret_cast<const std::uint32_t*>(pa_rows.data());
-  } else {
-    pack_bf16(a, M, K, 1, pa_words, parallel, Tp, Mp);  // groups of one row: row-major words
-    pa = pa_words.data();
-  }
+  thread_local std::vector<std::uint32_t> pa, pb;
+  pack_bf16_amx_a(a, M, K, pa, parallel, Tp, Mp);
   pack_bf16(b, N, K, 16, pb, parallel, Tp, panels);
-  gemm_bf16_amx(pa, pb.data(), Tp, bias, C, ldc, M, N, parallel);
+  gemm_bf16_amx(pa.data(), pb.data(), Tp, bias, C, ldc, M, N, parallel);
 }
 
 /// The word of A's row r at pair t: 4 bytes at rows[r] + t·step (row-major rows: step 4; a

@@ -8,14 +8,17 @@
 // bf16_dot_reference_tiles is that chain in scalar C++ (K padded with zeros to a multiple of
 // 32: the pad takes part, as in the tiles), and this kernel is bit-identical to it.
 //
-// Layouts (packed by bf16.hpp): A row-major, `Tp` pair words a row (Tp a multiple of 16, the
-// pad zero) and rows padded to a multiple of 32; B in panels of 16 columns, each pair t of a
-// panel 16 words (64 bytes: one tile row), the panel count even.
+// Layouts (packed by bf16.hpp), every tile one contiguous KiB (strided tile rows meet cache-set
+// conflicts): A in strips of 16 rows, `Tp` pairs a row (a multiple of 16, the pad zero), each
+// strip a block per step of 16 pairs, row r's 16 pair words at word 16·r; rows padded to a
+// multiple of 32. B in panels of 16 columns, each pair t of a panel 16 words (a tile row), the
+// panel count even.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "qnum/kernel/amx.hpp"
 #include "qnum/kernel/gemm/tiles.hpp"
@@ -25,54 +28,93 @@ namespace qnum::detail {
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512F__)
 inline constexpr bool kGemmBf16AmxCompiled = true;
 
-/// C[M,N] (+ bias) from packed A (`pa`) and B (`pb`): 32x32 output blocks of 2x2 tiles, each
-/// accumulating over the whole K in its tiles, so every element is one chain.
+#ifndef QNUM_AMX_BF16_KC
+#define QNUM_AMX_BF16_KC 128
+#endif
+/// K in chunks of this many pairs: a 32-row strip of A (16 KiB) stays in L1 while it meets
+/// every column block of the output tile.
+inline constexpr std::int64_t kAmxBf16Kc = QNUM_AMX_BF16_KC;
+
+/// C[M,N] (+ bias) from packed A (`pa`) and B (`pb`), over output tiles of 64 x 256: per K
+/// chunk, each 32x32 block's 2x2 accumulator tiles are loaded from the tile's fp32 sums,
+/// advanced and stored back. A stored fp32 sum reloads exactly, so every element is still the
+/// one chain of bf16_dot_reference_tiles.
 inline void gemm_bf16_amx(const std::uint32_t* pa, const std::uint32_t* pb, std::int64_t Tp, const float* bias,
                           float* C, std::int64_t ldc, std::int64_t M, std::int64_t N, bool parallel) {
   require(kernel::amx_enabled(), "gemm_bf16_amx: AMX is not enabled in this process (kernel/amx.hpp)");
-  const std::int64_t a_stride = Tp * 4;  // bytes between A rows
-  // Tiles of 64 rows x 256 columns: a panel pair is read by both row blocks while in L2.
+  constexpr std::int64_t kTm = 64, kTn = 256;
   gemm_tiles(
-      M, N, 64, 256,
+      M, N, kTm, kTn,
       [=](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
         const kernel::AmxTiles tiles;
-        alignas(64) float out[32 * 32];
-        for (std::int64_t j = j0; j < j1; j += 32) {
-          const std::uint32_t* b0 = pb + (j / 16) * Tp * 16;
-          const std::uint32_t* b1 = b0 + Tp * 16;
-          const std::int64_t nc = std::min<std::int64_t>(32, j1 - j);
+        // The tile's fp32 sums between K chunks, a KiB per accumulator tile.
+        thread_local std::vector<float> sums_buf(static_cast<std::size_t>(kTm * kTn));
+        float* sums = sums_buf.data();
+        for (std::int64_t t0 = 0; t0 < Tp; t0 += kAmxBf16Kc) {
+          const std::int64_t t1 = std::min(Tp, t0 + kAmxBf16Kc);
           for (std::int64_t i = i0; i < i1; i += 32) {
-            const std::uint32_t* a0 = pa + i * Tp;
+            const std::uint32_t* a0 = pa + i * Tp;  // strip i/16: (Tp/16) blocks of 256 words
             const std::uint32_t* a1 = a0 + 16 * Tp;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            for (std::int64_t t = 0; t < Tp; t += 16) {
-              _tile_loadd(4, a0 + t, a_stride);
-              _tile_loadd(5, a1 + t, a_stride);
-              _tile_loadd(6, b0 + t * 16, 64);
-              _tile_loadd(7, b1 + t * 16, 64);
-              _tile_dpbf16ps(0, 4, 6);
-              _tile_dpbf16ps(1, 4, 7);
-              _tile_dpbf16ps(2, 5, 6);
-              _tile_dpbf16ps(3, 5, 7);
-            }
-            _tile_stored(0, out, 128);
-            _tile_stored(1, out + 16, 128);
-            _tile_stored(2, out + 16 * 32, 128);
-            _tile_stored(3, out + 16 * 32 + 16, 128);
-            const std::int64_t mr = std::min<std::int64_t>(32, i1 - i);
-            for (std::int64_t r = 0; r < mr; ++r) {
-              float* c = C + (i + r) * ldc + j;
-              const float* s = out + r * 32;
-              if (bias)
-                for (std::int64_t q = 0; q < nc; ++q) c[q] = s[q] + bias[j + q];
-              else
-                std::memcpy(c, s, static_cast<std::size_t>(nc) * sizeof(float));
+            for (std::int64_t j = j0; j < j1; j += 32) {
+              const std::uint32_t* b0 = pb + (j / 16) * Tp * 16;
+              const std::uint32_t* b1 = b0 + Tp * 16;
+              float* s = sums + ((i - i0) / 32 * (kTn / 32) + (j - j0) / 32) * 1024;  // 4 tiles of 256
+              if (t0 == 0) {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+              } else {
+                _tile_loadd(0, s, 64);
+                _tile_loadd(1, s + 256, 64);
+                _tile_loadd(2, s + 512, 64);
+                _tile_loadd(3, s + 768, 64);
+              }
+              for (std::int64_t t = t0; t < t1; t += 16) {
+#ifdef QNUM_AMX_PF
+                // Tiles have no renaming: a load waits for the products that read its tile, so the
+                // next step's lines are asked for now, to meet the load in L1.
+                const std::uint32_t* nb0 = t + 16 < t1 ? b0 + (t + 16) * 16 : b0 + 32 * Tp * 16 + t0 * 16;
+                for (int l = 0; l < 16; ++l) {
+                  _mm_prefetch(reinterpret_cast<const char*>(nb0 + l * 16), _MM_HINT_T0);
+                  _mm_prefetch(reinterpret_cast<const char*>(nb0 + Tp * 16 + l * 16), _MM_HINT_T0);
+                }
+#if QNUM_AMX_PF > 1
+                if (t + 16 < t1)
+                  for (int l = 0; l < 16; ++l) {
+                    _mm_prefetch(reinterpret_cast<const char*>(a0 + (t + 16) * 16 + l * 16), _MM_HINT_T0);
+                    _mm_prefetch(reinterpret_cast<const char*>(a1 + (t + 16) * 16 + l * 16), _MM_HINT_T0);
+                  }
+#endif
+#endif
+                _tile_loadd(4, a0 + t * 16, 64);
+                _tile_loadd(5, a1 + t * 16, 64);
+                _tile_loadd(6, b0 + t * 16, 64);
+                _tile_loadd(7, b1 + t * 16, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+              }
+              _tile_stored(0, s, 64);
+              _tile_stored(1, s + 256, 64);
+              _tile_stored(2, s + 512, 64);
+              _tile_stored(3, s + 768, 64);
             }
           }
         }
+        for (std::int64_t i = i0; i < i1; ++i)
+          for (std::int64_t j = j0; j < j1; j += 16) {  // one accumulator tile row: 16 columns
+            const std::int64_t li = i - i0, lj = j - j0;
+            const float* s = sums + ((li / 32) * (kTn / 32) + lj / 32) * 1024 + ((li % 32) / 16 * 2 + (lj % 32) / 16) * 256 +
+                             (li % 16) * 16;
+            float* c = C + i * ldc + j;
+            const std::int64_t nc = std::min<std::int64_t>(16, j1 - j);
+            if (bias)
+              for (std::int64_t q = 0; q < nc; ++q) c[q] = s[q] + bias[j + q];
+            else
+              std::memcpy(c, s, static_cast<std::size_t>(nc) * sizeof(float));
+          }
       },
       parallel);
 }
