@@ -283,6 +283,58 @@ TEST_CASE("kernel gemm: int8 all -128 stays exact over several K chunks and at t
   }
 }
 
+TEST_CASE("kernel gemm: AMX int8 equals the VNNI/reference sums") {
+  // gemm_s8_nt (and gemm_fixed8_nt's epilogue) run on AMX-INT8 tiles where amx_enabled(): K
+  // padded to 64, rows to 32, A read in place when K % 64 == 0 and A is 64-byte aligned.
+  if (!qnum::kernel::amx_enabled()) MESSAGE("AMX is not enabled here: checking the active int8 path only");
+  const std::vector<Shape3> shapes = {{1, 47, 63},  {1, 17, 65},    {1, 1, 1},     {5, 47, 1},
+                                      {31, 17, 64}, {33, 17, 3071}, {70, 47, 128}, {128, 768, 768}};
+  for (const auto& s : shapes)
+    for (const bool extreme : {false, true}) {
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      CAPTURE(extreme);
+      // A at a 64-byte boundary (the in-place path) and one byte past it (the packed path).
+      const auto a0 = rand_s8(static_cast<std::size_t>(s.m * s.k), 21);
+      auto b = rand_s8(static_cast<std::size_t>(s.n * s.k), 22);
+      std::vector<std::int8_t> abuf(a0.size() + 128);
+      std::int8_t* base = abuf.data() + (64 - reinterpret_cast<std::uintptr_t>(abuf.data()) % 64);
+      if (extreme) std::fill(b.begin(), b.end(), std::int8_t{-128});  // K·16384 sums
+      for (const std::int64_t off : {0, 1}) {
+        CAPTURE(off);
+        std::int8_t* a = base + off;
+        if (extreme)
+          std::fill(a, a + a0.size(), std::int8_t{-128});
+        else
+          std::copy(a0.begin(), a0.end(), a);
+        const auto c = across_threads<std::int32_t>([&] {
+          std::vector<std::int32_t> out(static_cast<std::size_t>(s.m * s.n), 7);
+          qnum::gemm_s8_nt(a, b.data(), out.data(), s.m, s.n, s.k);
+          return out;
+        });
+        int bad = 0;
+        for (std::int64_t i = 0; i < s.m; ++i)
+          for (std::int64_t j = 0; j < s.n; ++j) {
+            std::int64_t r = 0;
+            for (std::int64_t k = 0; k < s.k; ++k) r += a[i * s.k + k] * b[static_cast<std::size_t>(j * s.k + k)];
+            bad += r != c[static_cast<std::size_t>(i * s.n + j)];
+          }
+        CHECK(bad == 0);
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+        std::vector<std::int32_t> v(c.size(), 9);  // the VNNI kernel itself, whatever gemm_s8_nt ran
+        qnum::detail::gemm_s8_vnni(a, b.data(), s.m, s.n, s.k,
+                                   [&](std::int64_t row, std::int64_t j, int nr, __m512i lo, __m512i hi) {
+                                     const auto [m0, m1] = qnum::detail::column_masks(nr);
+                                     _mm512_mask_storeu_epi32(v.data() + row * s.n + j, m0, lo);
+                                     _mm512_mask_storeu_epi32(v.data() + row * s.n + j + 16, m1, hi);
+                                   });
+        CHECK(same_bits(c, v));
+#endif
+      }
+    }
+}
+
 TEST_CASE("kernel gemm: quantize_fixed8 rounds to nearest even and saturates") {
   const std::vector<float> x = {0.03125f, 0.09375f, -0.03125f, 100.0f, -100.0f, 1.0f};
   const auto k = qnum::quantize_fixed8(x, 4);  // x·16: 0.5 -> 0, 1.5 -> 2, -0.5 -> 0

@@ -1,8 +1,9 @@
 // GEMM kernels, one header per kind (kernel/gemm/): fp32 (fp32.hpp, its register tile in
 // fp32_micro.hpp), bf16 operands with fp32 accumulation (bf16.hpp), int8 x int8 -> int32
-// fixed point (int8.hpp; micro-kernels int8_vnni.hpp, int8_madd16.hpp, int8_dot.hpp), MXINT8
-// ggml-style block dots (mxint8.hpp, mxint8_vnni.hpp) and binary XNOR-popcount (binary.hpp);
-// tiles.hpp holds the argument checks and the output tiling they share.
+// fixed point (int8.hpp; micro-kernels int8_amx.hpp, int8_vnni.hpp, int8_madd16.hpp,
+// int8_dot.hpp), MXINT8 ggml-style block dots (mxint8.hpp, mxint8_vnni.hpp) and binary
+// XNOR-popcount (binary.hpp); tiles.hpp holds the argument checks and the output tiling they
+// share.
 //
 // Layout: everything is row-major and in the "NT" form a Linear layer wants,
 //     C[M,N] = A[M,K] · B[N,K]ᵀ      (y = x · Wᵀ with W [out, in]),

@@ -24,21 +24,6 @@ namespace qnum {
 
 namespace detail {
 
-/// Minimal 64-byte aligned allocator: packed panels start on a cache line, so no vector load
-/// of the micro-kernel splits across two lines.
-template <class T>
-struct CacheAligned {
-  using value_type = T;
-  CacheAligned() = default;
-  template <class U>
-  CacheAligned(const CacheAligned<U>&) {}
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, std::size_t) { ::operator delete (p, std::align_val_t{64}); }
-  template <class U>
-  bool operator==(const CacheAligned<U>&) const {
-    return true;
-  }
-};
 using AlignedF32 = std::vector<float, CacheAligned<float>>;
 
 /// One NT panel: d[k][j] = src[j·ldb + k] for nj <= kFNR rows of B (the rest zero).

@@ -1,4 +1,5 @@
-// int8 x int8 -> int32 GEMM (fixed point), exact for K <= kGemmInt8MaxK: AVX512-VNNI when
+// int8 x int8 -> int32 GEMM (fixed point), exact for K <= kGemmInt8MaxK: AMX-INT8 tiles where
+// kernel::amx_enabled() (gemm/int8_amx.hpp; same sums, same epilogue), else AVX512-VNNI when
 // compiled with it (gemm/int8_vnni.hpp), else AVX2's register-tiled vpmaddwd kernels on
 // operands widened to int16 while packing (gemm/int8_madd16.hpp), else the SSE2/scalar dot
 // product (gemm/int8_dot.hpp). gemm_fixed8_nt scales the int32 sums to float (one rounding).
@@ -12,6 +13,8 @@
 
 #include "qnum/core/bits.hpp"
 #include "qnum/core/error.hpp"
+#include "qnum/kernel/amx.hpp"
+#include "qnum/kernel/gemm/int8_amx.hpp"
 #include "qnum/kernel/gemm/int8_dot.hpp"
 #include "qnum/kernel/gemm/int8_madd16.hpp"
 #include "qnum/kernel/gemm/int8_vnni.hpp"
@@ -34,11 +37,15 @@ inline void gemm_s8_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t*
   detail::require(K <= kGemmInt8MaxK, "gemm_s8_nt: K=", K, " must be <= ", kGemmInt8MaxK, " (int32 accumulators)");
   if constexpr (detail::kHaveVnni) {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
-    detail::gemm_s8_vnni(A, B, M, N, K, [=](std::int64_t row, std::int64_t j, int nr, __m512i lo, __m512i hi) {
+    const auto store = [=](std::int64_t row, std::int64_t j, int nr, __m512i lo, __m512i hi) {
       const auto [m0, m1] = detail::column_masks(nr);
       _mm512_mask_storeu_epi32(C + row * N + j, m0, lo);
       _mm512_mask_storeu_epi32(C + row * N + j + 16, m1, hi);
-    });
+    };
+    if (detail::kGemmS8AmxCompiled && kernel::amx_enabled())
+      detail::gemm_s8_amx(A, B, M, N, K, store);
+    else
+      detail::gemm_s8_vnni(A, B, M, N, K, store);
 #endif
   } else {
 #if defined(QNUM_GEMM_MADD16)
@@ -63,7 +70,7 @@ inline constexpr std::int64_t kGemmFixed8ExactK = 1024;
 /// fixed point, e.g. FixedSpec{8, F}); C = (A·Bᵀ in int32) · 2^-(Fa+Fb) (+ bias[j] when given,
 /// one more rounding). The product is exact whenever it is a float: K <= kGemmFixed8ExactK
 /// (beyond, one rounding of the exact sum). With VNNI the scale and bias are the int8
-/// kernel's epilogue; otherwise a pass over an int32 product.
+/// (or AMX) kernel's epilogue; otherwise a pass over an int32 product.
 inline void gemm_fixed8_nt(const std::int8_t* A, int Fa, const std::int8_t* B, int Fb, float* C, std::int64_t M,
                            std::int64_t N, std::int64_t K, const float* bias = nullptr) {
   detail::gemm_check("gemm_fixed8_nt", M, N, K, A, B, C);
@@ -73,7 +80,7 @@ inline void gemm_fixed8_nt(const std::int8_t* A, int Fa, const std::int8_t* B, i
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
   if (float_scale) {
     const __m512 s = _mm512_set1_ps(static_cast<float>(detail::pow2(e)));
-    detail::gemm_s8_vnni(A, B, M, N, K, [=](std::int64_t row, std::int64_t j, int nr, __m512i lo, __m512i hi) {
+    const auto store = [=](std::int64_t row, std::int64_t j, int nr, __m512i lo, __m512i hi) {
       const auto [m0, m1] = detail::column_masks(nr);
       __m512 y0 = _mm512_mul_ps(_mm512_cvtepi32_ps(lo), s), y1 = _mm512_mul_ps(_mm512_cvtepi32_ps(hi), s);
       if (bias) {
@@ -82,7 +89,11 @@ inline void gemm_fixed8_nt(const std::int8_t* A, int Fa, const std::int8_t* B, i
       }
       _mm512_mask_storeu_ps(C + row * N + j, m0, y0);
       _mm512_mask_storeu_ps(C + row * N + j + 16, m1, y1);
-    });
+    };
+    if (detail::kGemmS8AmxCompiled && kernel::amx_enabled())
+      detail::gemm_s8_amx(A, B, M, N, K, store);
+    else
+      detail::gemm_s8_vnni(A, B, M, N, K, store);
     return;
   }
 #endif

@@ -1,9 +1,11 @@
-// Shared pieces of the GEMM kernels: argument checks and the output tiling that makes every
-// kernel's bits independent of the thread count (tile boundaries depend only on the sizes).
+// Shared pieces of the GEMM kernels: argument checks, the output tiling that makes every
+// kernel's bits independent of the thread count (tile boundaries depend only on the sizes), and
+// the 64-byte aligned allocator of packed panels.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <new>
 #include <utility>
 
 #include "qnum/core/error.hpp"
@@ -25,6 +27,22 @@ inline void gemm_check(const char* what, std::int64_t M, std::int64_t N, std::in
           ": sizes M=", M, " N=", N, " K=", K, " must be <= 2^31");
   require(A != nullptr && B != nullptr && C != nullptr, what, ": null buffer");
 }
+
+/// Minimal 64-byte aligned allocator: packed panels start on a cache line, so no vector load
+/// of the micro-kernel splits across two lines.
+template <class T>
+struct CacheAligned {
+  using value_type = T;
+  CacheAligned() = default;
+  template <class U>
+  CacheAligned(const CacheAligned<U>&) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, std::size_t) { ::operator delete (p, std::align_val_t{64}); }
+  template <class U>
+  bool operator==(const CacheAligned<U>&) const {
+    return true;
+  }
+};
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
