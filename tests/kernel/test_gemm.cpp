@@ -601,7 +601,7 @@ TEST_CASE("kernel gemm: the two bf16 chains are vdpbf16ps's pairs and TDPBF16PS'
   x[0] = qnum::bf16_operand(0x1p30f), x[32] = qnum::bf16_operand(1.0f), x[34] = qnum::bf16_operand(-0x1p30f);
   CHECK(qnum::bf16_dot(x.data(), y.data(), 64, qnum::Bf16Chain::tiles) == 0.0f);
   // The GEMM runs the chain bf16_gemm_chain() names (tiles only where AMX is enabled).
-  MESSAGE("bf16 chain: " << (qnum::bf16_gemm_chain() == qnum::Bf16Chain::tiles ? "tiles (AMX)" : "pairs"));
+  MESSAGE("bf16 chain: " << std::string(qnum::bf16_gemm_chain() == qnum::Bf16Chain::tiles ? "tiles (AMX)" : "pairs"));
   const std::vector<float> af = {0x1p30f, 1.0f, -0x1p30f, 0.0f}, bf = {1.0f, 1.0f, 1.0f, 1.0f};
   std::vector<float> c(1);
   qnum::gemm_bf16_nt(af.data(), bf.data(), c.data(), 1, 1, 4);

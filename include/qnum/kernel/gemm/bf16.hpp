@@ -127,6 +127,10 @@ namespace detail {
 inline constexpr int kBMR = 8, kBNR = 32;  // register tile: 8 rows x 32 columns (16 zmm accumulators)
 inline constexpr std::int64_t kBTC = 256;  // pairs of K per pass over a tile (512 values)
 
+/// Packed operands start on a cache line: a tile row or zmm load never splits across two.
+using Bf16Words = std::vector<std::uint32_t, CacheAligned<std::uint32_t>>;
+using Bf16Halves = std::vector<std::uint16_t, CacheAligned<std::uint16_t>>;
+
 /// op(A) or op(B) as a strided view: element (row r, depth k) at p[r·sr + k·sk].
 struct Bf16Operand {
   const float* p;
@@ -184,7 +188,7 @@ inline void bf16_convert(const float* __restrict x, std::uint16_t* __restrict h,
 /// past K are zero. Rows contiguous along K (sk = 1) are converted a row at a time into a
 /// scratch and interleaved; rows contiguous across (sr = 1) are read two whole k-lines at a
 /// time, each feeding every group's word t.
-inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int g, std::vector<std::uint32_t>& out,
+inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int g, Bf16Words& out,
                       bool parallel, std::int64_t Tp = 0, std::int64_t min_groups = 0) {
   const std::int64_t T = ceil_div(K, 2), groups = ceil_div(R, g);
   if (Tp < T) Tp = T;
@@ -255,7 +259,7 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
 /// Packs rows [0, R) of `op` (rows contiguous along K: sk = 1) row-major: row r is its 2·Tp
 /// bf16 halves (Tp >= ceil(K/2); past K zero), so the tile reads a row's pair t as one word;
 /// rows R .. min_rows-1, when asked for, are zero.
-inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K, std::vector<std::uint16_t>& out,
+inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K, Bf16Halves& out,
                            bool parallel, std::int64_t Tp = 0, std::int64_t min_rows = 0) {
   Tp = std::max(Tp, ceil_div(K, 2));
   const std::int64_t rows = std::max(R, min_rows);
@@ -282,7 +286,7 @@ inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K
 /// K zero), rows up to min_rows zero. Rows along K (sk = 1) are converted 32 values at a time
 /// into their block row; rows across (sr = 1) are built a pair line of 16 rows at a time and
 /// written out transposed.
-inline void pack_bf16_amx_a(const Bf16Operand& op, std::int64_t R, std::int64_t K, std::vector<std::uint32_t>& out,
+inline void pack_bf16_amx_a(const Bf16Operand& op, std::int64_t R, std::int64_t K, Bf16Words& out,
                             bool parallel, std::int64_t Tp, std::int64_t min_rows) {
   const std::int64_t T = ceil_div(K, 2), steps = Tp / 16, strips = ceil_div(std::max(R, min_rows), 16);
   out.assign(static_cast<std::size_t>(strips * Tp * 16), 0u);
@@ -330,7 +334,7 @@ inline void pack_bf16_amx_a(const Bf16Operand& op, std::int64_t R, std::int64_t 
 inline void gemm_bf16_tiles(const Bf16Operand& a, const Bf16Operand& b, const float* bias, float* C, std::int64_t ldc,
                             std::int64_t M, std::int64_t N, std::int64_t K, bool parallel) {
   const std::int64_t Tp = ceil_div(K, 32) * 16, Mp = ceil_div(M, 32) * 32, panels = ceil_div(N, 32) * 2;
-  thread_local std::vector<std::uint32_t> pa, pb;
+  thread_local Bf16Words pa, pb;
   pack_bf16_amx_a(a, M, K, pa, parallel, Tp, Mp);
   pack_bf16(b, N, K, 16, pb, parallel, Tp, panels);
   gemm_bf16_amx(pa.data(), pb.data(), Tp, bias, C, ldc, M, N, parallel);
@@ -408,8 +412,8 @@ inline void gemm_bf16_impl(const Bf16Operand& a, const Bf16Operand& b, const flo
   // Reused buffers, packed once per call. A rows contiguous along K (NT, NN) are converted in
   // place order (row-major halves, no interleave); A read transposed (TN) goes into strips of
   // 8 rows, which that layout reads contiguously.
-  thread_local std::vector<std::uint16_t> pa_rows;
-  thread_local std::vector<std::uint32_t> pa_strips, pb;
+  thread_local Bf16Halves pa_rows;
+  thread_local Bf16Words pa_strips, pb;
   const bool a_rows = a.sk == 1;
   if (a_rows)
     pack_bf16_rows(a, M, K, pa_rows, parallel);

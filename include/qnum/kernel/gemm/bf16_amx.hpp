@@ -48,7 +48,7 @@ inline void gemm_bf16_amx(const std::uint32_t* pa, const std::uint32_t* pb, std:
       [=](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
         const kernel::AmxTiles tiles;
         // The tile's fp32 sums between K chunks, a KiB per accumulator tile.
-        thread_local std::vector<float> sums_buf(static_cast<std::size_t>(kTm * kTn));
+        thread_local std::vector<float, CacheAligned<float>> sums_buf(static_cast<std::size_t>(kTm * kTn));
         float* sums = sums_buf.data();
         for (std::int64_t t0 = 0; t0 < Tp; t0 += kAmxBf16Kc) {
           const std::int64_t t1 = std::min(Tp, t0 + kAmxBf16Kc);
@@ -71,22 +71,6 @@ inline void gemm_bf16_amx(const std::uint32_t* pa, const std::uint32_t* pb, std:
                 _tile_loadd(3, s + 768, 64);
               }
               for (std::int64_t t = t0; t < t1; t += 16) {
-#ifdef QNUM_AMX_PF
-                // Tiles have no renaming: a load waits for the products that read its tile, so the
-                // next step's lines are asked for now, to meet the load in L1.
-                const std::uint32_t* nb0 = t + 16 < t1 ? b0 + (t + 16) * 16 : b0 + 32 * Tp * 16 + t0 * 16;
-                for (int l = 0; l < 16; ++l) {
-                  _mm_prefetch(reinterpret_cast<const char*>(nb0 + l * 16), _MM_HINT_T0);
-                  _mm_prefetch(reinterpret_cast<const char*>(nb0 + Tp * 16 + l * 16), _MM_HINT_T0);
-                }
-#if QNUM_AMX_PF > 1
-                if (t + 16 < t1)
-                  for (int l = 0; l < 16; ++l) {
-                    _mm_prefetch(reinterpret_cast<const char*>(a0 + (t + 16) * 16 + l * 16), _MM_HINT_T0);
-                    _mm_prefetch(reinterpret_cast<const char*>(a1 + (t + 16) * 16 + l * 16), _MM_HINT_T0);
-                  }
-#endif
-#endif
                 _tile_loadd(4, a0 + t * 16, 64);
                 _tile_loadd(5, a1 + t * 16, 64);
                 _tile_loadd(6, b0 + t * 16, 64);
