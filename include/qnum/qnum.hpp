@@ -46,6 +46,7 @@
 #include "qnum/format/value_ops.hpp"
 
 // kernel
+#include "qnum/kernel/amx.hpp"
 #include "qnum/kernel/attention.hpp"
 #include "qnum/kernel/dispatch.hpp"
 #include "qnum/kernel/exact_float32.hpp"
