@@ -77,8 +77,13 @@ inline bool amx_allowed_by_cap() {
   return std::strcmp(cap, "amx") == 0;
 }
 
+inline const AmxSupport& amx_support_once() {
+  static const AmxSupport s = probe_amx();
+  return s;
+}
+
 inline bool select_amx() {
-  const AmxSupport s = probe_amx();
+  const AmxSupport& s = amx_support_once();
   const bool allowed = amx_allowed_by_cap();
   const char* cap = std::getenv("QNUM_MAX_ISA");
   if (cap != nullptr && std::strcmp(cap, "amx") == 0 && !(s.usable() && kAmxCompiled))
@@ -94,10 +99,7 @@ inline bool select_amx() {
 }  // namespace detail
 
 /// The CPU and OS side of AMX, probed (and the tile permission asked for) once per process.
-inline const AmxSupport& amx_support() {
-  static const AmxSupport s = detail::probe_amx();
-  return s;
-}
+inline const AmxSupport& amx_support() { return detail::amx_support_once(); }
 
 /// Whether the GEMM kernels use AMX tiles: compiled in, usable here, not capped by QNUM_MAX_ISA.
 /// Decided once per process (QNUM_MAX_ISA=amx on a machine without AMX says so once on stderr).
@@ -130,6 +132,40 @@ class AmxTiles {
   AmxTiles(const AmxTiles&) = delete;
   AmxTiles& operator=(const AmxTiles&) = delete;
 };
+
+/// Accumulators 0-3 (a 32x32 block: 0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right)
+/// set to zero, loaded from or stored to four 16-row pieces at p[q] (row stride `stride` bytes).
+inline void amx_zero_block() {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+}
+inline void amx_load_block(void* const (&p)[4], std::int64_t stride) {
+  _tile_loadd(0, p[0], stride);
+  _tile_loadd(1, p[1], stride);
+  _tile_loadd(2, p[2], stride);
+  _tile_loadd(3, p[3], stride);
+}
+inline void amx_store_block(void* const (&p)[4], std::int64_t stride) {
+  _tile_stored(0, p[0], stride);
+  _tile_stored(1, p[1], stride);
+  _tile_stored(2, p[2], stride);
+  _tile_stored(3, p[3], stride);
+}
+
+/// One K step of a 32x32 block: A's two 16-row tiles into 4 and 5, B's two 16-column tiles
+/// into 6 and 7, then `products` (the family's four tile products, 0 += 4·6, 1 += 4·7,
+/// 2 += 5·6, 3 += 5·7: tile numbers are immediates, so the caller names the instruction).
+template <class Products>
+inline void amx_block_step(const void* a0, const void* a1, std::int64_t a_stride, const void* b0, const void* b1,
+                           std::int64_t b_stride, Products&& products) {
+  _tile_loadd(4, a0, a_stride);
+  _tile_loadd(5, a1, a_stride);
+  _tile_loadd(6, b0, b_stride);
+  _tile_loadd(7, b1, b_stride);
+  products();
+}
 #endif
 
 }  // namespace qnum::kernel

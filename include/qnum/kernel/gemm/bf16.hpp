@@ -256,23 +256,18 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
     pack(0, T);
 }
 
-/// Packs rows [0, R) of `op` (rows contiguous along K: sk = 1) row-major: row r is its 2·Tp
-/// bf16 halves (Tp >= ceil(K/2); past K zero), so the tile reads a row's pair t as one word;
-/// rows R .. min_rows-1, when asked for, are zero.
-inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K, Bf16Halves& out,
-                           bool parallel, std::int64_t Tp = 0, std::int64_t min_rows = 0) {
-  Tp = std::max(Tp, ceil_div(K, 2));
-  const std::int64_t rows = std::max(R, min_rows);
-  out.resize(static_cast<std::size_t>(rows * 2 * Tp));
+/// Packs rows [0, R) of `op` (rows contiguous along K: sk = 1) row-major: row r is its 2T
+/// bf16 halves (the pad of an odd K zero), so the tile reads a row's pair t as one word.
+inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K, Bf16Halves& out, bool parallel) {
+  const std::int64_t T = ceil_div(K, 2);
+  out.resize(static_cast<std::size_t>(R * 2 * T));
   std::uint16_t* po = out.data();
-  if (rows > R) std::fill(po + R * 2 * Tp, po + rows * 2 * Tp, std::uint16_t{0});
   const Bf16Operand o = op;
   const auto pack = [=](std::int64_t rb, std::int64_t re) {
     for (std::int64_t r = rb; r < re; ++r) {
-      const float* __restrict x = o.p + r * o.sr;
-      std::uint16_t* __restrict h = po + r * 2 * Tp;
-      bf16_convert(x, h, K);
-      for (std::int64_t k = K; k < 2 * Tp; ++k) h[k] = 0;
+      std::uint16_t* h = po + r * 2 * T;
+      bf16_convert(o.p + r * o.sr, h, K);
+      if (K % 2) h[K] = 0;
     }
   };
   if (parallel)

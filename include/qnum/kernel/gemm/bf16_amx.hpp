@@ -59,31 +59,19 @@ inline void gemm_bf16_amx(const std::uint32_t* pa, const std::uint32_t* pb, std:
               const std::uint32_t* b0 = pb + (j / 16) * Tp * 16;
               const std::uint32_t* b1 = b0 + Tp * 16;
               float* s = sums + ((i - i0) / 32 * (kTn / 32) + (j - j0) / 32) * 1024;  // 4 tiles of 256
-              if (t0 == 0) {
-                _tile_zero(0);
-                _tile_zero(1);
-                _tile_zero(2);
-                _tile_zero(3);
-              } else {
-                _tile_loadd(0, s, 64);
-                _tile_loadd(1, s + 256, 64);
-                _tile_loadd(2, s + 512, 64);
-                _tile_loadd(3, s + 768, 64);
-              }
-              for (std::int64_t t = t0; t < t1; t += 16) {
-                _tile_loadd(4, a0 + t * 16, 64);
-                _tile_loadd(5, a1 + t * 16, 64);
-                _tile_loadd(6, b0 + t * 16, 64);
-                _tile_loadd(7, b1 + t * 16, 64);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-              }
-              _tile_stored(0, s, 64);
-              _tile_stored(1, s + 256, 64);
-              _tile_stored(2, s + 512, 64);
-              _tile_stored(3, s + 768, 64);
+              void* const block[4] = {s, s + 256, s + 512, s + 768};
+              if (t0 == 0)
+                kernel::amx_zero_block();
+              else
+                kernel::amx_load_block(block, 64);
+              for (std::int64_t t = t0; t < t1; t += 16)
+                kernel::amx_block_step(a0 + t * 16, a1 + t * 16, 64, b0 + t * 16, b1 + t * 16, 64, [] {
+                  _tile_dpbf16ps(0, 4, 6);
+                  _tile_dpbf16ps(1, 4, 7);
+                  _tile_dpbf16ps(2, 5, 6);
+                  _tile_dpbf16ps(3, 5, 7);
+                });
+              kernel::amx_store_block(block, 64);
             }
           }
         }

@@ -96,24 +96,16 @@ void gemm_s8_amx(const std::int8_t* A, const std::int8_t* B, std::int64_t M, std
       for (std::int64_t j = j0; j < j1; j += 32) {
         const std::int8_t* b = bp + (j / 32) * Kp * 32;
         const int nr = static_cast<int>(std::min<std::int64_t>(32, j1 - j));
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (std::int64_t k = 0; k < Kp; k += 64) {  // k/4 groups from k: 128 bytes each
-          _tile_loadd(4, a + k, lda);
-          _tile_loadd(5, a + 16 * lda + k, lda);
-          _tile_loadd(6, b + k * 32, 128);
-          _tile_loadd(7, b + k * 32 + 64, 128);
-          _tile_dpbssd(0, 4, 6);
-          _tile_dpbssd(1, 4, 7);
-          _tile_dpbssd(2, 5, 6);
-          _tile_dpbssd(3, 5, 7);
-        }
-        _tile_stored(0, out, 128);
-        _tile_stored(1, out + 16, 128);
-        _tile_stored(2, out + 16 * 32, 128);
-        _tile_stored(3, out + 16 * 32 + 16, 128);
+        kernel::amx_zero_block();
+        for (std::int64_t k = 0; k < Kp; k += 64)  // k/4 groups from k: 128 bytes each
+          kernel::amx_block_step(a + k, a + 16 * lda + k, lda, b + k * 32, b + k * 32 + 64, 128, [] {
+            _tile_dpbssd(0, 4, 6);
+            _tile_dpbssd(1, 4, 7);
+            _tile_dpbssd(2, 5, 6);
+            _tile_dpbssd(3, 5, 7);
+          });
+        void* const block[4] = {out, out + 16, out + 16 * 32, out + 16 * 32 + 16};
+        kernel::amx_store_block(block, 128);
         for (std::int64_t r = 0; r < mr; ++r)
           store(i + r, j, nr, _mm512_load_si512(out + r * 32), _mm512_load_si512(out + r * 32 + 16));
       }
