@@ -34,6 +34,7 @@
 #include "qnum/kernel/gemm/bf16_amx.hpp"
 #include "qnum/kernel/gemm/tiles.hpp"
 #include "qnum/kernel/threading.hpp"
+#include "qnum/kernel/transpose.hpp"
 
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -131,6 +132,13 @@ inline constexpr std::int64_t kBTC = 256;  // pairs of K per pass over a tile (5
 using Bf16Words = std::vector<std::uint32_t, CacheAligned<std::uint32_t>>;
 using Bf16Halves = std::vector<std::uint16_t, CacheAligned<std::uint16_t>>;
 
+/// The first n words of `out`, grown (never shrunk or cleared) as needed: the packers reuse
+/// one buffer per thread and write every word they hand on, so no call pays a zero fill.
+inline std::uint32_t* reuse_words(Bf16Words& out, std::int64_t n) {
+  if (out.size() != static_cast<std::size_t>(n)) out.resize(static_cast<std::size_t>(n));
+  return out.data();
+}
+
 /// op(A) or op(B) as a strided view: element (row r, depth k) at p[r·sr + k·sk].
 struct Bf16Operand {
   const float* p;
@@ -192,8 +200,11 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
                       bool parallel, std::int64_t Tp = 0, std::int64_t min_groups = 0) {
   const std::int64_t T = ceil_div(K, 2), groups = ceil_div(R, g);
   if (Tp < T) Tp = T;
-  out.assign(static_cast<std::size_t>(std::max(groups, min_groups) * Tp * g), 0u);
-  std::uint32_t* po = out.data();
+  std::uint32_t* po = reuse_words(out, std::max(groups, min_groups) * Tp * g);
+  // Every word of the data is written below (rows past R as zeros); only the pads are zeroed here.
+  std::fill(po + groups * Tp * g, po + out.size(), 0u);
+  if (Tp > T)
+    for (std::int64_t q = 0; q < groups; ++q) std::fill(po + (q * Tp + T) * g, po + (q + 1) * Tp * g, 0u);
   const Bf16Operand o = op;
   if (o.sk == 1) {
     const auto pack = [=](std::int64_t qb, std::int64_t qe) {
@@ -217,10 +228,12 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
             _mm512_storeu_si512(d + t * 16, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, rows_at, w + t, 4));
         }
 #endif
-        for (; t < T; ++t)
+        for (; t < T; ++t) {
           for (std::int64_t r = 0; r < nr; ++r)
             d[t * g + r] = static_cast<std::uint32_t>(h[(r * T + t) * 2]) |
                            (static_cast<std::uint32_t>(h[(r * T + t) * 2 + 1]) << 16);
+          std::fill(d + t * g + nr, d + (t + 1) * g, 0u);
+        }
       }
     };
     if (parallel)
@@ -237,8 +250,8 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
         const std::int64_t r0 = q * g, nr = std::min<std::int64_t>(g, R - r0);
         std::uint32_t* dt = po + (q * Tp + t) * g;
 #if QNUM_GEMM_BF16_NATIVE
-        if (o.sr == 1 && g >= 8) {  // the group's rows are contiguous in both lines
-          const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1);
+        if (o.sr == 1 && g >= 8) {  // the group's rows are contiguous in both lines; lanes past nr zero
+          const __mmask16 m = static_cast<__mmask16>((1u << g) - 1);
           _mm512_mask_storeu_epi32(dt, m, bf16_pair16(x0 + r0, x1 ? x1 + r0 : nullptr, static_cast<int>(nr)));
           continue;
         }
@@ -247,6 +260,7 @@ inline void pack_bf16(const Bf16Operand& op, std::int64_t R, std::int64_t K, int
           for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[(r0 + r) * o.sr], x1[(r0 + r) * o.sr]);
         else
           for (std::int64_t r = 0; r < nr; ++r) dt[r] = bf16_pair(x0[(r0 + r) * o.sr], 0.0f);
+        std::fill(dt + nr, dt + g, 0u);
       }
     }
   };
@@ -279,49 +293,68 @@ inline void pack_bf16_rows(const Bf16Operand& op, std::int64_t R, std::int64_t K
 /// Packs rows [0, R) of `op` for the AMX tiles (bf16_amx.hpp's A layout): per strip of 16 rows
 /// and step of 16 pairs one 1 KiB block, row r's 16 words 64 bytes apart; Tp pairs a row (past
 /// K zero), rows up to min_rows zero. Rows along K (sk = 1) are converted 32 values at a time
-/// into their block row; rows across (sr = 1) are built a pair line of 16 rows at a time and
-/// written out transposed.
-inline void pack_bf16_amx_a(const Bf16Operand& op, std::int64_t R, std::int64_t K, Bf16Words& out,
-                            bool parallel, std::int64_t Tp, std::int64_t min_rows) {
+/// into their block row. Rows across (sr = 1: backward's dW) are read 32 k-lines at a time,
+/// each line's 16-row pieces turned into pair words and every block transposed in registers:
+/// whole lines stream in, where a strip at a time would stride through them.
+inline void pack_bf16_amx_a(const Bf16Operand& op, std::int64_t R, std::int64_t K, Bf16Words& out, bool parallel,
+                            std::int64_t Tp, std::int64_t min_rows) {
   const std::int64_t T = ceil_div(K, 2), steps = Tp / 16, strips = ceil_div(std::max(R, min_rows), 16);
-  out.assign(static_cast<std::size_t>(strips * Tp * 16), 0u);
-  std::uint32_t* po = out.data();
+  const std::int64_t data_strips = ceil_div(R, 16);
+  std::uint32_t* po = reuse_words(out, strips * Tp * 16);
+  std::fill(po + data_strips * Tp * 16, po + out.size(), 0u);  // strips past the data
   const Bf16Operand o = op;
-  const auto pack = [=](std::int64_t sb, std::int64_t se) {
-    alignas(64) std::uint32_t block[16][16];  // [pair][row]
-    for (std::int64_t st = sb; st < se; ++st) {
-      const std::int64_t r0 = st * 16, nr = std::min<std::int64_t>(16, R - r0);
-      std::uint32_t* strip = po + st * steps * 256;
-      if (o.sk == 1) {
-        for (std::int64_t r = 0; r < nr; ++r)
-          for (std::int64_t u = 0; u * 32 < K; ++u)
-            bf16_convert(o.p + (r0 + r) * o.sr + u * 32, reinterpret_cast<std::uint16_t*>(strip + u * 256 + r * 16),
-                         std::min<std::int64_t>(32, K - u * 32));
-        continue;
+  if (o.sk == 1) {
+    const auto pack = [=](std::int64_t sb, std::int64_t se) {
+      for (std::int64_t st = sb; st < se; ++st) {
+        const std::int64_t r0 = st * 16, nr = std::min<std::int64_t>(16, R - r0);
+        std::uint32_t* strip = po + st * steps * 256;
+        for (std::int64_t r = 0; r < 16; ++r)
+          for (std::int64_t u = 0; u < steps; ++u) {
+            auto* h = reinterpret_cast<std::uint16_t*>(strip + u * 256 + r * 16);
+            const std::int64_t n = r < nr ? std::clamp<std::int64_t>(K - u * 32, 0, 32) : 0;
+            if (n > 0) bf16_convert(o.p + (r0 + r) * o.sr + u * 32, h, n);
+            std::fill(h + n, h + 32, std::uint16_t{0});
+          }
       }
-      for (std::int64_t t0 = 0; t0 < T; t0 += 16) {
-        const std::int64_t nt = std::min<std::int64_t>(16, T - t0);
+    };
+    if (parallel)
+      parallel_for(data_strips, 1, pack);
+    else
+      pack(0, data_strips);
+    return;
+  }
+  const auto pack = [=](std::int64_t ub, std::int64_t ue) {
+    alignas(64) std::uint32_t block[16][16];  // [pair][row]
+    for (std::int64_t u = ub; u < ue; ++u) {
+      const std::int64_t t0 = u * 16, nt = std::min<std::int64_t>(16, T - t0);
+      for (std::int64_t st = 0; st < data_strips; ++st) {
+        const std::int64_t r0 = st * 16, nr = std::min<std::int64_t>(16, R - r0);
+        std::uint32_t* d = po + st * steps * 256 + u * 256;
+#if QNUM_GEMM_BF16_NATIVE
+        if (o.sr == 1) {
+          for (std::int64_t t = 0; t < 16; ++t) {
+            const float* x0 = o.p + 2 * (t0 + t) * o.sk + r0;
+            _mm512_store_si512(block[t], t < nt ? bf16_pair16(x0, 2 * (t0 + t) + 1 < K ? x0 + o.sk : nullptr,
+                                                               static_cast<int>(nr))
+                                                : _mm512_setzero_si512());
+          }
+          transpose16(reinterpret_cast<const float*>(&block[0][0]), 16, reinterpret_cast<float*>(d), 16);
+          continue;
+        }
+#endif
+        std::fill(d, d + 256, 0u);
         for (std::int64_t t = 0; t < nt; ++t) {
           const float* x0 = o.p + 2 * (t0 + t) * o.sk + r0 * o.sr;
           const float* x1 = 2 * (t0 + t) + 1 < K ? x0 + o.sk : nullptr;
-#if QNUM_GEMM_BF16_NATIVE
-          if (o.sr == 1) {
-            _mm512_store_si512(block[t], bf16_pair16(x0, x1, static_cast<int>(nr)));
-            continue;
-          }
-#endif
-          for (std::int64_t r = 0; r < nr; ++r) block[t][r] = bf16_pair(x0[r * o.sr], x1 ? x1[r * o.sr] : 0.0f);
+          for (std::int64_t r = 0; r < nr; ++r) d[r * 16 + t] = bf16_pair(x0[r * o.sr], x1 ? x1[r * o.sr] : 0.0f);
         }
-        std::uint32_t* d = strip + (t0 / 16) * 256;
-        for (std::int64_t r = 0; r < nr; ++r)
-          for (std::int64_t t = 0; t < nt; ++t) d[r * 16 + t] = block[t][r];
       }
     }
   };
   if (parallel)
-    parallel_for(ceil_div(R, 16), 1, pack);
+    parallel_for(ceil_div(T, 16), 1, pack);
   else
-    pack(0, ceil_div(R, 16));
+    pack(0, ceil_div(T, 16));
 }
 
 /// The bf16 GEMM on AMX tiles: operands packed in bf16_amx.hpp's layouts (K padded to blocks of
