@@ -32,6 +32,7 @@ inline constexpr bool kGemmS8AmxCompiled = true;
 /// A's rows [0, R) (row stride K) -> rows of Kp bytes, zero past K, and zero rows up to a
 /// multiple of 32.
 inline void pack_a_amx(const std::int8_t* A, std::int64_t R, std::int64_t K, std::int64_t Kp, AlignedS8& p) {
+  if (R == 0) return;  // every row is read in place (an empty buffer's data() may be null: no memset on it)
   const std::int64_t Rp = ceil_div(R, 32) * 32;
   p.resize(static_cast<std::size_t>(Rp * Kp));
   std::int8_t* pd = p.data();
