@@ -4,6 +4,7 @@
 // device path through the host reference backend (tests/tensor/host_device_backend.hpp).
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -14,7 +15,9 @@
 #include "qnum/format/mx_packed.hpp"
 #include "qnum/models/bert.hpp"
 #include "qnum/models/bert_packed.hpp"
+#include "qnum/nn/packed_int8_linear.hpp"
 #include "qnum/nn/packed_linear.hpp"
+#include "qnum/passes/quantize.hpp"
 #include "qnum/tensor/ops.hpp"
 #include "tensor/host_device_backend.hpp"
 
@@ -24,6 +27,21 @@ using qnum_test::error_of;
 namespace {
 
 float bf16(float x) { return qnum::detail::mx_bf16_bits_to_float(qnum::detail::mx_float_to_bf16_bits(x)); }
+
+/// MASE's 8-bit integer config on every Linear (examples/configs/bert_int8_qat.toml).
+nlohmann::json int8_linears(int x_width = 8) {
+  return nlohmann::json::parse(R"({"by": "type", "default": {"config": {"name": "NA"}},
+      "linear": {"config": {"name": "integer", "data_in_width": )" + std::to_string(x_width) +
+                               R"(, "data_in_frac_width": 4, "weight_width": 8,
+                            "weight_frac_width": 7, "bias_width": 8, "bias_frac_width": 5}}})");
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  for (std::size_t i = 0; i < a.values().size(); ++i)
+    if (std::bit_cast<std::uint32_t>(a.values()[i]) != std::bit_cast<std::uint32_t>(b.values()[i])) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -164,4 +182,92 @@ TEST_CASE("bert.packed: the word table packed too — rows dequantized on lookup
   qnum::autograd::NoGradGuard no_grad;
   const auto a = cpu.forward(in).to_vector(), b = dev.forward(in).to_vector();
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-4f * (1 + std::abs(a[i])));
+}
+
+TEST_CASE("bert.packed: Int8PackedLinear gives the quantized Linear's bits up to K = 1024, within its sum error above") {
+  for (const std::int64_t in : {1, 63, 128, 1024, 3072}) {
+    for (const int x_width : {8, 6}) {
+      CAPTURE(in);
+      CAPTURE(x_width);
+      qnum::nn::Linear lin(in, 37, true, 5);
+      auto mask = std::vector<float>(static_cast<std::size_t>(in * 37), 1.0f);
+      for (std::size_t i = 0; i < mask.size(); i += 3) mask[i] = 0.0f;  // a pruned Linear packs its mask in
+      lin.set_weight_mask(mask);
+      qnum::nn::Module& m = lin;
+      qnum::passes::quantize(m, int8_linears(x_width));
+      const qnum::nn::Int8PackedLinear p(lin);
+      CHECK(p.packed_bytes() >= static_cast<std::size_t>(in * 37));
+      CHECK(p.packed_bytes() <= static_cast<std::size_t>(64 * ((in + 63) / 64 * 64) + 64 * 4));  // 32-column panels
+      const Tensor x = qnum::mul_scalar(Tensor::randn({2, 9, in}, 8), 3.0f);  // some inputs saturate
+      qnum::autograd::NoGradGuard no_grad;
+      const Tensor want = lin(x), got = const_cast<qnum::nn::Int8PackedLinear&>(p)(x);
+      REQUIRE(got.shape() == qnum::Shape{2, 9, 37});
+      if (in <= qnum::kGemmFixed8ExactK) {
+        CHECK(same_bits(got, want));
+      } else {  // exact int32 sum rounded once vs the fp32 GEMM's partial sums: K·2^-24·Σ|terms|
+        const Tensor xq = qnum::fake_quantize(x, *lin.quant().data_in, qnum::Role::activation);
+        const Tensor wq = lin.forward_weight();
+        int far = 0;
+        for (std::int64_t r = 0; r < 18; ++r)
+          for (std::int64_t n = 0; n < 37; ++n) {
+            double mag = 0;
+            for (std::int64_t k = 0; k < in; ++k)
+              mag += std::abs(double(xq.values()[static_cast<std::size_t>(r * in + k)]) *
+                              wq.values()[static_cast<std::size_t>(n * in + k)]);
+            const std::size_t i = static_cast<std::size_t>(r * 37 + n);
+            far += std::abs(double(got.values()[i]) - want.values()[i]) > double(in) * 0x1p-24 * mag + 1e-30;
+          }
+        CHECK(far == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("bert.packed: what cannot be packed as W8A8 is a qnum::Error naming it") {
+  qnum::nn::Linear plain(64, 8);
+  CHECK(error_of([&] { qnum::nn::Int8PackedLinear{plain}; }).find("data_in and weight on signed fixed point") !=
+        std::string::npos);
+  qnum::nn::Linear wide(64, 8);
+  qnum::nn::Module& m = wide;
+  qnum::passes::quantize(m, nlohmann::json::parse(R"({"by": "type", "default": {"config": {"name": "NA"}},
+      "linear": {"config": {"name": "integer", "data_in_width": 16, "data_in_frac_width": 8, "weight_width": 8,
+                            "weight_frac_width": 7}}})"));
+  CHECK(error_of([&] { qnum::nn::Int8PackedLinear{wide}; }).find("integer width<=8") != std::string::npos);
+  qnum::nn::Linear lin(64, 8);
+  qnum::nn::Module& ml = lin;
+  qnum::passes::quantize(ml, int8_linears());
+  const qnum::nn::Int8PackedLinear p(lin);
+  auto& pm = const_cast<qnum::nn::Int8PackedLinear&>(p);
+  CHECK(error_of([&] { pm(Tensor::zeros({2, 32})); }).find("in_features 64") != std::string::npos);
+  Tensor nan = Tensor::zeros({1, 64});
+  nan.values()[3] = std::nanf("");
+  CHECK(error_of([&] { pm(nan); }).find("NaN") != std::string::npos);
+  const auto config = qnum::models::bert_config("bert:1-32-2-64");
+  qnum::models::BertForSequenceClassification model(config, 1);
+  CHECK(error_of([&] { qnum::models::pack_bert_linears_int8(model); })
+            .find("pack_bert_linears_int8: 'bert.encoder.layer.0.attention.self.query'") != std::string::npos);
+}
+
+TEST_CASE("bert.packed: an 8-bit integer BERT packed W8A8 gives the quantized model's logits bit for bit") {
+  const auto config = qnum::models::bert_config("bert:2-64-2-256");
+  qnum::models::BertForSequenceClassification quantized(config, 3), packed(config, 3);
+  quantized.eval(), packed.eval();
+  qnum::passes::quantize(quantized, int8_linears());
+  qnum::passes::quantize(packed, int8_linears());
+  const auto wa = qnum::models::bert_weight_bytes(quantized);
+  const auto r = qnum::models::pack_bert_linears_int8(packed);
+  CHECK(r.paths.size() == 2 * 6 + 2);
+  CHECK(packed.at("bert.encoder.layer.0.output.dense").type_name() == "Int8PackedLinear");
+  const auto wb = qnum::models::bert_weight_bytes(packed);
+  CHECK(wb.linear_weights == 0);
+  CHECK(wb.packed == r.packed_bytes);
+  CHECK(r.packed_bytes < r.fp32_weight_bytes / 3);  // ~1 byte a weight against 4
+  CHECK(wb.linear_biases == wa.linear_biases);
+  const std::int64_t B = 3, T = 16;
+  std::vector<std::int64_t> ids(B * T), mask(B * T, 1);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 7919) % 30000 + 100);
+  for (std::int64_t t = 10; t < T; ++t) mask[static_cast<std::size_t>(2 * T + t)] = 0;
+  const qnum::models::BertInput in{B, T, ids, mask, {}};
+  qnum::autograd::NoGradGuard no_grad;
+  CHECK(same_bits(quantized.forward(in), packed.forward(in)));
 }

@@ -335,6 +335,39 @@ TEST_CASE("kernel gemm: AMX int8 equals the VNNI/reference sums") {
     }
 }
 
+TEST_CASE("kernel gemm: int8 weights packed once give gemm_fixed8_nt's bits") {
+  // pack_int8_weights: the panels both AMX and VNNI read (K padded to 64), packed once; the
+  // packed GEMM must equal the per-call one on every path, scale and shape, with and without bias.
+  const std::vector<Shape3> shapes = {{1, 47, 63}, {1, 1, 1}, {5, 33, 65}, {33, 17, 3071}, {70, 47, 128}, {64, 96, 768}};
+  for (const auto& s : shapes)
+    for (const auto& [Fa, Fb] : {std::pair{4, 7}, std::pair{60, 60}}) {  // 2^-120: the int32 pass
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      CAPTURE(Fa);
+      const auto a = rand_s8(static_cast<std::size_t>(s.m * s.k), 31);
+      const auto b = rand_s8(static_cast<std::size_t>(s.n * s.k), 32);
+      const auto bias = randn(static_cast<std::size_t>(s.n), 33, 1.0f);
+      const qnum::Int8Weights w = qnum::pack_int8_weights(b.data(), s.n, s.k);
+      CHECK(w.N == s.n);
+      CHECK(w.K == s.k);
+      CHECK(w.bytes() >= static_cast<std::size_t>(s.n * s.k));
+      for (const float* pb : {static_cast<const float*>(nullptr), bias.data()}) {
+        std::vector<float> want(static_cast<std::size_t>(s.m * s.n), 1.0f);
+        qnum::gemm_fixed8_nt(a.data(), Fa, b.data(), Fb, want.data(), s.m, s.n, s.k, pb);
+        const auto got = across_threads<float>([&] {
+          std::vector<float> out(want.size(), 2.0f);
+          qnum::gemm_fixed8_nt(a.data(), Fa, w, Fb, out.data(), s.m, pb);
+          return out;
+        });
+        CHECK(same_bits(got, want));
+      }
+    }
+  CHECK_THROWS_AS(qnum::pack_int8_weights(nullptr, 3, 4), qnum::Error);
+  const std::vector<std::int8_t> one(4, 1);
+  CHECK_THROWS_AS(qnum::pack_int8_weights(one.data(), 1, qnum::kGemmInt8MaxK + 1), qnum::Error);
+}
+
 TEST_CASE("kernel gemm: quantize_fixed8 rounds to nearest even and saturates") {
   const std::vector<float> x = {0.03125f, 0.09375f, -0.03125f, 100.0f, -100.0f, 1.0f};
   const auto k = qnum::quantize_fixed8(x, 4);  // x·16: 0.5 -> 0, 1.5 -> 2, -0.5 -> 0

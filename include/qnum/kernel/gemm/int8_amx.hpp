@@ -69,21 +69,19 @@ inline void pack_b_amx(const std::int8_t* B, std::int64_t N, std::int64_t K, std
   });
 }
 
-/// The AMX int8 GEMM: Σ_k A[i,k]·B[j,k] in int32 over 32x32 blocks of 2x2 tiles (the whole K
-/// in the tiles), each row of a block handed to store(row, j, nr, lo, hi) as gemm_s8_vnni does.
+/// gemm_s8_amx on B packed already (a weight packed once): pack_b_vnni's panels with row
+/// stride Kp, a multiple of 64, starting on a cache line.
 template <class Store>
-void gemm_s8_amx(const std::int8_t* A, const std::int8_t* B, std::int64_t M, std::int64_t N, std::int64_t K,
-                 Store&& store) {
+void gemm_s8_amx_packed(const std::int8_t* A, std::int64_t M, std::int64_t K, const std::int8_t* bp, std::int64_t N,
+                        std::int64_t Kp, Store&& store) {
   require(kernel::amx_enabled(), "gemm_s8_amx: AMX is not enabled in this process (kernel/amx.hpp)");
-  const std::int64_t Kp = ceil_div(K, 64) * 64;
+  require(Kp % 64 == 0 && Kp >= K && reinterpret_cast<std::uintptr_t>(bp) % 64 == 0,
+          "gemm_s8_amx_packed: B panels need a row stride that is a multiple of 64 >= K on a cache line, got Kp=", Kp);
   const bool aligned = K == Kp && reinterpret_cast<std::uintptr_t>(A) % 64 == 0;
   const std::int64_t in_place = aligned ? (M / 32) * 32 : 0;  // rows the tiles read from A itself
-  thread_local AlignedS8 ap_buf, bp_buf;                      // reused across calls: no page faults
+  thread_local AlignedS8 ap_buf;                              // reused across calls: no page faults
   pack_a_amx(A + in_place * K, M - in_place, K, Kp, ap_buf);
-  pack_b_amx(B, N, K, Kp, bp_buf);
-  // Workers see their own thread_locals: hand them the caller's buffers as pointers.
-  const std::int8_t* ap = ap_buf.data();
-  const std::int8_t* bp = bp_buf.data();
+  const std::int8_t* ap = ap_buf.data();  // workers see their own thread_locals: pass the pointer
   // Tiles of 128 rows x 256 columns, row blocks outside: a block of 32 rows of A meets the
   // tile's 8 B panels while hot, and the panels stay in L2 across the tile's 4 row blocks.
   gemm_tiles(M, N, 128, 256, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
@@ -113,12 +111,29 @@ void gemm_s8_amx(const std::int8_t* A, const std::int8_t* B, std::int64_t M, std
     }
   });
 }
+
+/// The AMX int8 GEMM: Σ_k A[i,k]·B[j,k] in int32 over 32x32 blocks of 2x2 tiles (the whole K
+/// in the tiles), each row of a block handed to store(row, j, nr, lo, hi) as gemm_s8_vnni does.
+template <class Store>
+void gemm_s8_amx(const std::int8_t* A, const std::int8_t* B, std::int64_t M, std::int64_t N, std::int64_t K,
+                 Store&& store) {
+  require(kernel::amx_enabled(), "gemm_s8_amx: AMX is not enabled in this process (kernel/amx.hpp)");
+  const std::int64_t Kp = ceil_div(K, 64) * 64;
+  thread_local AlignedS8 bp_buf;  // reused across calls: no page faults
+  pack_b_amx(B, N, K, Kp, bp_buf);
+  gemm_s8_amx_packed(A, M, K, bp_buf.data(), N, Kp, store);
+}
 #else
 inline constexpr bool kGemmS8AmxCompiled = false;
 
 template <class Store>
 void gemm_s8_amx(const std::int8_t*, const std::int8_t*, std::int64_t, std::int64_t, std::int64_t, Store&&) {
   fail("gemm_s8_amx: this build has no AMX-INT8 kernels");
+}
+template <class Store>
+void gemm_s8_amx_packed(const std::int8_t*, std::int64_t, std::int64_t, const std::int8_t*, std::int64_t, std::int64_t,
+                        Store&&) {
+  fail("gemm_s8_amx_packed: this build has no AMX-INT8 kernels");
 }
 #endif
 

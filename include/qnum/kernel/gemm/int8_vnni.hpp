@@ -59,8 +59,9 @@ inline void pack_a_u8(const std::int8_t* A, std::int64_t M, std::int64_t K, std:
 }
 
 /// B [N,K] int8 -> panels of kINR columns, each [Kp/4][kINR][4] bytes (VNNI order), zero padded.
-inline void pack_b_vnni(const std::int8_t* B, std::int64_t N, std::int64_t K, std::int64_t Kp,
-                        std::vector<std::int8_t>& p) {
+template <class Alloc>
+void pack_b_vnni(const std::int8_t* B, std::int64_t N, std::int64_t K, std::int64_t Kp,
+                 std::vector<std::int8_t, Alloc>& p) {
   const std::int64_t panels = ceil_div(N, kINR);
   p.assign(static_cast<std::size_t>(panels * Kp * kINR), 0);
   std::int8_t* pd = p.data();
@@ -71,6 +72,19 @@ inline void pack_b_vnni(const std::int8_t* B, std::int64_t N, std::int64_t K, st
       std::int64_t k = 0;
       for (; k + 4 <= K; k += 4) std::memcpy(d + k * kINR, b + k, 4);  // (k/4)·kINR·4 = k·kINR
       for (; k < K; ++k) d[(k / 4) * kINR * 4 + k % 4] = b[k];
+    }
+  });
+}
+
+/// comp[j] = 128·Σ_k B[j,k] for j < N and 0 up to whole panels of kINR (VNNI's u8 offset: the
+/// kernel sums (a+128)·b and subtracts this).
+inline void vnni_column_offsets(const std::int8_t* B, std::int64_t N, std::int64_t K, std::int32_t* comp) {
+  std::fill(comp + N, comp + ceil_div(N, kINR) * kINR, 0);
+  parallel_for(N, 64, [=](std::int64_t jb, std::int64_t je) {
+    for (std::int64_t j = jb; j < je; ++j) {
+      std::int32_t sum = 0;
+      for (std::int64_t k = 0; k < K; ++k) sum += B[j * K + k];
+      comp[j] = 128 * sum;
     }
   });
 }
@@ -104,31 +118,14 @@ inline constexpr bool kHaveVnni = false;
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
-/// The VNNI int8 GEMM: Σ_k A[i,k]·B[j,k] exact in int32, handed to store(row, j, nr, lo, hi)
-/// as two 16-lane vectors (columns j.. j+15 and j+16.. j+31; only the first nr < 32 are
-/// columns of C), so the caller's epilogue (int32 store, or scale and bias to float) runs on
-/// registers, not on a second pass over C.
+/// gemm_s8_vnni on B packed already (a weight packed once: pack_b_vnni's panels with row
+/// stride Kp, a multiple of 4, and comp from vnni_column_offsets).
 template <class Store>
-void gemm_s8_vnni(const std::int8_t* A, const std::int8_t* B, std::int64_t M, std::int64_t N, std::int64_t K,
-                  Store&& store) {
-  const std::int64_t Kp = ceil_div(K, 4) * 4;
+void gemm_s8_vnni_packed(const std::int8_t* A, std::int64_t M, std::int64_t K, const std::int8_t* bp,
+                         const std::int32_t* comp, std::int64_t N, std::int64_t Kp, Store&& store) {
   thread_local std::vector<std::uint8_t> ap_buf;  // reused across calls: no page faults
-  thread_local std::vector<std::int8_t> bp_buf;
-  thread_local std::vector<std::int32_t> comp_buf;  // 128 * Σ_k b_jk, zero past N (whole panels)
   pack_a_u8(A, M, K, Kp, ap_buf);
-  pack_b_vnni(B, N, K, Kp, bp_buf);
-  comp_buf.assign(static_cast<std::size_t>(ceil_div(N, kINR) * kINR), 0);
-  // Workers see their own thread_locals: hand them the caller's buffers as pointers.
-  const std::uint8_t* ap = ap_buf.data();
-  const std::int8_t* bp = bp_buf.data();
-  std::int32_t* comp = comp_buf.data();
-  parallel_for(N, 64, [=](std::int64_t jb, std::int64_t je) {
-    for (std::int64_t j = jb; j < je; ++j) {
-      std::int32_t sum = 0;
-      for (std::int64_t k = 0; k < K; ++k) sum += B[j * K + k];
-      comp[j] = 128 * sum;
-    }
-  });
+  const std::uint8_t* ap = ap_buf.data();  // workers see their own thread_locals: pass the pointer
   constexpr std::int64_t KC4 = QNUM_GEMM_KC4;  // k/4 steps per chunk: the B panel slice is KC4·128 bytes
   gemm_tiles(M, N, kIMR * 8, kINR * 8, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
     constexpr std::int64_t kStrips = 8;
@@ -163,6 +160,22 @@ void gemm_s8_vnni(const std::int8_t* A, const std::int8_t* B, std::int64_t M, st
       }
     }
   });
+}
+
+/// The VNNI int8 GEMM: Σ_k A[i,k]·B[j,k] exact in int32, handed to store(row, j, nr, lo, hi)
+/// as two 16-lane vectors (columns j.. j+15 and j+16.. j+31; only the first nr < 32 are
+/// columns of C), so the caller's epilogue (int32 store, or scale and bias to float) runs on
+/// registers, not on a second pass over C.
+template <class Store>
+void gemm_s8_vnni(const std::int8_t* A, const std::int8_t* B, std::int64_t M, std::int64_t N, std::int64_t K,
+                  Store&& store) {
+  const std::int64_t Kp = ceil_div(K, 4) * 4;
+  thread_local std::vector<std::int8_t> bp_buf;  // reused across calls: no page faults
+  thread_local std::vector<std::int32_t> comp_buf;
+  pack_b_vnni(B, N, K, Kp, bp_buf);
+  comp_buf.resize(static_cast<std::size_t>(ceil_div(N, kINR) * kINR));
+  vnni_column_offsets(B, N, K, comp_buf.data());
+  gemm_s8_vnni_packed(A, M, K, bp_buf.data(), comp_buf.data(), N, Kp, store);
 }
 
 /// Lane masks for the first nr <= 32 columns of a 32-column tile, as two 16-lane halves.

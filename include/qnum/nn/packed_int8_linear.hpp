@@ -1,0 +1,98 @@
+// A W8A8 Linear for inference: a quantized Linear whose input and weight formats are signed
+// fixed point of at most 8 bits (MASE's integer, e.g. data_in 8/4 and weight 8/7), with the
+// weight held only as its int8 codes, packed once in the int8 GEMM's layout (Int8Weights:
+// the AMX and VNNI panels), never as float32. Each forward quantizes the input with its format
+// (the same fake-quantize as the Linear's, then its codes), runs the int8 GEMM with int32 sums
+// and one scale per output (gemm_fixed8_nt), adds the quantized bias and applies data_out.
+//
+// Bits: for in_features <= kGemmFixed8ExactK (1024) equal to the fake-quantized Linear's
+// (every partial sum is exact both ways). Above it the int32 sum is exact and rounded once,
+// where the float reference rounds its partial sums: the two differ by at most the
+// reference's own summation error (docs/precision.md). Inference only: no gradients.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qnum/core/error.hpp"
+#include "qnum/kernel/gemm/int8.hpp"
+#include "qnum/nn/layers.hpp"
+#include "qnum/tensor/ops.hpp"
+
+namespace qnum::nn {
+
+class Int8PackedLinear : public Module, public Quantizable {
+ public:
+  /// Packs `lin` (on the CPU): its forward weight (mask applied, fake-quantized) as codes, its
+  /// forward bias as float32 values. qnum::Error naming what is missing when data_in or the
+  /// weight is not signed fixed point of <= 8 bits, or the Linear carries a LoRA adapter or an
+  /// input transform (fuse or drop them first).
+  explicit Int8PackedLinear(const Linear& lin)
+      : in_features(lin.in_features), out_features(lin.out_features),
+        x_frac_(Linear::fixed8_frac(lin.quant().data_in)), w_frac_(Linear::fixed8_frac(lin.quant().weight)) {
+    using qnum::detail::require;
+    require(x_frac_ != Linear::kNotFixed8 && w_frac_ != Linear::kNotFixed8,
+            "Int8PackedLinear: needs data_in and weight on signed fixed point of <= 8 bits (integer width<=8), got ",
+            lin.quant().to_string());
+    require(!lin.lora_A && !lin.input_transform,
+            "Int8PackedLinear: the Linear has a LoRA adapter or an input transform (fuse_lora or drop it first)");
+    require(!lin.weight.is_cuda(), "Int8PackedLinear: the weight is on ", lin.weight.device().str(),
+            "; the int8 GEMM is a CPU kernel");
+    require(in_features <= kGemmInt8MaxK, "Int8PackedLinear: in_features ", in_features, " exceeds ", kGemmInt8MaxK);
+    QuantConfig q = lin.quant();
+    q.weight.reset();  // applied once, here: the codes are the quantized weight
+    q.bias.reset();
+    set_quant(q);
+    const Tensor w = lin.forward_weight();
+    std::vector<std::int8_t> codes(static_cast<std::size_t>(w.numel()));
+    require(qnum::detail::fixed8_codes(w.data(), codes.size(), w_frac_, codes.data()),
+            "Int8PackedLinear: the quantized weight holds NaN");
+    weights_ = pack_int8_weights(codes.data(), out_features, in_features);
+    if (lin.bias.defined()) {
+      const Tensor b = lin.forward_bias();
+      bias = register_buffer("bias", Tensor(b.shape(), std::vector<float>(b.values().begin(), b.values().end())));
+    }
+  }
+
+  std::string type_name() const override { return "Int8PackedLinear"; }
+  std::string op_name() const override { return "linear"; }
+  std::vector<std::string> quant_operands() const override { return {"data_in", "data_out"}; }
+
+  /// y[..., out] = q_out(codes(q_in(x)) · Wcodesᵀ · 2^-(Fx+Fw) + bias).
+  Tensor forward(const Tensor& x) override {
+    using qnum::detail::require;
+    require(x.rank() >= 1 && x.shape().back() == in_features, "Int8PackedLinear: input ", qnum::to_string(x.shape()),
+            " does not end in in_features ", in_features);
+    require(!x.is_cuda(), "Int8PackedLinear: the input is on ", x.device().str(), "; the packed weight is on the cpu");
+    const Tensor xq = quantize_in(x);
+    const std::int64_t rows = x.numel() / in_features;
+    Shape shape = x.shape();
+    shape.back() = out_features;
+    FloatBuffer y(static_cast<std::size_t>(rows * out_features));
+    if (rows > 0) {
+      thread_local std::vector<std::int8_t> xk;  // reused: the codes are rebuilt every call
+      xk.resize(static_cast<std::size_t>(xq.numel()));
+      require(qnum::detail::fixed8_codes(xq.data(), xk.size(), x_frac_, xk.data()),
+              "Int8PackedLinear: the input holds NaN, which has no fixed-point code");
+      gemm_fixed8_nt(xk.data(), x_frac_, weights_, w_frac_, y.data(), rows, bias.defined() ? bias.data() : nullptr);
+    }
+    return quantize_out(Tensor(std::move(shape), std::move(y)));
+  }
+
+  /// Bytes of the packed weight (codes, padding and the kernel's per-column offsets).
+  std::size_t packed_bytes() const { return weights_.bytes(); }
+  /// Bytes of the float32 bias (0 without one).
+  std::size_t bias_bytes() const { return bias.defined() ? static_cast<std::size_t>(bias.numel()) * 4 : 0; }
+
+  std::int64_t in_features, out_features;
+  Tensor bias;  ///< float32 (the quantized bias values), undefined when the Linear had none
+
+ private:
+  int x_frac_, w_frac_;
+  Int8Weights weights_;
+};
+
+}  // namespace qnum::nn
