@@ -1,7 +1,8 @@
-// `qnum bench quantize|gemm|attention|train|train-step`: a kernel against its baseline in the
-// same run (bench_quantize.hpp, common/bench_gemm.hpp, bench_attention.hpp,
-// common/bench_train.hpp), or a BERT training step to set beside PyTorch's
-// (common/bench_train_step.hpp), printed as `key  value` lines or one JSON object.
+// `qnum bench quantize|gemm|attention|train|train-step|infer`: a kernel against its baseline in
+// the same run (bench_quantize.hpp, common/bench_gemm.hpp, bench_attention.hpp,
+// common/bench_train.hpp), or a BERT training step or inference per format to set beside
+// PyTorch's (common/bench_train_step.hpp, common/bench_infer.hpp), printed as `key  value`
+// lines (a table for infer) or one JSON object.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@
 #include "bench_attention.hpp"
 #include "bench_quantize.hpp"
 #include "common/bench_gemm.hpp"
+#include "common/bench_infer.hpp"
 #include "common/bench_train.hpp"
 #include "common/bench_train_step.hpp"
 #include "format_commands.hpp"
@@ -53,7 +55,13 @@ class BenchCommand {
     step_->add_option("--seq", s_seq_, "tokens per sequence")->capture_default_str();
     step_->add_option("--precision", s_precision_, "fp32 or bf16")->capture_default_str();
     step_->add_option("--steps", s_steps_, "timed steps (after one warm-up step)")->capture_default_str();
-    for (auto* sub : {quantize_, gemm_, attention_, train_, step_}) {
+    infer_ = cmd_->add_subcommand("infer", "BERT classifier inference per weight format (fp32, int8 W8A8, mxint8)");
+    infer_->add_option("--model", i_model_, "BERT name (bert-tiny ... bert-base, bert:L-H-A-I)")->capture_default_str();
+    infer_->add_option("--formats", i_formats_, "comma list of fp32, int8, mxint8")->capture_default_str();
+    infer_->add_option("--batch", i_batch_, "sequences per batch")->capture_default_str();
+    infer_->add_option("--seq", i_seq_, "tokens per sequence")->capture_default_str();
+    infer_->add_option("--steps", i_steps_, "timed forwards per format (after one warm-up)")->capture_default_str();
+    for (auto* sub : {quantize_, gemm_, attention_, train_, step_, infer_}) {
       sub->add_flag("--json", json_, "print one JSON object");
       sub->add_option("--threads", threads_, "threads")->capture_default_str();
     }
@@ -73,6 +81,10 @@ class BenchCommand {
       print(bench_train_json(bench_train(t_model_, t_rows_, t_batch_, threads_)));
     else if (*step_)
       print(bench_train_step_json(bench_train_step(s_model_, s_batch_, s_seq_, s_precision_, threads_, s_steps_)));
+    else if (*infer_) {
+      const auto r = bench_infer(i_model_, i_formats_, i_batch_, i_seq_, threads_, i_steps_);
+      std::cout << (json_ ? bench_infer_json(r) + "\n" : bench_infer_table(r));
+    }
   }
 
  private:
@@ -93,7 +105,7 @@ class BenchCommand {
   }
 
   CLI::App *cmd_ = nullptr, *quantize_ = nullptr, *gemm_ = nullptr, *attention_ = nullptr, *train_ = nullptr,
-           *step_ = nullptr;
+           *step_ = nullptr, *infer_ = nullptr;
   bool json_ = false;
   int threads_ = 1;
   std::string q_spec_, q_mode_ = "exact";
@@ -107,6 +119,9 @@ class BenchCommand {
   std::string s_model_ = "bert-tiny", s_precision_ = "fp32";
   std::int64_t s_batch_ = 32, s_seq_ = 128;
   int s_steps_ = 5;
+  std::string i_model_ = "bert-tiny", i_formats_ = "fp32,int8,mxint8";
+  std::int64_t i_batch_ = 32, i_seq_ = 128;
+  int i_steps_ = 5;
 };
 
 }  // namespace qnum::cli

@@ -12,6 +12,7 @@
 // epoch_extra_mb = peak_rss_mb - rss_before_mb what the loop itself added on top.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -19,8 +20,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <qnum/core/error.hpp>
+#include <qnum/core/rng.hpp>
 #include <qnum/data/jsc.hpp>
 #include <qnum/kernel/threading.hpp>
 #include <qnum/models/jsc.hpp>
@@ -70,6 +73,22 @@ inline bool reset_peak_rss() {
   out << "5";
   out.flush();
   return static_cast<bool>(out);
+}
+
+/// The median of `v` (the mean of the middle two for an even count); v not empty.
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+/// The BERT benchmarks' input: batch·seq token ids in [1000, 30000) from a fixed seed (the
+/// same ids as bench/bench_bert.cpp), no padding.
+inline std::vector<std::int64_t> bench_token_ids(std::int64_t batch, std::int64_t seq) {
+  std::vector<std::int64_t> ids;
+  const CounterRng rng(7);
+  for (std::int64_t i = 0; i < batch * seq; ++i)
+    ids.push_back(1000 + static_cast<std::int64_t>(rng.uniform(static_cast<std::uint64_t>(i)) * 29000.0f));
+  return ids;
 }
 
 }  // namespace detail

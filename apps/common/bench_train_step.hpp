@@ -53,10 +53,8 @@ inline TrainStepBenchResult bench_train_step(const std::string& model, std::int6
   m->train();
   auto opt = train::make_optimizer("adamw", m->parameters(), 1e-4, 0.0);
   std::vector<Tensor> params = m->parameters();
-  std::vector<std::int64_t> ids, mask(static_cast<std::size_t>(batch * seq), 1), labels;
-  const CounterRng rng(7);
-  for (std::int64_t i = 0; i < batch * seq; ++i)
-    ids.push_back(1000 + static_cast<std::int64_t>(rng.uniform(static_cast<std::uint64_t>(i)) * 29000.0f));
+  const std::vector<std::int64_t> ids = detail::bench_token_ids(batch, seq);
+  std::vector<std::int64_t> mask(static_cast<std::size_t>(batch * seq), 1), labels;
   for (std::int64_t i = 0; i < batch; ++i) labels.push_back(i % 2);
 
   TrainStepBenchResult r;
@@ -84,12 +82,8 @@ inline TrainStepBenchResult bench_train_step(const std::string& model, std::int6
     cpu.push_back((detail::process_cpu_seconds() - c0) * 1e3);
   }
   set_num_threads(saved_threads);
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
-  r.median_ms = median(wall);
-  r.median_cpu_ms = median(cpu);
+  r.median_ms = detail::median_of(wall);
+  r.median_cpu_ms = detail::median_of(cpu);
   qnum::detail::require(std::isfinite(r.loss), "bench train-step: the loss became ", r.loss);
   return r;
 }
