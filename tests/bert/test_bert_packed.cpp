@@ -29,9 +29,9 @@ namespace {
 float bf16(float x) { return qnum::detail::mx_bf16_bits_to_float(qnum::detail::mx_float_to_bf16_bits(x)); }
 
 /// MASE's 8-bit integer config on every Linear (examples/configs/bert_int8_qat.toml).
-nlohmann::json int8_linears(int x_width = 8) {
+nlohmann::json int8_linears(int x_width = 8, const std::string& name = "integer") {
   return nlohmann::json::parse(R"({"by": "type", "default": {"config": {"name": "NA"}},
-      "linear": {"config": {"name": "integer", "data_in_width": )" + std::to_string(x_width) +
+      "linear": {"config": {"name": ")" + name + R"(", "data_in_width": )" + std::to_string(x_width) +
                                R"(, "data_in_frac_width": 4, "weight_width": 8,
                             "weight_frac_width": 7, "bias_width": 8, "bias_frac_width": 5}}})");
 }
@@ -186,15 +186,16 @@ TEST_CASE("bert.packed: the word table packed too — rows dequantized on lookup
 
 TEST_CASE("bert.packed: Int8PackedLinear gives the quantized Linear's bits up to K = 1024, within its sum error above") {
   for (const std::int64_t in : {1, 63, 128, 1024, 3072}) {
-    for (const int x_width : {8, 6}) {
+    for (const auto& [x_width, name] : {std::pair{8, "integer"}, std::pair{6, "integer"}, std::pair{8, "integer_floor"}}) {
       CAPTURE(in);
       CAPTURE(x_width);
+      CAPTURE(name);  // integer: codes in one pass; integer_floor (floor rounding): fake-quantize, then codes
       qnum::nn::Linear lin(in, 37, true, 5);
       auto mask = std::vector<float>(static_cast<std::size_t>(in * 37), 1.0f);
       for (std::size_t i = 0; i < mask.size(); i += 3) mask[i] = 0.0f;  // a pruned Linear packs its mask in
       lin.set_weight_mask(mask);
       qnum::nn::Module& m = lin;
-      qnum::passes::quantize(m, int8_linears(x_width));
+      qnum::passes::quantize(m, int8_linears(x_width, name));
       const qnum::nn::Int8PackedLinear p(lin);
       CHECK(p.packed_bytes() >= static_cast<std::size_t>(in * 37));
       CHECK(p.packed_bytes() <= static_cast<std::size_t>(64 * ((in + 63) / 64 * 64) + 64 * 4));  // 32-column panels

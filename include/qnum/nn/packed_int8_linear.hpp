@@ -2,7 +2,7 @@
 // fixed point of at most 8 bits (MASE's integer, e.g. data_in 8/4 and weight 8/7), with the
 // weight held only as its int8 codes, packed once in the int8 GEMM's layout (Int8Weights:
 // the AMX and VNNI panels), never as float32. Each forward quantizes the input with its format
-// (the same fake-quantize as the Linear's, then its codes), runs the int8 GEMM with int32 sums
+// straight to codes (the fixed-point reference's mantissas), runs the int8 GEMM with int32 sums
 // and one scale per output (gemm_fixed8_nt), adds the quantized bias and applies data_out.
 //
 // Bits: for in_features <= kGemmFixed8ExactK (1024) equal to the fake-quantized Linear's
@@ -67,16 +67,14 @@ class Int8PackedLinear : public Module, public Quantizable {
     require(x.rank() >= 1 && x.shape().back() == in_features, "Int8PackedLinear: input ", qnum::to_string(x.shape()),
             " does not end in in_features ", in_features);
     require(!x.is_cuda(), "Int8PackedLinear: the input is on ", x.device().str(), "; the packed weight is on the cpu");
-    const Tensor xq = quantize_in(x);
     const std::int64_t rows = x.numel() / in_features;
     Shape shape = x.shape();
     shape.back() = out_features;
     FloatBuffer y(static_cast<std::size_t>(rows * out_features));
     if (rows > 0) {
       thread_local std::vector<std::int8_t> xk;  // reused: the codes are rebuilt every call
-      xk.resize(static_cast<std::size_t>(xq.numel()));
-      require(qnum::detail::fixed8_codes(xq.data(), xk.size(), x_frac_, xk.data()),
-              "Int8PackedLinear: the input holds NaN, which has no fixed-point code");
+      xk.resize(static_cast<std::size_t>(x.numel()));
+      require(input_codes(x, xk.data()), "Int8PackedLinear: the input holds NaN, which has no fixed-point code");
       gemm_fixed8_nt(xk.data(), x_frac_, weights_, w_frac_, y.data(), rows, bias.defined() ? bias.data() : nullptr);
     }
     return quantize_out(Tensor(std::move(shape), std::move(y)));
@@ -91,6 +89,21 @@ class Int8PackedLinear : public Module, public Quantizable {
   Tensor bias;  ///< float32 (the quantized bias values), undefined when the Linear had none
 
  private:
+  /// The codes of data_in's quantization of x: in one pass where the format rounds to nearest
+  /// even and saturates (the reference's mantissa), else its fake-quantize, then the codes.
+  bool input_codes(const Tensor& x, std::int8_t* codes) const {
+    const Format& f = *quant().data_in;
+    const auto& spec = std::get<FixedSpec>(f.spec);
+    const bool one_pass = f.policy.rounding == Rounding::nearest_even &&
+                          (f.policy.is_mase() || f.policy.overflow == Overflow::saturate) && x_frac_ >= -100 &&
+                          x_frac_ <= 100;
+    if (one_pass)
+      return qnum::detail::quantize_fixed8_codes(x.data(), static_cast<std::size_t>(x.numel()), x_frac_,
+                                                 static_cast<int>(spec.kmin()), static_cast<int>(spec.kmax()), codes);
+    const Tensor xq = quantize_in(x);
+    return qnum::detail::fixed8_codes(xq.data(), static_cast<std::size_t>(xq.numel()), x_frac_, codes);
+  }
+
   int x_frac_, w_frac_;
   Int8Weights weights_;
 };

@@ -165,6 +165,32 @@ inline autograd::BackwardFn linear_backward(const Tensor& x, const Tensor& weigh
   };
 }
 
+/// The codes of n values quantized to signed fixed point with `frac` fraction bits and codes in
+/// [kmin, kmax] ⊆ [-128, 127], round to nearest even, saturating: k = clamp(RNE(x·2^frac)) — the
+/// fixed-point reference's mantissa (exact and mase semantics alike: ±Inf saturate) in one
+/// pass, for |frac| <= 100 (x·2^frac then rounds only where the result rounds to 0 anyway).
+/// false (codes unspecified) when a value is NaN, which has no code.
+inline bool quantize_fixed8_codes(const float* x, std::size_t n, int frac, int kmin, int kmax, std::int8_t* codes) {
+  using FB = xsimd::batch<float>;
+  constexpr std::size_t L = FB::size, kChunk = 256;
+  const FB up(static_cast<float>(pow2(frac))), lo(static_cast<float>(kmin)), hi(static_cast<float>(kmax));
+  alignas(64) std::int32_t k32[kChunk];
+  xsimd::batch_bool<float> nan(false);
+  auto code = [&](FB xv) {
+    const FB v = xv * up;
+    nan = nan | xsimd::isnan(v);
+    return xsimd::batch_cast<std::int32_t>(xsimd::min(xsimd::max(xsimd::nearbyint(v), lo), hi));
+  };
+  for (std::size_t c0 = 0; c0 < n; c0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - c0);
+    std::size_t i = 0;
+    for (; i + L <= m; i += L) code(FB::load_unaligned(x + c0 + i)).store_aligned(k32 + i);
+    for (; i < m; ++i) k32[i] = code(FB(x[c0 + i])).get(0);  // the tail through the same arithmetic
+    for (std::size_t j = 0; j < m; ++j) codes[c0 + j] = static_cast<std::int8_t>(k32[j]);
+  }
+  return !xsimd::any(nan);
+}
+
 /// The int8 codes k of n values on the 8-bit fixed-point grid k·2^-frac (k in [-128, 127]);
 /// false (codes unspecified) when a value is off that grid: NaN, Inf, out of range, or not
 /// a multiple of 2^-frac. Exact test: each code must map back to the value itself. xsimd by
