@@ -5,8 +5,10 @@
 // On a CUDA device the packed bytes live in device memory and forward is one
 // DeviceBackend::mxint8_linear call (W dequantized to a transient bf16 workspace, x rounded to
 // bf16, one bf16 GEMM with fp32 accumulation). On the CPU the same arithmetic runs on the
-// host: W dequantized to bf16 values, x rounded to bf16, an fp32 linear; the products of two
-// bf16 values are exact in fp32, so the two differ only in the order of the sums.
+// host's bf16 GEMM (kernel/gemm/bf16.hpp: AMX-BF16 tiles, vdpbf16ps, or its emulation): W
+// dequantized to a transient buffer of bf16 values, x rounded to bf16 by the GEMM; the
+// products of two bf16 values are exact in fp32, so the two differ only in the order of the
+// sums (and the CPU unit reads subnormal bf16 operands as zero).
 //
 // The bias stays float32 (a buffer: Module::to moves it with the model). Inference only:
 // nothing here has a gradient.
@@ -21,6 +23,7 @@
 
 #include "qnum/core/error.hpp"
 #include "qnum/format/mx_packed.hpp"
+#include "qnum/kernel/gemm.hpp"
 #include "qnum/nn/layers.hpp"
 #include "qnum/nn/packed_mxint8.hpp"
 #include "qnum/tensor/device.hpp"
@@ -92,13 +95,20 @@ class MXInt8PackedLinear : public Module {
   Tensor forward_cpu(const Tensor& x) const {
     qnum::detail::require(!x.is_cuda(), "MXInt8PackedLinear: the weight is on the cpu but the input on ",
                           x.device().str(), " (copy one of them with to())");
-    FloatBuffer w(packed_.size());  // the transient dequantized weight (the device's workspace)
-    for (std::size_t i = 0; i < w.size(); ++i) w[i] = packed_.value(i);
-    FloatBuffer xb(static_cast<std::size_t>(x.numel()));
-    const auto xv = x.values();
-    for (std::size_t i = 0; i < xb.size(); ++i)
-      xb[i] = qnum::detail::mx_bf16_bits_to_float(qnum::detail::mx_float_to_bf16_bits(xv[i]));
-    return linear(Tensor(x.shape(), std::move(xb)), Tensor(Shape{out_features, in_features}, std::move(w)), bias);
+    thread_local FloatBuffer w;  // the transient dequantized weight (the device's workspace), reused
+    w.resize(packed_.size());
+    packed_.dequantize_to(w.data());
+    Shape shape = x.shape();
+    shape.back() = out_features;
+    const std::int64_t rows = x.numel() / in_features;
+    FloatBuffer y(static_cast<std::size_t>(rows * out_features));
+    if (rows > 0) {  // the bf16 GEMM rounds x to bf16; W's values are bf16 already (exact)
+      if (bias.defined())
+        gemm_bf16_nt_bias(x.data(), w.data(), bias.data(), y.data(), rows, out_features, in_features);
+      else
+        gemm_bf16_nt(x.data(), w.data(), y.data(), rows, out_features, in_features);
+    }
+    return Tensor(std::move(shape), std::move(y));
   }
 
   Tensor forward_device(const Tensor& x) const {

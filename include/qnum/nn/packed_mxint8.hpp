@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qnum/format/mx_packed.hpp"
+#include "qnum/kernel/threading.hpp"
 #include "qnum/tensor/device.hpp"
 
 namespace qnum::nn {
@@ -37,6 +38,28 @@ class PackedMXInt8 {
   float value(std::size_t i) const {
     return qnum::detail::mx_bf16_bits_to_float(
         dequantize_mxint8_to_bf16_bits(mantissa_[i], scale_[i / static_cast<std::size_t>(kGroup)]));
+  }
+  /// Every value (host storage) into out[0, size()), as value(i) gives them: through a table
+  /// of all (scale, mantissa) pairs built once from dequantize_mxint8_to_bf16_bits.
+  void dequantize_to(float* out) const {
+    static const std::vector<float> table = [] {
+      std::vector<float> t(256 * 256);
+      for (int sc = 0; sc < 256; ++sc)
+        for (int m = 0; m < 256; ++m)
+          t[static_cast<std::size_t>(sc * 256 + m)] = qnum::detail::mx_bf16_bits_to_float(dequantize_mxint8_to_bf16_bits(
+              static_cast<std::int8_t>(static_cast<std::uint8_t>(m)), static_cast<std::uint8_t>(sc)));
+      return t;
+    }();
+    const std::int8_t* m = mantissa_.data();
+    const std::uint8_t* sc = scale_.data();
+    const float* tab = table.data();
+    const auto groups = static_cast<std::int64_t>(mantissa_.size() / kGroup);
+    parallel_for(groups, 1024, [=](std::int64_t b, std::int64_t e) {
+      for (std::int64_t g = b; g < e; ++g) {
+        const float* row = tab + static_cast<std::size_t>(sc[g]) * 256;
+        for (std::int64_t i = g * kGroup; i < (g + 1) * kGroup; ++i) out[i] = row[static_cast<std::uint8_t>(m[i])];
+      }
+    });
   }
   /// Device pointers (device storage).
   const std::int8_t* device_mantissa() const { return d_mantissa_.data(); }
