@@ -145,6 +145,16 @@ for p in fp32 bf16; do
 done
 expect_error "bench train-step precision" "$QNUM" bench train-step --precision fp16
 expect_error "bench train-step model" "$QNUM" bench train-step --model jsc-tiny
+# inference per format: the packed int8 (W8A8) and MXINT8 models run, their logits near fp32's
+out=$("$QNUM" bench infer --model bert:1-64-2-128 --batch 2 --seq 8 --steps 1 --json) && ok || bad "bench infer: $out"
+for f in fp32 int8 mxint8; do grep -q "\"format\":\"$f\"" <<< "$out" && ok || bad "bench infer $f: $out"; done
+grep -q '"format":"fp32","linear_weight_bytes":[0-9]*,"max_abs_logit_diff":null' <<< "$out" &&
+  grep -Eq '"format":"int8","linear_weight_bytes":[0-9]+,"max_abs_logit_diff":[0-9.e-]+,' <<< "$out" && ok ||
+  bad "bench infer JSON: $out"
+out=$("$QNUM" bench infer --model bert:1-64-2-128 --batch 1 --seq 4 --steps 1) && grep -q "max |dlogit|" <<< "$out" &&
+  ok || bad "bench infer table: $out"
+expect_error "bench infer format" "$QNUM" bench infer --formats fp32,nvfp4
+expect_error "bench infer model" "$QNUM" bench infer --model jsc-tiny
 out=$("$QNUM" bench gemm --kind bf16 --m 64 --n 48 --k 33 --json) && grep -q '"kind": "bf16"' <<< "$out" && ok ||
   bad "bench gemm --kind bf16: $out"
 # run-time ISA dispatch: QNUM_MAX_ISA caps the level; an unknown level is a one-line error
