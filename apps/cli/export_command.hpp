@@ -1,19 +1,24 @@
 // `qnum export MODEL --load CKPT --to hf --output-dir DIR`: a trained, quantized, pruned or
 // LoRA-adapted BERT out of qnum, as a Hugging Face folder that transformers loads
-// (models/bert_export.hpp; docs/export.md). The tokenizer is the checkpoint's dataset's (or
+// (models/bert_export.hpp; docs/export.md). `--to packed-int8 | packed-mxint8`: the same model
+// with every Linear packed (models/bert_packed.hpp), as a checkpoint of codes and scales. The tokenizer is the checkpoint's dataset's (or
 // --vocab FILE), checked against the fingerprint the checkpoint records.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "qnum/core/error.hpp"
 #include "qnum/data/text.hpp"
+#include "qnum/io/atomic_file.hpp"
 #include "qnum/models/bert_export.hpp"
+#include "qnum/models/bert_packed.hpp"
+#include "qnum/passes/structure.hpp"
 #include "qnum/pipeline/bert_run.hpp"
 #include "qnum/pipeline/checkpoint.hpp"
 #include "qnum/pipeline/datasets.hpp"
@@ -26,13 +31,17 @@ namespace qnum::cli {
 class ExportCommand {
  public:
   explicit ExportCommand(CLI::App& app) {
-    cmd_ = app.add_subcommand("export", "Write a trained model for other tools: a Hugging Face folder (--to hf)");
+    cmd_ = app.add_subcommand("export", "Write a trained model for other tools: a Hugging Face folder (--to hf) or a packed checkpoint");
     cmd_->add_option("MODEL", model_, "the model the checkpoint holds (a BERT: bert-tiny, bert:L-H-A-I, ...)")
         ->required();
     cmd_->add_option("--load", load_, "the checkpoint (qnum train's best/last, qnum transform's, a lab's best)")
         ->required();
-    cmd_->add_option("--to", to_, "what to write: hf (a folder transformers' from_pretrained loads)")
-        ->check(CLI::IsMember({"hf"}))
+    cmd_->add_option("--to", to_,
+                     "what to write: hf (a folder transformers' from_pretrained loads), packed-int8 (every Linear "
+                     "W8A8: int8 weight codes; the model quantized to integer width<=8) or packed-mxint8 (lab 4's "
+                     "MXINT8 weights); the packed ones write OUT/model.safetensors + model.json, a checkpoint qnum "
+                     "test / predict load")
+        ->check(CLI::IsMember({"hf", "packed-int8", "packed-mxint8"}))
         ->capture_default_str();
     cmd_->add_option("--output-dir", out_, "the folder to write (refused when it exists, unless --force)")->required();
     cmd_->add_option("--vocab", vocab_,
@@ -46,11 +55,16 @@ class ExportCommand {
 
   void run() const {
     const auto not_bert = [&] {
-      qnum::detail::fail("export --to hf: model '", model_,
-                         "' is not a BERT; transformers has no model of its kind (the Hugging Face export is for "
-                         "BERT models)");
+      qnum::detail::fail("export --to ", to_, ": model '", model_, "' is not a BERT; ",
+                         to_ == "hf" ? "transformers has no model of its kind (the Hugging Face export is for BERT "
+                                       "models)"
+                                     : "packed models are BERT classifiers");
     };
     if (pipeline::model_spec(model_).input != pipeline::InputKind::tokens) not_bert();
+    if (to_ != "hf") {
+      export_packed(not_bert);
+      return;
+    }
     const nlohmann::json meta = train::read_checkpoint_meta(load_);
     const auto tok = pipeline::checkpoint_tokenizer(meta, load_, "export", vocab_, "--vocab");
     const pipeline::Classifier c = pipeline::load_classifier(model_, load_, meta);
@@ -74,6 +88,30 @@ class ExportCommand {
   }
 
  private:
+  /// --to packed-int8 | packed-mxint8: the checkpoint's model with every Linear packed, saved as
+  /// a checkpoint (metadata "packed", byte tensors of codes and scales) into OUT atomically.
+  template <class NotBert>
+  void export_packed(const NotBert& not_bert) const {
+    const nlohmann::json meta = train::read_checkpoint_meta(load_);
+    const pipeline::Classifier c = pipeline::load_classifier(model_, load_, meta);
+    auto* bert = dynamic_cast<models::BertForSequenceClassification*>(c.module.get());
+    if (!bert) not_bert();
+    const bool int8 = to_ == "packed-int8";
+    const models::PackReport r = int8 ? models::pack_bert_linears_int8(*bert)
+                                      : models::pack_bert_linears_mxint8(*bert, Device::cpu());
+    models::PackedState state = models::packed_state(*bert);
+    nlohmann::json out_meta = meta;
+    for (const char* key : {"format", "format_version", "optimizer", "dropout_calls"}) out_meta.erase(key);
+    out_meta["structure"] = passes::describe_structure(*bert);
+    out_meta["packed"] = std::move(state.meta);
+    write_directory_atomic(out_, force_, [&](const std::filesystem::path& tmp) {
+      train::save_checkpoint(tmp, "model", *bert, nullptr, out_meta, state.bytes);
+    });
+    std::printf("export   %s -> %s/model: %zu Linears packed %s, %.2f MiB of weights (fp32 %.2f MiB)\n",
+                load_.c_str(), out_.c_str(), r.paths.size(), int8 ? "int8 (W8A8)" : "MXINT8",
+                static_cast<double>(r.packed_bytes) / (1 << 20), static_cast<double>(r.fp32_weight_bytes) / (1 << 20));
+  }
+
   CLI::App* cmd_ = nullptr;
   std::string model_, load_, to_ = "hf", out_, vocab_;
   bool force_ = false;

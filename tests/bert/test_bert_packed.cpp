@@ -6,6 +6,8 @@
 
 #include <bit>
 #include <cmath>
+#include <filesystem>
+#include <unistd.h>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +20,8 @@
 #include "qnum/nn/packed_int8_linear.hpp"
 #include "qnum/nn/packed_linear.hpp"
 #include "qnum/passes/quantize.hpp"
+#include "qnum/passes/structure.hpp"
+#include "qnum/train/checkpoint.hpp"
 #include "qnum/tensor/ops.hpp"
 #include "tensor/host_device_backend.hpp"
 
@@ -271,4 +275,71 @@ TEST_CASE("bert.packed: an 8-bit integer BERT packed W8A8 gives the quantized mo
   const qnum::models::BertInput in{B, T, ids, mask, {}};
   qnum::autograd::NoGradGuard no_grad;
   CHECK(same_bits(quantized.forward(in), packed.forward(in)));
+}
+
+TEST_CASE("bert.packed: packed checkpoints load back to the identical model; bad ones are errors naming the layer") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("qnum-packed-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto config = qnum::models::bert_config("bert:2-64-2-256");
+  const std::int64_t B = 2, T = 12;
+  std::vector<std::int64_t> ids(B * T), mask(B * T, 1);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 104729) % 30000 + 100);
+  const qnum::models::BertInput in{B, T, ids, mask, {}};
+  for (const bool int8 : {true, false}) {
+    CAPTURE(int8);
+    qnum::models::BertForSequenceClassification packed(config, 4), fresh(config, 9);
+    packed.eval(), fresh.eval();
+    if (int8) qnum::passes::quantize(packed, int8_linears());
+    const auto r = int8 ? qnum::models::pack_bert_linears_int8(packed)
+                        : qnum::models::pack_bert_linears_mxint8(packed, qnum::Device::cpu());
+    auto state = qnum::models::packed_state(packed);
+    CHECK(state.meta.size() == r.paths.size());
+    CHECK(state.bytes.size() == r.paths.size() * (int8 ? 1 : 2));
+    const nlohmann::json meta = {{"structure", qnum::passes::describe_structure(packed)}, {"packed", state.meta}};
+    const auto file = qnum::train::save_checkpoint(dir, "m", packed, nullptr, meta, state.bytes);
+    // About a byte a weight: the codes (and MXINT8's scale per 32) beside the float tensors.
+    std::size_t floats = 0;
+    for (const auto& [name, t] : packed.state_dict()) floats += static_cast<std::size_t>(t.numel()) * 4;
+    const std::size_t weights = r.fp32_weight_bytes / 4;
+    CHECK(fs::file_size(file) > floats + weights);
+    CHECK(fs::file_size(file) < floats + weights + weights / 32 + 64 * 1024);
+
+    const auto st = qnum::read_safetensors(file);
+    qnum::passes::restore_structure(fresh, meta["structure"]);
+    qnum::models::restore_packed(fresh, meta["packed"], st.bytes);
+    qnum::train::load_checkpoint(dir / "m", fresh, nullptr);
+    CHECK(fresh.at("bert.encoder.layer.1.output.dense").type_name() == (int8 ? "Int8PackedLinear" : "MXInt8PackedLinear"));
+    qnum::autograd::NoGradGuard no_grad;
+    CHECK(same_bits(packed.forward(in), fresh.forward(in)));
+
+    // A plain model cannot take the packed checkpoint; broken metadata or bytes name the layer.
+    qnum::models::BertForSequenceClassification plain(config, 1);
+    CHECK(error_of([&] { qnum::train::load_checkpoint(dir / "m", plain, nullptr); }).find("weight") != std::string::npos);
+    const std::string q = "bert.encoder.layer.0.attention.self.query";
+    auto bad_meta = meta["packed"];
+    bad_meta[q]["kind"] = "nvfp4";
+    qnum::models::BertForSequenceClassification other(config, 1);
+    CHECK(error_of([&] { qnum::models::restore_packed(other, bad_meta, st.bytes); }) ==
+          "packed layer '" + q + "': unknown kind 'nvfp4' (known: int8, mxint8)");
+    CHECK(other.at(q).type_name() == "Linear");  // nothing replaced
+    bad_meta = meta["packed"];
+    bad_meta[q]["in"] = 32;
+    CHECK(error_of([&] { qnum::models::restore_packed(other, bad_meta, st.bytes); })
+              .find("packed layer '" + q + "': the model has no 64 x 32 Linear there") != std::string::npos);
+    auto bad_bytes = st.bytes;
+    bad_bytes[q + ".weight_codes"].shape = {32, 128};
+    CHECK(error_of([&] { qnum::models::restore_packed(other, meta["packed"], bad_bytes); })
+              .find("tensor '" + q + ".weight_codes' (I8 [64, 64]) is missing or of another dtype or shape") !=
+          std::string::npos);
+    bad_bytes.erase(q + ".weight_codes");
+    CHECK(error_of([&] { qnum::models::restore_packed(other, meta["packed"], bad_bytes); }).find("is missing") !=
+          std::string::npos);
+    // Byte tensors without a "packed" description are refused.
+    std::map<std::string, qnum::Tensor> none;
+    qnum::write_safetensors(dir / "x.safetensors", none, {}, {{"a", {"U8", {1}, {7}}}});
+    CHECK(error_of([&] { qnum::train::load_checkpoint(dir / "x", plain, nullptr); })
+              .find("holds byte tensors ('a') but no 'packed' description") != std::string::npos);
+  }
+  fs::remove_all(dir);
 }

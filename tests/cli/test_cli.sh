@@ -317,6 +317,27 @@ stderr_has "test --limit on a feature model" "--limit applies to BERT models onl
 expect_error "test --max-length on a feature model" "$QNUM" test jsc-tiny jsc-synthetic --load "$run/best" --max-length 5
 "$QNUM" test $bert text-synthetic --load "$work/bert/best" --limit 16 --json > "$work/btest.json" 2>&1 && ok ||
   bad "test bert exit code ($(cat "$work/btest.json"))"
+# Packed checkpoints: a QAT run with 8-bit integer Linears exported W8A8 tests with the same
+# accuracy and loss as the fake-quantized model (bits equal: every in_features <= 1024); an
+# MXINT8 export of the float run tests close to it; a float model cannot be packed int8.
+"$QNUM" train $bert text-synthetic --max-epochs 1 --output-dir "$work/bertq" "${bopts[@]}" \
+  --quantize "$(dirname "$0")/../../examples/configs/bert_int8_qat.toml" > /dev/null 2>&1 && ok || bad "bert QAT train"
+"$QNUM" export $bert --load "$work/bertq/best" --to packed-int8 --output-dir "$work/packed8" > "$work/pk.out" 2>&1 &&
+  grep -q "Linears packed int8 (W8A8)" "$work/pk.out" && ok || bad "export packed-int8: $(cat "$work/pk.out")"
+grep -q '"kind": "int8"' "$work/packed8/model.json" && ok || bad "packed-int8: no packed metadata"
+tq=$("$QNUM" test $bert text-synthetic --load "$work/bertq/best" --limit 16 --json 2>&1) &&
+  tp=$("$QNUM" test $bert text-synthetic --load "$work/packed8/model" --limit 16 --json 2>&1) && ok ||
+  bad "test of the packed model: $tp"
+al() { grep -oE '"(accuracy|loss)":[^,}]*' <<< "$1"; }
+[ "$(al "$tq")" = "$(al "$tp")" ] && [ "$(al "$tp" | wc -l)" = 2 ] && ok || bad "packed int8 tests otherwise: $tq vs $tp"
+"$QNUM" export $bert --load "$work/bert/best" --to packed-mxint8 --output-dir "$work/packedmx" > /dev/null 2>&1 &&
+  "$QNUM" test $bert text-synthetic --load "$work/packedmx/model" --limit 16 --json > /dev/null 2>&1 && ok ||
+  bad "export and test packed-mxint8"
+expect_error "export packed-int8 of a float model" "$QNUM" export $bert --load "$work/bert/best" --to packed-int8 \
+  --output-dir "$work/packedf"
+stderr_has "export packed-int8 of a float model" "needs data_in and weight on signed fixed point"
+expect_error "export packed into an existing folder" "$QNUM" export $bert --load "$work/bertq/best" --to packed-int8 \
+  --output-dir "$work/packed8"
 for f in safetensors json; do  # the fingerprint's first digit changed in place (same length)
   LC_ALL=C sed 's/\(tokenizer_fingerprint\\*":\\*"\)[0-9a-f]/\1z/' "$work/bert/best.$f" > "$work/otherfp.$f"
 done

@@ -180,7 +180,7 @@ TEST_CASE("safetensors: malformed files are rejected with the file and the reaso
   CHECK(read_error(file_bytes(R"({"a":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')),
                    path) == p + "tensor 'a': unknown dtype 'F17'");
   CHECK(read_error(file_bytes(R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')),
-                   path) == p + "tensor 'a': dtype I32 is not supported (qnum reads F32, F16 and BF16)");
+                   path) == p + "tensor 'a': dtype I32 is not supported (qnum reads F32, F16 and BF16, and I8 and U8 as bytes)");
   CHECK(read_error(file_bytes(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", std::string(8, '\0')),
                    path) == p + "tensor 'a': shape must hold non-negative integers, got -2");
   CHECK(read_error(file_bytes(R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", std::string(8, '\0')),
@@ -238,4 +238,27 @@ TEST_CASE("safetensors: writes are atomic and reject bad input") {
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
   CHECK(files == 1);  // no temp file left behind
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("safetensors: I8 and U8 tensors round-trip as bytes beside the float tensors") {
+  std::map<std::string, qnum::Tensor> floats{{"bias", qnum::Tensor({3}, std::vector<float>{1.5f, -2.0f, 0.25f})}};
+  std::map<std::string, qnum::ByteTensor> bytes{
+      {"w.codes", {"I8", {2, 3}, {0x80, 0x7f, 0x00, 0x01, 0xff, 0x10}}},
+      {"w.scales", {"U8", {2, 1}, {127, 3}}}};
+  const std::string file = qnum::safetensors_bytes(floats, {{"k", "v"}}, bytes);
+  const auto st = qnum::parse_safetensors(file, "mem");
+  REQUIRE(st.tensors.size() == 1);
+  CHECK(st.tensors.at("bias").values()[1] == -2.0f);
+  REQUIRE(st.bytes.size() == 2);
+  CHECK(st.bytes.at("w.codes").dtype == "I8");
+  CHECK(st.bytes.at("w.codes").shape == qnum::Shape{2, 3});
+  CHECK(st.bytes.at("w.codes").data == bytes.at("w.codes").data);
+  CHECK(st.bytes.at("w.scales").data == std::vector<std::uint8_t>{127, 3});
+  CHECK(st.metadata.at("k") == "v");
+  // A byte tensor whose bytes do not fill its shape, of another dtype, or naming a float tensor.
+  bytes["w.codes"].data.pop_back();
+  CHECK_THROWS_WITH_AS(qnum::safetensors_bytes(floats, {}, bytes), doctest::Contains("holds 5 bytes for shape [2, 3]"),
+                       qnum::Error);
+  CHECK_THROWS_AS(qnum::safetensors_bytes(floats, {}, {{"x", {"I32", {1}, {1, 2, 3, 4}}}}), qnum::Error);
+  CHECK_THROWS_AS(qnum::safetensors_bytes(floats, {}, {{"bias", {"U8", {1}, {1}}}}), qnum::Error);
 }

@@ -352,6 +352,7 @@ TEST_CASE("kernel gemm: int8 weights packed once give gemm_fixed8_nt's bits") {
       CHECK(w.N == s.n);
       CHECK(w.K == s.k);
       CHECK(w.bytes() >= static_cast<std::size_t>(s.n * s.k));
+      CHECK(qnum::unpack_int8_weights(w) == b);
       for (const float* pb : {static_cast<const float*>(nullptr), bias.data()}) {
         std::vector<float> want(static_cast<std::size_t>(s.m * s.n), 1.0f);
         qnum::gemm_fixed8_nt(a.data(), Fa, b.data(), Fb, want.data(), s.m, s.n, s.k, pb);

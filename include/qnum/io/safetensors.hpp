@@ -31,10 +31,18 @@ namespace qnum {
 
 static_assert(std::endian::native == std::endian::little, "qnum's safetensors IO assumes a little-endian host");
 
-/// The contents of a safetensors file: tensors (float32) by name and the free-form
-/// string metadata of the "__metadata__" entry.
+/// A tensor of bytes (dtype "I8" or "U8"): packed codes and scales of a quantized weight.
+struct ByteTensor {
+  std::string dtype;
+  Shape shape;
+  std::vector<std::uint8_t> data;
+};
+
+/// The contents of a safetensors file: float tensors (F32, F16, BF16, as float32) and byte
+/// tensors (I8, U8) by name, and the free-form string metadata of the "__metadata__" entry.
 struct SafetensorsFile {
   std::map<std::string, Tensor> tensors;
+  std::map<std::string, ByteTensor> bytes;
   std::map<std::string, std::string> metadata;
 };
 
@@ -141,8 +149,8 @@ inline SafetensorsFile parse_safetensors(std::string_view bytes, std::string_vie
     Entry e{name, info["dtype"].get<std::string>(), {}, 0, 0};
     const std::size_t esize = detail::safetensors_dtype_size(e.dtype);
     require(esize != 0, what, ": ", t, ": unknown dtype '", e.dtype, "'");
-    require(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", what, ": ", t, ": dtype ", e.dtype,
-            " is not supported (qnum reads F32, F16 and BF16)");
+    require(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16" || e.dtype == "I8" || e.dtype == "U8", what,
+            ": ", t, ": dtype ", e.dtype, " is not supported (qnum reads F32, F16 and BF16, and I8 and U8 as bytes)");
     require(info["shape"].is_array(), what, ": ", t, ": shape must be an array, got ", info["shape"].dump());
     std::uint64_t n = 1;
     for (const auto& d : info["shape"]) {
@@ -186,8 +194,12 @@ inline SafetensorsFile parse_safetensors(std::string_view bytes, std::string_vie
   require(pos == buffer.size(), what, ": ", buffer.size() - pos, " bytes after the last tensor in the data buffer");
 
   for (const auto& e : entries) {
-    std::vector<float> v(static_cast<std::size_t>(numel(e.shape)));
     const char* src = buffer.data() + e.begin;
+    if (e.dtype == "I8" || e.dtype == "U8") {
+      out.bytes.emplace(e.name, ByteTensor{e.dtype, e.shape, std::vector<std::uint8_t>(src, src + (e.end - e.begin))});
+      continue;
+    }
+    std::vector<float> v(static_cast<std::size_t>(numel(e.shape)));
     if (e.dtype == "F32") {
       if (!v.empty()) std::memcpy(v.data(), src, v.size() * 4);
     } else {
@@ -202,14 +214,16 @@ inline SafetensorsFile parse_safetensors(std::string_view bytes, std::string_vie
   return out;
 }
 
-/// Reads a safetensors file (F32, F16 or BF16 tensors, as float32).
+/// Reads a safetensors file (F32, F16 or BF16 tensors as float32; I8 and U8 as bytes).
 inline SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   return parse_safetensors(read_file(path), path.string());
 }
 
-/// Serialises tensors (sorted by name, as F32, contiguous offsets) and string metadata.
+/// Serialises tensors (sorted by name, as F32, contiguous offsets), then byte tensors (I8 or
+/// U8, their data numel(shape) bytes), and string metadata.
 inline std::string safetensors_bytes(const std::map<std::string, Tensor>& tensors,
-                                     const std::map<std::string, std::string>& metadata = {}) {
+                                     const std::map<std::string, std::string>& metadata = {},
+                                     const std::map<std::string, ByteTensor>& byte_tensors = {}) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t pos = 0;
@@ -219,6 +233,16 @@ inline std::string safetensors_bytes(const std::map<std::string, Tensor>& tensor
     const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * 4;
     header[name] = {{"dtype", "F32"}, {"shape", t.shape()}, {"data_offsets", {pos, pos + bytes}}};
     pos += bytes;
+  }
+  for (const auto& [name, b] : byte_tensors) {
+    detail::require(name != "__metadata__" && !tensors.contains(name), "safetensors: byte tensor '", name,
+                    "' is reserved or names a float tensor too");
+    detail::require(b.dtype == "I8" || b.dtype == "U8", "safetensors: byte tensor '", name, "' has dtype '", b.dtype,
+                    "', not I8 or U8");
+    detail::require(static_cast<std::uint64_t>(numel(b.shape)) == b.data.size(), "safetensors: byte tensor '", name,
+                    "' holds ", b.data.size(), " bytes for shape ", to_string(b.shape));
+    header[name] = {{"dtype", b.dtype}, {"shape", b.shape}, {"data_offsets", {pos, pos + b.data.size()}}};
+    pos += b.data.size();
   }
   std::string text;
   try {
@@ -233,13 +257,15 @@ inline std::string safetensors_bytes(const std::map<std::string, Tensor>& tensor
   out += text;
   for (const auto& [name, t] : tensors)
     out.append(reinterpret_cast<const char*>(t.data()), static_cast<std::size_t>(t.numel()) * 4);
+  for (const auto& [name, b] : byte_tensors) out.append(reinterpret_cast<const char*>(b.data.data()), b.data.size());
   return out;
 }
 
-/// Writes tensors as F32 safetensors atomically (temp file + rename).
+/// Writes tensors as F32 safetensors (and byte tensors as I8 / U8) atomically (temp file + rename).
 inline void write_safetensors(const std::filesystem::path& path, const std::map<std::string, Tensor>& tensors,
-                              const std::map<std::string, std::string>& metadata = {}) {
-  write_file_atomic(path, safetensors_bytes(tensors, metadata));
+                              const std::map<std::string, std::string>& metadata = {},
+                              const std::map<std::string, ByteTensor>& byte_tensors = {}) {
+  write_file_atomic(path, safetensors_bytes(tensors, metadata, byte_tensors));
 }
 
 }  // namespace qnum

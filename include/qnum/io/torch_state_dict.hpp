@@ -584,7 +584,7 @@ inline std::map<std::string, Tensor> parse_torch_state_dict(std::string_view byt
 /// (`.bin`, `.pt`, `.pth`), as float32. The one reader the HF loaders use.
 inline SafetensorsFile read_weights_file(const std::filesystem::path& path) {
   const auto ext = path.extension().string();
-  if (ext == ".bin" || ext == ".pt" || ext == ".pth") return {read_torch_state_dict(path), {}};
+  if (ext == ".bin" || ext == ".pt" || ext == ".pth") return {read_torch_state_dict(path), {}, {}};
   return read_safetensors(path);
 }
 

@@ -7,15 +7,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <span>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "qnum/io/safetensors.hpp"
 #include "qnum/models/bert.hpp"
 #include "qnum/models/bert_surgery.hpp"
 #include "qnum/nn/packed_embedding.hpp"
 #include "qnum/nn/packed_int8_linear.hpp"
 #include "qnum/nn/packed_linear.hpp"
+#include "qnum/passes/structure.hpp"
 
 namespace qnum::models {
 
@@ -82,6 +88,91 @@ inline std::pair<std::size_t, std::size_t> pack_bert_word_embeddings_mxint8(Bert
   emb.replace_module("word_embeddings", packed);
   emb.word_embeddings = packed;
   return {fp32, bytes};
+}
+
+/// A packed model's packed weights for a checkpoint: `bytes` the safetensors byte tensors,
+/// "<path>.weight_codes" (I8 [out, in]: int8 codes, or MXINT8 mantissas) and for MXINT8
+/// "<path>.weight_scales" (U8 [out, in/32]); `meta` the metadata's "packed" entry describing
+/// each layer: {"kind": "int8" | "mxint8", "in": K, "out": N, "bias": bool, "quant": {...}
+/// (int8: the data_in, weight and data_out formats, passes::quant_to_json)}. The biases and
+/// everything else stay in the float state_dict.
+struct PackedState {
+  nlohmann::json meta = nlohmann::json::object();
+  std::map<std::string, ByteTensor> bytes;
+};
+
+inline PackedState packed_state(BertForSequenceClassification& model) {
+  PackedState s;
+  const auto i8 = [](const std::vector<std::int8_t>& v, Shape shape) {
+    return ByteTensor{"I8", std::move(shape), std::vector<std::uint8_t>(v.begin(), v.end())};
+  };
+  for (auto& [path, m] : model.named_modules()) {
+    if (auto* p = dynamic_cast<nn::Int8PackedLinear*>(m)) {
+      nn::QuantConfig q = p->quant();
+      q.weight = p->weight_format();
+      s.meta[path] = {{"kind", "int8"}, {"in", p->in_features}, {"out", p->out_features},
+                      {"bias", p->bias.defined()}, {"quant", passes::quant_to_json(q)}};
+      s.bytes[path + ".weight_codes"] = i8(p->codes(), {p->out_features, p->in_features});
+    } else if (auto* x = dynamic_cast<nn::MXInt8PackedLinear*>(m)) {
+      qnum::detail::require(x->device().is_cpu(), "packed_state: '", path, "' is packed on ", x->device().str(),
+                            "; save a model packed on the cpu");
+      s.meta[path] = {{"kind", "mxint8"}, {"in", x->in_features}, {"out", x->out_features}, {"bias", x->bias.defined()}};
+      s.bytes[path + ".weight_codes"] = i8(x->packed().host_mantissa(), {x->out_features, x->in_features});
+      const auto& sc = x->packed().host_scale();
+      s.bytes[path + ".weight_scales"] = ByteTensor{"U8", {x->out_features, x->in_features / 32}, sc};
+    }
+  }
+  return s;
+}
+
+/// Replaces the Linears `packed` (a PackedState's meta) names by packed modules built from
+/// `bytes` (biases zero: the float state_dict fills them). qnum::Error naming the layer for an
+/// unknown kind, a missing or misshapen byte tensor, or a layer that is not a Linear of that
+/// shape; nothing is replaced unless every layer checks.
+inline void restore_packed(BertForSequenceClassification& model, const nlohmann::json& packed,
+                           const std::map<std::string, ByteTensor>& bytes) {
+  using qnum::detail::require;
+  require(packed.is_object(), "packed: must be an object of layers");
+  std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> made;
+  for (const auto& [path, layer] : packed.items()) {
+    const std::string where = "packed layer '" + path + "'";
+    require(layer.is_object() && layer.contains("kind") && layer["kind"].is_string() && layer.contains("in") &&
+                layer["in"].is_number_integer() && layer.contains("out") && layer["out"].is_number_integer(),
+            where, ": needs kind, in and out");
+    const auto kind = layer["kind"].get<std::string>();
+    const auto in = layer["in"].get<std::int64_t>(), out = layer["out"].get<std::int64_t>();
+    require(in > 0 && out > 0 && in <= (std::int64_t{1} << 20) && out <= (std::int64_t{1} << 20), where, ": sizes ",
+            out, " x ", in, " out of range");
+    const auto* lin = dynamic_cast<const nn::Linear*>(&model.at(path));
+    require(lin && lin->in_features == in && lin->out_features == out, where, ": the model has no ", out, " x ", in,
+            " Linear there");
+    const auto codes = bytes.find(path + ".weight_codes");
+    require(codes != bytes.end() && codes->second.dtype == "I8" && codes->second.shape == Shape{out, in}, where,
+            ": tensor '", path, ".weight_codes' (I8 [", out, ", ", in, "]) is missing or of another dtype or shape");
+    const auto* c = reinterpret_cast<const std::int8_t*>(codes->second.data.data());
+    const Tensor bias = layer.value("bias", false) ? Tensor::zeros({out}) : Tensor();
+    try {
+      if (kind == "int8") {
+        require(layer.contains("quant"), where, ": an int8 layer needs its formats ('quant')");
+        const auto q = passes::quant_from_json(layer["quant"], where);
+        made.emplace_back(path, std::make_shared<nn::Int8PackedLinear>(
+                                    in, out, q, std::span<const std::int8_t>(c, static_cast<std::size_t>(in * out)), bias));
+      } else if (kind == "mxint8") {
+        const auto sc = bytes.find(path + ".weight_scales");
+        require(in % 32 == 0 && sc != bytes.end() && sc->second.dtype == "U8" && sc->second.shape == Shape{out, in / 32},
+                where, ": tensor '", path, ".weight_scales' (U8 [", out, ", ", in / 32,
+                "]) is missing or of another dtype or shape");
+        MXInt8MaseCuda q{std::vector<std::int8_t>(c, c + in * out), sc->second.data, 32};
+        made.emplace_back(path, std::make_shared<nn::MXInt8PackedLinear>(in, out, std::move(q), bias));
+      } else {
+        qnum::detail::fail(where, ": unknown kind '", kind, "' (known: int8, mxint8)");
+      }
+    } catch (const qnum::Error& e) {
+      if (std::string(e.what()).rfind(where, 0) == 0) throw;
+      qnum::detail::fail(where, ": ", e.what());
+    }
+  }
+  for (auto& [path, m] : made) replace_linear(model, path, std::move(m));
 }
 
 /// The bytes a BERT classifier holds, by kind (float32 tensors at 4 bytes a value).

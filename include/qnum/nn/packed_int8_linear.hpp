@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,27 +35,32 @@ class Int8PackedLinear : public Module, public Quantizable {
       : in_features(lin.in_features), out_features(lin.out_features),
         x_frac_(Linear::fixed8_frac(lin.quant().data_in)), w_frac_(Linear::fixed8_frac(lin.quant().weight)) {
     using qnum::detail::require;
-    require(x_frac_ != Linear::kNotFixed8 && w_frac_ != Linear::kNotFixed8,
-            "Int8PackedLinear: needs data_in and weight on signed fixed point of <= 8 bits (integer width<=8), got ",
-            lin.quant().to_string());
+    check_formats(lin.quant());
     require(!lin.lora_A && !lin.input_transform,
             "Int8PackedLinear: the Linear has a LoRA adapter or an input transform (fuse_lora or drop it first)");
     require(!lin.weight.is_cuda(), "Int8PackedLinear: the weight is on ", lin.weight.device().str(),
             "; the int8 GEMM is a CPU kernel");
-    require(in_features <= kGemmInt8MaxK, "Int8PackedLinear: in_features ", in_features, " exceeds ", kGemmInt8MaxK);
-    QuantConfig q = lin.quant();
-    q.weight.reset();  // applied once, here: the codes are the quantized weight
-    q.bias.reset();
-    set_quant(q);
     const Tensor w = lin.forward_weight();
     std::vector<std::int8_t> codes(static_cast<std::size_t>(w.numel()));
     require(qnum::detail::fixed8_codes(w.data(), codes.size(), w_frac_, codes.data()),
             "Int8PackedLinear: the quantized weight holds NaN");
-    weights_ = pack_int8_weights(codes.data(), out_features, in_features);
-    if (lin.bias.defined()) {
-      const Tensor b = lin.forward_bias();
-      bias = register_buffer("bias", Tensor(b.shape(), std::vector<float>(b.values().begin(), b.values().end())));
-    }
+    init(lin.quant(), codes, lin.bias.defined() ? lin.forward_bias() : Tensor());
+  }
+
+  /// From stored codes (a packed checkpoint): `quant` as the Linear's (data_in, weight and
+  /// data_out formats), `codes` the weight's [out, in] codes row-major, `bias` [out] or undefined.
+  Int8PackedLinear(std::int64_t in, std::int64_t out, const QuantConfig& quant, std::span<const std::int8_t> codes,
+                   const Tensor& bias)
+      : in_features(in), out_features(out), x_frac_(Linear::fixed8_frac(quant.data_in)),
+        w_frac_(Linear::fixed8_frac(quant.weight)) {
+    using qnum::detail::require;
+    require(in > 0 && out > 0, "Int8PackedLinear: sizes ", out, " x ", in, " must be positive");
+    check_formats(quant);
+    require(static_cast<std::int64_t>(codes.size()) == in * out, "Int8PackedLinear: ", codes.size(),
+            " codes for a weight of ", out, " x ", in);
+    require(!bias.defined() || bias.shape() == Shape{out}, "Int8PackedLinear: bias shape ",
+            bias.defined() ? qnum::to_string(bias.shape()) : "", " is not [", out, "]");
+    init(quant, codes, bias);
   }
 
   std::string type_name() const override { return "Int8PackedLinear"; }
@@ -80,6 +86,11 @@ class Int8PackedLinear : public Module, public Quantizable {
     return quantize_out(Tensor(std::move(shape), std::move(y)));
   }
 
+  /// The weight's codes [out, in] row-major (what a packed checkpoint stores).
+  std::vector<std::int8_t> codes() const { return unpack_int8_weights(weights_); }
+  /// The weight's format (signed fixed point of <= 8 bits): value = code·2^-frac_width.
+  const Format& weight_format() const { return weight_format_; }
+
   /// Bytes of the packed weight (codes, padding and the kernel's per-column offsets).
   std::size_t packed_bytes() const { return weights_.bytes(); }
   /// Bytes of the float32 bias (0 without one).
@@ -89,6 +100,24 @@ class Int8PackedLinear : public Module, public Quantizable {
   Tensor bias;  ///< float32 (the quantized bias values), undefined when the Linear had none
 
  private:
+  void check_formats(const QuantConfig& q) const {
+    qnum::detail::require(
+        x_frac_ != Linear::kNotFixed8 && w_frac_ != Linear::kNotFixed8,
+        "Int8PackedLinear: needs data_in and weight on signed fixed point of <= 8 bits (integer width<=8), got ",
+        q.to_string());
+    qnum::detail::require(in_features <= kGemmInt8MaxK, "Int8PackedLinear: in_features ", in_features, " exceeds ",
+                          kGemmInt8MaxK);
+  }
+  void init(const QuantConfig& quant, std::span<const std::int8_t> codes, const Tensor& b) {
+    weight_format_ = *quant.weight;
+    QuantConfig q = quant;
+    q.weight.reset();  // applied once, at packing: the codes are the quantized weight
+    q.bias.reset();    // likewise for the bias values below
+    set_quant(q);
+    weights_ = pack_int8_weights(codes.data(), out_features, in_features);
+    if (b.defined()) bias = register_buffer("bias", Tensor(b.shape(), std::vector<float>(b.values().begin(), b.values().end())));
+  }
+
   /// The codes of data_in's quantization of x: in one pass where the format rounds to nearest
   /// even and saturates (the reference's mantissa), else its fake-quantize, then the codes.
   bool input_codes(const Tensor& x, std::int8_t* codes) const {
@@ -105,6 +134,7 @@ class Int8PackedLinear : public Module, public Quantizable {
   }
 
   int x_frac_, w_frac_;
+  Format weight_format_;
   Int8Weights weights_;
 };
 

@@ -46,7 +46,18 @@ class MXInt8PackedLinear : public Module {
     if (lin.bias.defined()) bias = register_buffer("bias", to_device(Tensor(lin.bias.shape(), host_values(lin.bias))));
   }
 
+  /// From packed bytes on the host (a packed checkpoint): `q` the [out, in] weight's mantissas
+  /// and scales, `bias` [out] or undefined.
+  MXInt8PackedLinear(std::int64_t in, std::int64_t out, MXInt8MaseCuda q, const Tensor& bias)
+      : in_features(in), out_features(out), device_(Device::cpu()), packed_(checked_bytes(in, out, std::move(q))) {
+    qnum::detail::require(!bias.defined() || bias.shape() == Shape{out}, "MXInt8PackedLinear: bias shape ",
+                          bias.defined() ? qnum::to_string(bias.shape()) : "", " is not [", out, "]");
+    if (bias.defined()) this->bias = register_buffer("bias", Tensor(bias.shape(), host_values(bias)));
+  }
+
   std::string type_name() const override { return "MXInt8PackedLinear"; }
+  /// The packed weight (host storage only: empty on a device).
+  const PackedMXInt8& packed() const { return packed_; }
   std::string op_name() const override { return "linear"; }
 
   /// y[..., out] = x[..., in]·Wᵀ + bias, W dequantized from the packed bytes (file comment).
@@ -82,6 +93,13 @@ class MXInt8PackedLinear : public Module {
             w.defined() ? qnum::to_string(w.shape()) : "(undefined)", " is not [", lin.out_features, ", ", lin.in_features,
             "]");
     return host_values(w);
+  }
+  static PackedMXInt8 checked_bytes(std::int64_t in, std::int64_t out, MXInt8MaseCuda q) {
+    qnum::detail::require(in > 0 && out > 0 && in % kGroup == 0, "MXInt8PackedLinear: sizes ", out, " x ", in,
+                          " must be positive with in_features a multiple of ", kGroup);
+    qnum::detail::require(static_cast<std::int64_t>(q.mantissa.size()) == in * out, "MXInt8PackedLinear: ",
+                          q.mantissa.size(), " mantissas for a weight of ", out, " x ", in);
+    return PackedMXInt8(std::move(q), Device::cpu());
   }
   static std::vector<float> host_values(const Tensor& t) {
     if (t.is_cuda()) {

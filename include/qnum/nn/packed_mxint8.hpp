@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "qnum/core/error.hpp"
 #include "qnum/format/mx_packed.hpp"
 #include "qnum/kernel/threading.hpp"
 #include "qnum/tensor/device.hpp"
@@ -19,8 +20,15 @@ class PackedMXInt8 {
  public:
   static constexpr int kGroup = 32;
 
-  PackedMXInt8(std::span<const float> values, const Device& device) : device_(device) {
-    MXInt8MaseCuda q = quantize_mxint8_mase_cuda(values, kGroup);
+  PackedMXInt8(std::span<const float> values, const Device& device)
+      : PackedMXInt8(quantize_mxint8_mase_cuda(values, kGroup), device) {}
+
+  /// From packed bytes (a packed checkpoint): q.scale holds one byte per group of 32 mantissas.
+  PackedMXInt8(MXInt8MaseCuda q, const Device& device) : device_(device) {
+    qnum::detail::require(q.group_size == kGroup && q.mantissa.size() % kGroup == 0 &&
+                              q.scale.size() == q.mantissa.size() / kGroup,
+                          "PackedMXInt8: ", q.mantissa.size(), " mantissas and ", q.scale.size(),
+                          " scales are not groups of ", kGroup);
     if (device_.is_cpu()) {
       mantissa_ = std::move(q.mantissa);
       scale_ = std::move(q.scale);
@@ -61,6 +69,9 @@ class PackedMXInt8 {
       }
     });
   }
+  /// The packed bytes (host storage): what a packed checkpoint stores.
+  const std::vector<std::int8_t>& host_mantissa() const { return mantissa_; }
+  const std::vector<std::uint8_t>& host_scale() const { return scale_; }
   /// Device pointers (device storage).
   const std::int8_t* device_mantissa() const { return d_mantissa_.data(); }
   const std::uint8_t* device_scale() const { return d_scale_.data(); }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qnum/data/dataset.hpp"
+#include "qnum/models/bert_packed.hpp"
 #include "qnum/models/jsc.hpp"
 #include "qnum/passes/structure.hpp"
 #include "qnum/pipeline/datasets.hpp"
@@ -24,7 +25,8 @@
 namespace qnum::pipeline {
 
 /// Any registered model with the structure and values of checkpoint `path` (its saved
-/// model_config, when it has one, gives BERT's sizes).
+/// model_config, when it has one, gives BERT's sizes). A packed checkpoint (`qnum export --to
+/// packed-int8|packed-mxint8`: metadata "packed") gets its packed Linears from the stored codes.
 inline Classifier load_classifier(const std::string& name, const std::string& path,
                                           const nlohmann::json& meta) {
   require_checkpoint_of(name, path, meta);
@@ -32,6 +34,12 @@ inline Classifier load_classifier(const std::string& name, const std::string& pa
   bo.config = meta.value("model_config", nlohmann::json(nullptr));
   Classifier c = make_classifier(name, bo);
   if (meta.contains("structure")) passes::restore_structure(*c.module, meta["structure"]);
+  if (meta.contains("packed")) {
+    auto* bert = dynamic_cast<models::BertForSequenceClassification*>(c.module.get());
+    qnum::detail::require(bert != nullptr, "checkpoint '", path, "' is packed, which only BERT models are, not '",
+                          name, "'");
+    models::restore_packed(*bert, meta["packed"], read_safetensors(train::detail::tensor_file(path)).bytes);
+  }
   train::load_checkpoint(path, *c.module, nullptr);
   return c;
 }

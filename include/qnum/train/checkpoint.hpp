@@ -77,10 +77,12 @@ inline std::filesystem::path tensor_file(const std::filesystem::path& path) {
 /// Writes `<dir>/<stem>.safetensors` and `<dir>/<stem>.json` (see the file comment), creating
 /// `dir` if needed. `opt` may be null (no optimizer state saved). `meta` must be a JSON
 /// object; save_checkpoint adds format, format_version, optimizer and dropout_calls to it.
+/// `bytes`: byte tensors (a packed model's codes, models::packed_state) written beside them.
 /// Returns the path of the tensor file.
 inline std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const std::string& stem,
                                              const nn::Module& model, const nn::Optimizer* opt,
-                                             const nlohmann::json& meta) {
+                                             const nlohmann::json& meta,
+                                             const std::map<std::string, ByteTensor>& bytes = {}) {
   qnum::detail::require(meta.is_object() || meta.is_null(), "save_checkpoint: meta must be a JSON object");
   qnum::detail::require(!stem.empty(), "save_checkpoint: empty checkpoint name");
   std::error_code ec;
@@ -102,7 +104,7 @@ inline std::filesystem::path save_checkpoint(const std::filesystem::path& dir, c
   const std::string text = full.dump(2);
 
   const auto tensor_path = dir / (stem + ".safetensors");
-  write_safetensors(tensor_path, tensors, {{kMetaKey, full.dump()}});
+  write_safetensors(tensor_path, tensors, {{kMetaKey, full.dump()}}, bytes);
   write_file_atomic(dir / (stem + ".json"), text + "\n");
   return tensor_path;
 }
@@ -149,6 +151,8 @@ inline void load_checkpoint_state(SafetensorsFile st, const nlohmann::json& meta
         what, ": format_version ", meta["format_version"].dump(), " is newer than this qnum (",
         kCheckpointFormatVersion, ")");
 
+  qnum::detail::require(st.bytes.empty() || meta.contains("packed"), what, " holds byte tensors ('",
+                        st.bytes.empty() ? "" : st.bytes.begin()->first, "') but no 'packed' description of them");
   std::map<std::string, Tensor> model_state, opt_state;
   for (auto& [name, t] : st.tensors) {
     if (name.rfind(kOptimizerPrefix, 0) == 0)

@@ -324,7 +324,9 @@ inline void pack_bf16_amx_a(const Bf16Operand& op, std::int64_t R, std::int64_t 
     return;
   }
   const auto pack = [=](std::int64_t ub, std::int64_t ue) {
+#if QNUM_GEMM_BF16_NATIVE
     alignas(64) std::uint32_t block[16][16];  // [pair][row]
+#endif
     for (std::int64_t u = ub; u < ue; ++u) {
       const std::int64_t t0 = u * 16, nt = std::min<std::int64_t>(16, T - t0);
       for (std::int64_t st = 0; st < data_strips; ++st) {

@@ -169,6 +169,21 @@ inline Int8Weights pack_int8_weights(const std::int8_t* B, std::int64_t N, std::
   return w;
 }
 
+/// The codes B [N,K] row-major that pack_int8_weights packed.
+inline std::vector<std::int8_t> unpack_int8_weights(const Int8Weights& w) {
+  std::vector<std::int8_t> b(static_cast<std::size_t>(w.N * w.K));
+  if constexpr (detail::kHaveVnni) {  // panels [N/32][Kp/4][32][4]
+    for (std::int64_t j = 0; j < w.N; ++j)
+      for (std::int64_t k = 0; k < w.K; ++k)
+        b[static_cast<std::size_t>(j * w.K + k)] =
+            w.codes[static_cast<std::size_t>((j / detail::kINR) * w.Kp * detail::kINR + (k / 4) * detail::kINR * 4 +
+                                             (j % detail::kINR) * 4 + k % 4)];
+  } else {
+    std::copy(w.codes.begin(), w.codes.begin() + w.N * w.K, b.begin());
+  }
+  return b;
+}
+
 /// gemm_fixed8_nt with the weight packed once (pack_int8_weights): the same bits.
 inline void gemm_fixed8_nt(const std::int8_t* A, int Fa, const Int8Weights& B, int Fb, float* C, std::int64_t M,
                            const float* bias = nullptr) {
