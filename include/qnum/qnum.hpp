@@ -97,6 +97,7 @@
 #include "qnum/nn/nn.hpp"
 #include "qnum/nn/optim.hpp"
 #include "qnum/nn/packed_embedding.hpp"
+#include "qnum/nn/packed_int8_linear.hpp"
 #include "qnum/nn/packed_linear.hpp"
 #include "qnum/nn/packed_mxint8.hpp"
 #include "qnum/nn/quant.hpp"
