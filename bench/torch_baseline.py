@@ -365,11 +365,18 @@ def bench_quantize(size, sigma, formats):
 
 
 def bench_gemm(shapes):
+    """fp32 torch.matmul and int8 torch._int_mm (int8 x int8 -> int32, oneDNN / AMX where the
+    CPU has it) per shape: the peers of `qnum bench gemm --kind fp32|int8`."""
     for m, n, k in shapes:
         a = torch.randn(m, k)
         b = torch.randn(k, n)
         t = best_time(lambda: torch.matmul(a, b))
         print(json.dumps({"bench": "gemm", "kind": "fp32", "m": m, "n": n, "k": k,
+                          "threads": torch.get_num_threads(), "gflops": 2 * m * n * k / t / 1e9}), flush=True)
+        a8 = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+        b8 = torch.randint(-128, 128, (k, n), dtype=torch.int8)
+        t = best_time(lambda: torch._int_mm(a8, b8))
+        print(json.dumps({"bench": "gemm", "kind": "int8 (torch._int_mm)", "m": m, "n": n, "k": k,
                           "threads": torch.get_num_threads(), "gflops": 2 * m * n * k / t / 1e9}), flush=True)
 
 
@@ -397,6 +404,7 @@ def main():
                     help="quantize input: N(0, sigma^2) (0.02: BERT's weight scale; qnum bench quantize --sigma)")
     ap.add_argument("--formats", default="", help="quantize: comma-separated format name prefixes (default all)")
     ap.add_argument("--only", default="quantize,gemm,attention", help="comma-separated subset of the benchmarks")
+    ap.add_argument("--gemm-shapes", default="", help="gemm: 'M,N,K;M,N,K...' instead of the default shapes")
     args = ap.parse_args()
     only = set(args.only.split(","))
     torch.set_num_threads(args.threads)
@@ -405,7 +413,9 @@ def main():
     if "quantize" in only:
         bench_quantize(args.size, args.sigma, [f for f in args.formats.split(",") if f])
     if "gemm" in only:
-        bench_gemm([(1024, 1024, 1024)] if args.quick else [(256, 256, 256), (1024, 1024, 1024), (512, 768, 3072)])
+        shapes = [tuple(int(v) for v in sh.split(",")) for sh in args.gemm_shapes.split(";") if sh]
+        bench_gemm(shapes or ([(1024, 1024, 1024)] if args.quick else
+                              [(256, 256, 256), (1024, 1024, 1024), (512, 768, 3072)]))
     if "attention" in only:
         bench_attention([512] if args.quick else [128, 512, 1024])
 
