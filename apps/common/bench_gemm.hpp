@@ -1,4 +1,4 @@
-// `qnum bench gemm`: GFLOP/s of one GEMM kind beside the fp32 GEMM, measured alternately in
+// `qnum bench gemm`: GFLOP/s of one GEMM kind beside the fp32 GEMM, measured in alternating blocks in
 // the same call (best of several runs each). Also used by bench/bench_gemm.cpp.
 #pragma once
 
@@ -87,23 +87,32 @@ inline void check_args(std::int64_t m, std::int64_t n, std::int64_t k, const std
   qnum::detail::require(threads >= 1 && threads <= 1024, "bench gemm: threads ", threads, " must be in [1, 1024]");
 }
 
-/// Best-of GFLOP/s of `kind` and of fp32 at the same shape and thread count, runs alternating
-/// (one warm-up each, then at least `min_runs` each and until ~min_seconds have passed).
+/// Best-of GFLOP/s of `kind` and of fp32 at the same shape and thread count, in alternating
+/// blocks (at least `min_runs` calls and ~block_seconds each, `rounds` times and until
+/// ~min_seconds have passed): the two share the clock's ups and downs, and each call of a block
+/// finds its operands in cache as a peer's timing loop does (torch.utils.benchmark, best_time
+/// in bench/torch_baseline.py) — alternating single calls made every call cold and, on AMX,
+/// start after a run of AVX-512 code.
 inline std::pair<double, double> measure(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& kind,
-                                         int threads, int min_runs = 5, double min_seconds = 0.5) {
+                                         int threads, int min_runs = 3, double min_seconds = 0.5, int rounds = 3,
+                                         double block_seconds = 0.05) {
   check_args(m, n, k, kind, threads);
   const int saved = qnum::num_threads();
   qnum::set_num_threads(threads);
   GemmCase q(kind, m, n, k), f("fp32", m, n, k);
-  q.run();
-  f.run();
   double bq = 1e300, bf = 1e300, spent = 0;
-  for (int r = 0; r < min_runs || (spent < min_seconds && r < 1000); ++r) {
-    const double tq = seconds_of(q), tf = seconds_of(f);
-    bq = std::min(bq, tq);
-    bf = std::min(bf, tf);
-    spent += tq + tf;
-  }
+  for (int r = 0; r < rounds || (spent < min_seconds && r < 1000); ++r)
+    for (GemmCase* c : {&q, &f}) {
+      double& best = c == &q ? bq : bf;
+      c->run();  // back in cache after the other kind's block
+      double block = 0;
+      for (int i = 0; i < min_runs || (block < block_seconds && i < 10000); ++i) {
+        const double t = seconds_of(*c);
+        best = std::min(best, t);
+        block += t;
+      }
+      spent += block;
+    }
   qnum::set_num_threads(saved);
   return {q.flops() / bq * 1e-9, f.flops() / bf * 1e-9};
 }
