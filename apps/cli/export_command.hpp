@@ -46,6 +46,9 @@ class ExportCommand {
     cmd_->add_option("--output-dir", out_, "the folder to write (refused when it exists, unless --force)")->required();
     cmd_->add_option("--vocab", vocab_,
                      "the vocab.txt the model was trained with (default: its dataset's, as the checkpoint records)");
+    cmd_->add_flag("--pack-embeddings", pack_embeddings_,
+                   "--to packed-*: the word table packed too, as MXINT8 (lab 4's option; a fifth of bert-base's "
+                   "weights)");
     cmd_->add_flag("--force", force_, "replace an existing output folder (atomically)");
   }
   ExportCommand(const ExportCommand&) = delete;
@@ -99,6 +102,8 @@ class ExportCommand {
     const bool int8 = to_ == "packed-int8";
     const models::PackReport r = int8 ? models::pack_bert_linears_int8(*bert)
                                       : models::pack_bert_linears_mxint8(*bert, Device::cpu());
+    std::size_t table_bytes = 0;
+    if (pack_embeddings_) table_bytes = models::pack_bert_word_embeddings_mxint8(*bert, Device::cpu()).second;
     models::PackedState state = models::packed_state(*bert);
     nlohmann::json out_meta = meta;
     for (const char* key : {"format", "format_version", "optimizer", "dropout_calls"}) out_meta.erase(key);
@@ -107,14 +112,17 @@ class ExportCommand {
     write_directory_atomic(out_, force_, [&](const std::filesystem::path& tmp) {
       train::save_checkpoint(tmp, "model", *bert, nullptr, out_meta, state.bytes);
     });
-    std::printf("export   %s -> %s/model: %zu Linears packed %s, %.2f MiB of weights (fp32 %.2f MiB)\n",
+    std::printf("export   %s -> %s/model: %zu Linears packed %s, %.2f MiB of weights (fp32 %.2f MiB)%s\n",
                 load_.c_str(), out_.c_str(), r.paths.size(), int8 ? "int8 (W8A8)" : "MXINT8",
-                static_cast<double>(r.packed_bytes) / (1 << 20), static_cast<double>(r.fp32_weight_bytes) / (1 << 20));
+                static_cast<double>(r.packed_bytes) / (1 << 20), static_cast<double>(r.fp32_weight_bytes) / (1 << 20),
+                pack_embeddings_
+                    ? (", word table MXINT8 " + std::to_string(table_bytes >> 10) + " KiB").c_str()
+                    : "");
   }
 
   CLI::App* cmd_ = nullptr;
   std::string model_, load_, to_ = "hf", out_, vocab_;
-  bool force_ = false;
+  bool force_ = false, pack_embeddings_ = false;
 };
 
 }  // namespace qnum::cli

@@ -293,15 +293,16 @@ TEST_CASE("bert.packed: packed checkpoints load back to the identical model; bad
     if (int8) qnum::passes::quantize(packed, int8_linears());
     const auto r = int8 ? qnum::models::pack_bert_linears_int8(packed)
                         : qnum::models::pack_bert_linears_mxint8(packed, qnum::Device::cpu());
+    if (!int8) qnum::models::pack_bert_word_embeddings_mxint8(packed, qnum::Device::cpu());  // the table too
     auto state = qnum::models::packed_state(packed);
-    CHECK(state.meta.size() == r.paths.size());
-    CHECK(state.bytes.size() == r.paths.size() * (int8 ? 1 : 2));
+    CHECK(state.meta.size() == r.paths.size() + (int8 ? 0 : 1));
+    CHECK(state.bytes.size() == r.paths.size() * (int8 ? 1 : 2) + (int8 ? 0 : 2));
     const nlohmann::json meta = {{"structure", qnum::passes::describe_structure(packed)}, {"packed", state.meta}};
     const auto file = qnum::train::save_checkpoint(dir, "m", packed, nullptr, meta, state.bytes);
     // About a byte a weight: the codes (and MXINT8's scale per 32) beside the float tensors.
     std::size_t floats = 0;
     for (const auto& [name, t] : packed.state_dict()) floats += static_cast<std::size_t>(t.numel()) * 4;
-    const std::size_t weights = r.fp32_weight_bytes / 4;
+    const std::size_t weights = r.fp32_weight_bytes / 4 + (int8 ? 0 : 30522 * 64);
     CHECK(fs::file_size(file) > floats + weights);
     CHECK(fs::file_size(file) < floats + weights + weights / 32 + 64 * 1024);
 
@@ -310,6 +311,7 @@ TEST_CASE("bert.packed: packed checkpoints load back to the identical model; bad
     qnum::models::restore_packed(fresh, meta["packed"], st.bytes);
     qnum::train::load_checkpoint(dir / "m", fresh, nullptr);
     CHECK(fresh.at("bert.encoder.layer.1.output.dense").type_name() == (int8 ? "Int8PackedLinear" : "MXInt8PackedLinear"));
+    CHECK(fresh.at("bert.embeddings.word_embeddings").type_name() == (int8 ? "Embedding" : "MXInt8PackedEmbedding"));
     qnum::autograd::NoGradGuard no_grad;
     CHECK(same_bits(packed.forward(in), fresh.forward(in)));
 
@@ -321,7 +323,7 @@ TEST_CASE("bert.packed: packed checkpoints load back to the identical model; bad
     bad_meta[q]["kind"] = "nvfp4";
     qnum::models::BertForSequenceClassification other(config, 1);
     CHECK(error_of([&] { qnum::models::restore_packed(other, bad_meta, st.bytes); }) ==
-          "packed layer '" + q + "': unknown kind 'nvfp4' (known: int8, mxint8)");
+          "packed layer '" + q + "': unknown kind 'nvfp4' (known: int8, mxint8, mxint8_embedding)");
     CHECK(other.at(q).type_name() == "Linear");  // nothing replaced
     bad_meta = meta["packed"];
     bad_meta[q]["in"] = 32;

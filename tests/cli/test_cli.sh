@@ -330,7 +330,8 @@ tq=$("$QNUM" test $bert text-synthetic --load "$work/bertq/best" --limit 16 --js
   bad "test of the packed model: $tp"
 al() { grep -oE '"(accuracy|loss)":[^,}]*' <<< "$1"; }
 [ "$(al "$tq")" = "$(al "$tp")" ] && [ "$(al "$tp" | wc -l)" = 2 ] && ok || bad "packed int8 tests otherwise: $tq vs $tp"
-"$QNUM" export $bert --load "$work/bert/best" --to packed-mxint8 --output-dir "$work/packedmx" > /dev/null 2>&1 &&
+"$QNUM" export $bert --load "$work/bert/best" --to packed-mxint8 --pack-embeddings --output-dir "$work/packedmx" \
+  > /dev/null 2>&1 && grep -q '"kind": "mxint8_embedding"' "$work/packedmx/model.json" &&
   "$QNUM" test $bert text-synthetic --load "$work/packedmx/model" --limit 16 --json > /dev/null 2>&1 && ok ||
   bad "export and test packed-mxint8"
 expect_error "export packed-int8 of a float model" "$QNUM" export $bert --load "$work/bert/best" --to packed-int8 \

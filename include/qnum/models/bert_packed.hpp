@@ -94,8 +94,9 @@ inline std::pair<std::size_t, std::size_t> pack_bert_word_embeddings_mxint8(Bert
 /// "<path>.weight_codes" (I8 [out, in]: int8 codes, or MXINT8 mantissas) and for MXINT8
 /// "<path>.weight_scales" (U8 [out, in/32]); `meta` the metadata's "packed" entry describing
 /// each layer: {"kind": "int8" | "mxint8", "in": K, "out": N, "bias": bool, "quant": {...}
-/// (int8: the data_in, weight and data_out formats, passes::quant_to_json)}. The biases and
-/// everything else stay in the float state_dict.
+/// (int8: the data_in, weight and data_out formats, passes::quant_to_json)}, or for a packed
+/// word table {"kind": "mxint8_embedding", "in": embedding_dim, "out": num_embeddings} (codes
+/// [num, dim], scales [num, dim/32]). The biases and everything else stay in the float state_dict.
 struct PackedState {
   nlohmann::json meta = nlohmann::json::object();
   std::map<std::string, ByteTensor> bytes;
@@ -113,6 +114,13 @@ inline PackedState packed_state(BertForSequenceClassification& model) {
       s.meta[path] = {{"kind", "int8"}, {"in", p->in_features}, {"out", p->out_features},
                       {"bias", p->bias.defined()}, {"quant", passes::quant_to_json(q)}};
       s.bytes[path + ".weight_codes"] = i8(p->codes(), {p->out_features, p->in_features});
+    } else if (auto* e = dynamic_cast<nn::MXInt8PackedEmbedding*>(m)) {
+      qnum::detail::require(e->device().is_cpu(), "packed_state: '", path, "' is packed on ", e->device().str(),
+                            "; save a model packed on the cpu");
+      s.meta[path] = {{"kind", "mxint8_embedding"}, {"in", e->embedding_dim}, {"out", e->num_embeddings}};
+      s.bytes[path + ".weight_codes"] = i8(e->packed().host_mantissa(), {e->num_embeddings, e->embedding_dim});
+      s.bytes[path + ".weight_scales"] =
+          ByteTensor{"U8", {e->num_embeddings, e->embedding_dim / 32}, e->packed().host_scale()};
     } else if (auto* x = dynamic_cast<nn::MXInt8PackedLinear*>(m)) {
       qnum::detail::require(x->device().is_cpu(), "packed_state: '", path, "' is packed on ", x->device().str(),
                             "; save a model packed on the cpu");
@@ -143,10 +151,28 @@ inline void restore_packed(BertForSequenceClassification& model, const nlohmann:
     const auto in = layer["in"].get<std::int64_t>(), out = layer["out"].get<std::int64_t>();
     require(in > 0 && out > 0 && in <= (std::int64_t{1} << 20) && out <= (std::int64_t{1} << 20), where, ": sizes ",
             out, " x ", in, " out of range");
+    const auto codes = bytes.find(path + ".weight_codes");
+    const auto scales = [&] {
+      const auto sc = bytes.find(path + ".weight_scales");
+      require(in % 32 == 0 && sc != bytes.end() && sc->second.dtype == "U8" && sc->second.shape == Shape{out, in / 32},
+              where, ": tensor '", path, ".weight_scales' (U8 [", out, ", ", in / 32,
+              "]) is missing or of another dtype or shape");
+      return sc->second.data;
+    };
+    if (kind == "mxint8_embedding") {
+      const auto* e = dynamic_cast<const nn::Embedding*>(&model.at(path));
+      require(path == "bert.embeddings.word_embeddings" && e && e->num_embeddings == out && e->embedding_dim == in,
+              where, ": the model has no ", out, " x ", in, " word table there (only BERT's word table is packed)");
+      require(codes != bytes.end() && codes->second.dtype == "I8" && codes->second.shape == Shape{out, in}, where,
+              ": tensor '", path, ".weight_codes' (I8 [", out, ", ", in, "]) is missing or of another dtype or shape");
+      const auto* c = reinterpret_cast<const std::int8_t*>(codes->second.data.data());
+      MXInt8MaseCuda q{std::vector<std::int8_t>(c, c + in * out), scales(), 32};
+      made.emplace_back(path, std::make_shared<nn::MXInt8PackedEmbedding>(out, in, std::move(q)));
+      continue;
+    }
     const auto* lin = dynamic_cast<const nn::Linear*>(&model.at(path));
     require(lin && lin->in_features == in && lin->out_features == out, where, ": the model has no ", out, " x ", in,
             " Linear there");
-    const auto codes = bytes.find(path + ".weight_codes");
     require(codes != bytes.end() && codes->second.dtype == "I8" && codes->second.shape == Shape{out, in}, where,
             ": tensor '", path, ".weight_codes' (I8 [", out, ", ", in, "]) is missing or of another dtype or shape");
     const auto* c = reinterpret_cast<const std::int8_t*>(codes->second.data.data());
@@ -158,21 +184,25 @@ inline void restore_packed(BertForSequenceClassification& model, const nlohmann:
         made.emplace_back(path, std::make_shared<nn::Int8PackedLinear>(
                                     in, out, q, std::span<const std::int8_t>(c, static_cast<std::size_t>(in * out)), bias));
       } else if (kind == "mxint8") {
-        const auto sc = bytes.find(path + ".weight_scales");
-        require(in % 32 == 0 && sc != bytes.end() && sc->second.dtype == "U8" && sc->second.shape == Shape{out, in / 32},
-                where, ": tensor '", path, ".weight_scales' (U8 [", out, ", ", in / 32,
-                "]) is missing or of another dtype or shape");
-        MXInt8MaseCuda q{std::vector<std::int8_t>(c, c + in * out), sc->second.data, 32};
+        MXInt8MaseCuda q{std::vector<std::int8_t>(c, c + in * out), scales(), 32};
         made.emplace_back(path, std::make_shared<nn::MXInt8PackedLinear>(in, out, std::move(q), bias));
       } else {
-        qnum::detail::fail(where, ": unknown kind '", kind, "' (known: int8, mxint8)");
+        qnum::detail::fail(where, ": unknown kind '", kind, "' (known: int8, mxint8, mxint8_embedding)");
       }
     } catch (const qnum::Error& e) {
       if (std::string(e.what()).rfind(where, 0) == 0) throw;
       qnum::detail::fail(where, ": ", e.what());
     }
   }
-  for (auto& [path, m] : made) replace_linear(model, path, std::move(m));
+  for (auto& [path, m] : made) {
+    if (auto e = std::dynamic_pointer_cast<nn::Embedding>(m)) {
+      auto& emb = *model.bert->embeddings;
+      emb.replace_module("word_embeddings", e);
+      emb.word_embeddings = std::move(e);
+    } else {
+      replace_linear(model, path, std::move(m));
+    }
+  }
 }
 
 /// The bytes a BERT classifier holds, by kind (float32 tensors at 4 bytes a value).

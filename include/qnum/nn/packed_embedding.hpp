@@ -26,7 +26,13 @@ class MXInt8PackedEmbedding : public Embedding {
   /// only the packed bytes. qnum::Error when embedding_dim is not a multiple of 32.
   MXInt8PackedEmbedding(const Embedding& e, const Device& device)
       : Embedding(e.num_embeddings, e.embedding_dim, NoWeight{}), device_(device), packed_(checked_table(e), device) {}
+  /// From packed bytes on the host (a packed checkpoint): `q` the [num, dim] table's mantissas
+  /// and scales.
+  MXInt8PackedEmbedding(std::int64_t num, std::int64_t dim, MXInt8MaseCuda q)
+      : Embedding(num, dim, NoWeight{}), device_(Device::cpu()), packed_(checked_bytes(num, dim, std::move(q))) {}
   std::string type_name() const override { return "MXInt8PackedEmbedding"; }
+  /// The packed table (host storage only: empty on a device).
+  const PackedMXInt8& packed() const { return packed_; }
   bool dense() const override { return false; }
 
   Tensor forward_indices(std::span<const std::int64_t> indices, const Shape& index_shape) override {
@@ -59,6 +65,13 @@ class MXInt8PackedEmbedding : public Embedding {
   const Device& device() const { return device_; }
 
  private:
+  static PackedMXInt8 checked_bytes(std::int64_t num, std::int64_t dim, MXInt8MaseCuda q) {
+    qnum::detail::require(dim % kGroup == 0, "MXInt8PackedEmbedding: embedding_dim ", dim, " is not a multiple of ",
+                          kGroup);
+    qnum::detail::require(static_cast<std::int64_t>(q.mantissa.size()) == num * dim, "MXInt8PackedEmbedding: ",
+                          q.mantissa.size(), " mantissas for a table of ", num, " x ", dim);
+    return PackedMXInt8(std::move(q), Device::cpu());
+  }
   static std::vector<float> checked_table(const Embedding& e) {
     qnum::detail::require(e.embedding_dim % kGroup == 0, "MXInt8PackedEmbedding: embedding_dim ", e.embedding_dim,
                           " is not a multiple of ", kGroup);
