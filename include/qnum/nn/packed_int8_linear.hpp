@@ -8,7 +8,8 @@
 // Bits: for in_features <= kGemmFixed8ExactK (1024) equal to the fake-quantized Linear's
 // (every partial sum is exact both ways). Above it the int32 sum is exact and rounded once,
 // where the float reference rounds its partial sums: the two differ by at most the
-// reference's own summation error (docs/precision.md). Inference only: no gradients.
+// reference's own summation error (docs/export.md, "A packed checkpoint"; tested in
+// tests/bert/test_bert_packed.cpp). Inference only: no gradients.
 #pragma once
 
 #include <cstddef>
